@@ -71,7 +71,9 @@ type Config struct {
 	// optimizer may inline, specialize and drop it.
 	Internalize bool `json:"internalize" yaml:"internalize"`
 
-	// PtxasOpt is the driver JIT's optimization level (0-4); -1 or unset means its default (4).
+	// PtxasOpt asks ptxas (the driver JIT) for optimization level 1..4; 0
+	// (unset) means the driver's default, which is 4. Level 0 is not offered:
+	// it only makes code slower and would be indistinguishable from "unset".
 	PtxasOpt int `json:"ptxas_opt,omitempty" yaml:"ptxas_opt,omitempty"`
 	// MaxRegisters caps registers per thread in ptxas; 0 means no cap.
 	MaxRegisters int `json:"max_registers,omitempty" yaml:"max_registers,omitempty"`
@@ -93,8 +95,8 @@ func (c Config) Validate() error {
 	if c.CodegenOpt < 0 || c.CodegenOpt > 3 {
 		return fmt.Errorf("codegen_opt %d: must be 0..3", c.CodegenOpt)
 	}
-	if c.PtxasOpt < -1 || c.PtxasOpt > 4 {
-		return fmt.Errorf("ptxas_opt %d: must be 0..4", c.PtxasOpt)
+	if c.PtxasOpt < 0 || c.PtxasOpt > 4 {
+		return fmt.Errorf("ptxas_opt %d: must be 1..4 (0 = driver default)", c.PtxasOpt)
 	}
 	if c.MaxRegisters < 0 || c.MaxRegisters > 255 {
 		return fmt.Errorf("max_registers %d: must be 0..255", c.MaxRegisters)
