@@ -1,0 +1,294 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mneme-gpu/mneme/cuda"
+	"github.com/mneme-gpu/mneme/jit"
+	"github.com/mneme-gpu/mneme/llvm"
+	"github.com/mneme-gpu/mneme/spec"
+)
+
+type compileFlags struct {
+	ir, kernel, out, emit  string
+	args                   []string
+	block, grid            string
+	specializeDims         bool
+	passes                 string
+	codegenOpt             int
+	launchBounds           string
+	arch                   string
+	ptxVersion             int
+	ptxasOpt, maxRegisters int
+	noPrune, noInternalize bool
+	jsonOut, noGPU         bool
+	cacheDir               string
+}
+
+func init() {
+	var f compileFlags
+	cmd := &cobra.Command{
+		Use:   "compile --ir FILE.bc [--kernel NAME] [flags]",
+		Short: "Compile one kernel's IR under a configuration to PTX (and a cubin with a GPU)",
+		Long: `compile specializes, optimizes and generates code for one kernel of an LLVM
+bitcode file, the way replay and tuning do, and prints the result and the time
+of each stage. With a CUDA driver and GPU it also runs ptxas through the driver
+JIT and reports registers, spills and the object size.
+
+Arguments given with --arg are folded into the code as constants; --block and
+--grid with --specialize-dims fold the launch dimensions.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runCompile(cmd.OutOrStdout(), &f) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.ir, "ir", "", "LLVM bitcode (or .ll text IR) holding the kernel (required)")
+	fl.StringVar(&f.kernel, "kernel", "", "mangled kernel name (default: the module's only kernel)")
+	fl.StringArrayVar(&f.args, "arg", nil, "fold argument I (0-based) as a constant: I=VALUE (repeatable)")
+	fl.StringVar(&f.block, "block", "", "block dimensions X[,Y,Z]")
+	fl.StringVar(&f.grid, "grid", "", "grid dimensions X[,Y,Z]")
+	fl.BoolVar(&f.specializeDims, "specialize-dims", false, "fold --block and --grid into the code")
+	fl.StringVar(&f.passes, "passes", spec.DefaultPipeline, "new-pass-manager pipeline text")
+	fl.IntVar(&f.codegenOpt, "codegen-opt", 3, "NVPTX code generation level 0..3")
+	fl.StringVar(&f.launchBounds, "launch-bounds", "", "MAX[,MINBLOCKS]: max threads per block and min blocks per SM")
+	fl.StringVar(&f.arch, "arch", "", "target sm_XX (default: the GPU's, or "+jit.DefaultArch+")")
+	fl.IntVar(&f.ptxVersion, "ptx-version", 0, "PTX ISA version x10, e.g. 80 (default: LLVM's for the arch)")
+	fl.IntVar(&f.ptxasOpt, "ptxas-opt", 0, "ptxas optimization level 1..4 (0: driver default)")
+	fl.IntVar(&f.maxRegisters, "max-registers", 0, "ptxas register cap per thread (0: none)")
+	fl.BoolVar(&f.noPrune, "no-prune", false, "keep the whole module instead of the kernel's closure")
+	fl.BoolVar(&f.noInternalize, "no-internalize", false, "keep non-kernel symbols external")
+	fl.StringVar(&f.emit, "emit", "ptx", "what to write: ptx, ll (optimized IR) or cubin (needs a GPU)")
+	fl.StringVarP(&f.out, "output", "o", "-", "output file ('-' for stdout)")
+	fl.BoolVar(&f.jsonOut, "json", false, "print a JSON report (stage times, resources) instead of the code")
+	fl.BoolVar(&f.noGPU, "no-gpu", false, "do not use a GPU even when one is present")
+	fl.StringVar(&f.cacheDir, "cache-dir", "", "directory of the on-disk compile cache (default: none)")
+	rootCmd.AddCommand(cmd)
+}
+
+// compileReport is the --json document.
+type compileReport struct {
+	Kernel   string      `json:"kernel"`
+	Arch     string      `json:"arch"`
+	Config   spec.Config `json:"config"`
+	Times    jit.Times   `json:"times_ns"`
+	Linked   bool        `json:"linked"`
+	CacheHit string      `json:"cache_hit,omitempty"`
+	PTXBytes int         `json:"ptx_bytes"`
+	ObjSize  int         `json:"obj_size"`
+	GPU      string      `json:"gpu,omitempty"`
+	// Resource usage comes from ptxas, so only with a GPU.
+	Registers   *int     `json:"registers,omitempty"`
+	SpillStores *int     `json:"spill_stores,omitempty"`
+	SpillLoads  *int     `json:"spill_loads,omitempty"`
+	LocalBytes  *int     `json:"local_bytes,omitempty"`
+	ConstBytes  *int     `json:"const_bytes,omitempty"`
+	SharedBytes *int     `json:"shared_bytes,omitempty"`
+	PtxasOpts   []string `json:"ptxas_options,omitempty"`
+	Note        string   `json:"note,omitempty"`
+}
+
+func runCompile(stdout io.Writer, f *compileFlags) error {
+	if f.ir == "" {
+		return withExit(exitUsage, errors.New("--ir: an LLVM bitcode file is required"))
+	}
+	data, err := os.ReadFile(f.ir)
+	if err != nil {
+		return withExit(exitUsage, fmt.Errorf("--ir: %w", err))
+	}
+	mod, err := parseIRFile(f.ir, data)
+	if err != nil {
+		return withExit(exitUsage, err)
+	}
+	bitcode := mod.Bitcode()
+	kernel := f.kernel
+	if kernel == "" {
+		ks := mod.Kernels()
+		if len(ks) != 1 {
+			mod.Dispose()
+			return withExit(exitUsage, fmt.Errorf("--kernel: %s holds %d kernels %v; name one", f.ir, len(ks), ks))
+		}
+		kernel = ks[0]
+	}
+	params, err := mod.KernelParams(kernel)
+	mod.Dispose()
+	if err != nil {
+		return withExit(exitUsage, fmt.Errorf("--kernel: %w", err))
+	}
+
+	cfg := spec.Config{Passes: f.passes, CodegenOpt: f.codegenOpt, SpecializeDims: f.specializeDims,
+		Prune: !f.noPrune, Internalize: !f.noInternalize, Arch: f.arch, PTXVersion: f.ptxVersion,
+		PtxasOpt: f.ptxasOpt, MaxRegisters: f.maxRegisters}
+	if f.block != "" {
+		if cfg.Block, err = spec.ParseDim3(f.block); err != nil {
+			return withExit(exitUsage, fmt.Errorf("--block: %w", err))
+		}
+	}
+	if f.grid != "" {
+		if cfg.Grid, err = spec.ParseDim3(f.grid); err != nil {
+			return withExit(exitUsage, fmt.Errorf("--grid: %w", err))
+		}
+	}
+	if f.specializeDims && (cfg.Block.IsZero() || cfg.Grid.IsZero()) {
+		return withExit(exitUsage, errors.New("--specialize-dims needs --block and --grid"))
+	}
+	if f.launchBounds != "" {
+		if cfg.MaxThreads, cfg.MinBlocksPerSM, err = parseLaunchBounds(f.launchBounds); err != nil {
+			return withExit(exitUsage, fmt.Errorf("--launch-bounds: %w", err))
+		}
+		cfg.SetLaunchBounds = true
+	}
+	args := make([][]byte, len(params))
+	for _, a := range f.args {
+		i, val, ok := strings.Cut(a, "=")
+		idx, err := strconv.Atoi(i)
+		if !ok || err != nil {
+			return withExit(exitUsage, fmt.Errorf("--arg %q: want I=VALUE with a 0-based argument index", a))
+		}
+		if idx < 0 || idx >= len(params) {
+			return withExit(exitUsage, fmt.Errorf("--arg %q: the kernel has %d arguments", a, len(params)))
+		}
+		if args[idx], err = jit.EncodeArg(params[idx], val); err != nil {
+			return withExit(exitUsage, fmt.Errorf("--arg %q: argument %d (%s): %w", a, idx, params[idx].Type, err))
+		}
+		cfg.Specialize = true
+		cfg.SpecializeArgs = append(cfg.SpecializeArgs, idx)
+	}
+	if err := cfg.Validate(); err != nil {
+		return withExit(exitUsage, err)
+	}
+	switch f.emit {
+	case "ptx", "ll", "cubin":
+	default:
+		return withExit(exitUsage, fmt.Errorf("--emit %q: want ptx, ll or cubin", f.emit))
+	}
+
+	opts := jit.Options{CacheDir: f.cacheDir}
+	var gpu, note string
+	if !f.noGPU {
+		ctx, props, err := openDefaultGPU()
+		switch {
+		case err == nil:
+			defer ctx.Release()
+			opts.Context, opts.Arch, gpu = ctx, props.Arch(), props.Name
+		case errors.Is(err, cuda.ErrNoDriver):
+			note = "no CUDA driver: PTX only (registers, spills and object size need a GPU)"
+		default:
+			note = "no usable GPU (" + err.Error() + "): PTX only"
+		}
+	}
+	if f.emit == "cubin" && opts.Context == nil {
+		return withExit(exitNoGPU, errors.New("--emit cubin needs a CUDA driver and GPU (ptxas runs through the driver JIT); "+note))
+	}
+	comp := jit.NewCompiler(opts)
+	req := &jit.Request{Name: f.ir, IR: bitcode, Kernel: kernel, Config: cfg, Args: args}
+
+	if f.emit == "ll" && !f.jsonOut {
+		text, err := comp.OptimizedIR(req)
+		if err != nil {
+			return compileFailure(err)
+		}
+		return writeOutput(stdout, f.out, []byte(text))
+	}
+	out, err := comp.Compile(req)
+	if err != nil {
+		return compileFailure(err)
+	}
+	if !f.jsonOut {
+		if f.emit == "cubin" {
+			return writeOutput(stdout, f.out, out.Cubin)
+		}
+		if note != "" {
+			fmt.Fprintln(os.Stderr, "mneme:", note)
+		}
+		return writeOutput(stdout, f.out, out.PTX)
+	}
+	rep := compileReport{Kernel: out.Kernel, Arch: out.Arch, Config: cfg, Times: out.Times,
+		Linked: out.Cubin != nil, CacheHit: out.CacheHit, PTXBytes: len(out.PTX), ObjSize: out.ObjSize, GPU: gpu, Note: note}
+	if out.Cubin != nil {
+		rep.Registers, rep.SpillStores, rep.SpillLoads = &out.Registers, &out.SpillStores, &out.SpillLoads
+		rep.LocalBytes, rep.ConstBytes, rep.SharedBytes = &out.LocalBytes, &out.ConstBytes, &out.SharedBytes
+		rep.PtxasOpts = out.PtxasOptions
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	if f.out != "-" {
+		code := out.PTX
+		if f.emit == "cubin" {
+			code = out.Cubin
+		}
+		if err := writeOutput(stdout, f.out, code); err != nil {
+			return err
+		}
+	}
+	return enc.Encode(rep)
+}
+
+// parseIRFile reads bitcode, or textual IR when the file is not bitcode but
+// looks like text (a .ll file).
+func parseIRFile(path string, data []byte) (*llvm.Module, error) {
+	if strings.HasSuffix(path, ".ll") {
+		return llvm.ParseIR(string(data), path)
+	}
+	return llvm.ParseBitcode(data, path)
+}
+
+func parseLaunchBounds(s string) (maxThreads, minBlocks int, err error) {
+	a, b, hasMin := strings.Cut(s, ",")
+	if maxThreads, err = strconv.Atoi(strings.TrimSpace(a)); err != nil || maxThreads <= 0 || maxThreads > 1024 {
+		return 0, 0, fmt.Errorf("%q: MAX must be 1..1024 threads", s)
+	}
+	if hasMin {
+		if minBlocks, err = strconv.Atoi(strings.TrimSpace(b)); err != nil || minBlocks < 0 {
+			return 0, 0, fmt.Errorf("%q: MINBLOCKS must be a non-negative integer", s)
+		}
+	}
+	return maxThreads, minBlocks, nil
+}
+
+// compileFailure maps a compile error to its exit code; an invalid pipeline
+// is bad input, anything else a compile failure.
+func compileFailure(err error) error {
+	var ce *jit.CompileError
+	if errors.As(err, &ce) && (ce.Stage == "parse" || strings.Contains(ce.Err.Error(), "pipeline")) {
+		return withExit(exitUsage, err)
+	}
+	return withExit(exitCompile, err)
+}
+
+func writeOutput(stdout io.Writer, path string, data []byte) error {
+	if path == "-" || path == "" {
+		_, err := stdout.Write(data)
+		return err
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		return withExit(exitFailure, fmt.Errorf("-o: %w", err))
+	}
+	return nil
+}
+
+// openDefaultGPU makes device 0's primary context current for this process.
+func openDefaultGPU() (*cuda.Context, cuda.DeviceProps, error) {
+	if err := cuda.Init(); err != nil {
+		return nil, cuda.DeviceProps{}, err
+	}
+	dev, err := cuda.GetDevice(0)
+	if err != nil {
+		return nil, cuda.DeviceProps{}, err
+	}
+	props, err := dev.Props()
+	if err != nil {
+		return nil, cuda.DeviceProps{}, err
+	}
+	ctx, err := dev.RetainPrimaryContext()
+	if err != nil {
+		return nil, cuda.DeviceProps{}, err
+	}
+	return ctx, props, nil
+}

@@ -1,0 +1,398 @@
+// Package jit compiles one kernel's LLVM IR under a replay configuration:
+// extraction and specialization of the IR, an LLVM pass pipeline, NVPTX code
+// generation, and (with a CUDA context) ptxas through the driver's JIT linker.
+// Results are cached in memory and on disk under a content hash of everything
+// that can change the generated code, so replays and tuning trials that repeat
+// a configuration never compile twice.
+package jit
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/mneme-gpu/mneme/cuda"
+	"github.com/mneme-gpu/mneme/llvm"
+	"github.com/mneme-gpu/mneme/spec"
+)
+
+// DefaultArch is the target used when neither the configuration nor a device names one.
+const DefaultArch = "sm_90"
+
+// Request is one compilation: the IR holding the kernel, which kernel, under
+// which configuration, and the recorded argument bytes to fold in.
+type Request struct {
+	Name   string // for messages, e.g. the IR file
+	IR     []byte // bitcode
+	Kernel string // mangled name; empty means the module's only kernel
+	Config spec.Config
+	Args   [][]byte // recorded argument bytes; needed when Config specializes
+}
+
+// Times are the durations of the compile stages.
+type Times struct {
+	Preprocess time.Duration `json:"preprocess"`
+	Optimize   time.Duration `json:"optimize"`
+	Codegen    time.Duration `json:"codegen"`
+	Ptxas      time.Duration `json:"ptxas"`
+}
+
+// Output is a compiled kernel.
+type Output struct {
+	Key          string   `json:"key"`
+	Kernel       string   `json:"kernel"`
+	Arch         string   `json:"arch"`
+	PTX          []byte   `json:"ptx"`
+	Cubin        []byte   `json:"cubin,omitempty"` // nil unless linked by the driver
+	ObjSize      int      `json:"obj_size"`
+	Registers    int      `json:"registers"`
+	SpillStores  int      `json:"spill_stores"`
+	SpillLoads   int      `json:"spill_loads"`
+	StackBytes   int      `json:"stack_bytes"`
+	LocalBytes   int      `json:"local_bytes"`
+	ConstBytes   int      `json:"const_bytes"`
+	SharedBytes  int      `json:"shared_bytes"`
+	PtxasOptions []string `json:"ptxas_options,omitempty"`
+	PtxasLog     string   `json:"ptxas_log,omitempty"`
+	Times        Times    `json:"times"`
+	// CacheHit says where a cached result came from: "memory", "disk" or "" (compiled now).
+	CacheHit string `json:"-"`
+}
+
+// CompileError says which stage failed.
+type CompileError struct {
+	Stage string // "parse", "preprocess", "optimize", "codegen", "ptxas"
+	Err   error
+}
+
+func (e *CompileError) Error() string { return e.Stage + ": " + e.Err.Error() }
+func (e *CompileError) Unwrap() error { return e.Err }
+
+// Options configure a Compiler.
+type Options struct {
+	CacheDir      string // "" keeps the cache in memory only
+	MemoryEntries int    // 0 means 256
+	// Context, when set, makes Compile run ptxas through the driver JIT (cubin
+	// and resource usage); the context is made current on a locked OS thread.
+	Context *cuda.Context
+	// Arch overrides the default target when a configuration names none.
+	Arch string
+}
+
+// Compiler compiles and caches kernels; safe for concurrent use.
+type Compiler struct {
+	opts     Options
+	mem      *memoryCache
+	disk     *diskCache
+	mu       sync.Mutex
+	inflight map[string]*call
+}
+
+type call struct {
+	done chan struct{}
+	out  *Output
+	err  error
+}
+
+// NewCompiler makes a compiler with its caches.
+func NewCompiler(opts Options) *Compiler {
+	if opts.MemoryEntries <= 0 {
+		opts.MemoryEntries = 256
+	}
+	c := &Compiler{opts: opts, mem: newMemoryCache(opts.MemoryEntries), inflight: map[string]*call{}}
+	if opts.CacheDir != "" {
+		c.disk = &diskCache{dir: opts.CacheDir}
+	}
+	return c
+}
+
+// Linking reports whether outputs carry a cubin.
+func (c *Compiler) Linking() bool { return c.opts.Context != nil }
+
+func (c *Compiler) arch(cfg spec.Config) string {
+	switch {
+	case cfg.Arch != "":
+		return cfg.Arch
+	case c.opts.Arch != "":
+		return c.opts.Arch
+	}
+	return DefaultArch
+}
+
+// Compile returns the compiled kernel, from a cache when it can.
+func (c *Compiler) Compile(req *Request) (*Output, error) {
+	if err := req.Config.Validate(); err != nil {
+		return nil, &CompileError{Stage: "preprocess", Err: err}
+	}
+	key := c.Key(req)
+	if out, ok := c.mem.get(key); ok {
+		return withHit(out, "memory"), nil
+	}
+	// Collapse concurrent compiles of one key in this process; other
+	// processes are kept correct by the disk cache's atomic renames.
+	c.mu.Lock()
+	if cl, ok := c.inflight[key]; ok {
+		c.mu.Unlock()
+		<-cl.done
+		if cl.err != nil {
+			return nil, cl.err
+		}
+		return withHit(cl.out, "memory"), nil
+	}
+	cl := &call{done: make(chan struct{})}
+	c.inflight[key] = cl
+	c.mu.Unlock()
+
+	cl.out, cl.err = c.compileUncached(key, req)
+	if cl.err == nil {
+		c.mem.put(key, cl.out)
+	}
+	c.mu.Lock()
+	delete(c.inflight, key)
+	c.mu.Unlock()
+	close(cl.done)
+	return cl.out, cl.err
+}
+
+func withHit(o *Output, hit string) *Output {
+	cp := *o
+	cp.CacheHit = hit
+	return &cp
+}
+
+func (c *Compiler) compileUncached(key string, req *Request) (*Output, error) {
+	if c.disk != nil {
+		if out, err := c.disk.get(key); err == nil && (out.Cubin != nil || !c.Linking()) {
+			out.CacheHit = "disk"
+			return out, nil
+		}
+	}
+	out, err := c.build(req)
+	if err != nil {
+		return nil, err
+	}
+	out.Key = key
+	if c.disk != nil {
+		// A cache that cannot be written only costs speed: keep the result.
+		_ = c.disk.put(key, out)
+	}
+	return out, nil
+}
+
+// prepare parses the IR and applies extraction and specialization.
+func (c *Compiler) prepare(req *Request) (*llvm.Module, string, error) {
+	name := req.Name
+	if name == "" {
+		name = "kernel IR"
+	}
+	mod, err := llvm.ParseBitcode(req.IR, name)
+	if err != nil {
+		return nil, "", &CompileError{Stage: "parse", Err: err}
+	}
+	kernel, err := resolveKernel(mod, req.Kernel, name)
+	if err != nil {
+		mod.Dispose()
+		return nil, "", &CompileError{Stage: "parse", Err: err}
+	}
+	mod, err = preprocess(mod, kernel, req)
+	if err != nil {
+		return nil, "", &CompileError{Stage: "preprocess", Err: err}
+	}
+	return mod, kernel, nil
+}
+
+func resolveKernel(mod *llvm.Module, want, name string) (string, error) {
+	kernels := mod.Kernels()
+	if want == "" {
+		switch len(kernels) {
+		case 0:
+			return "", fmt.Errorf("%s: holds no kernel", name)
+		case 1:
+			return kernels[0], nil
+		}
+		return "", fmt.Errorf("%s: holds %d kernels %v; name one", name, len(kernels), kernels)
+	}
+	for _, k := range kernels {
+		if k == want {
+			return k, nil
+		}
+	}
+	return "", fmt.Errorf("%s: no kernel named %q (kernels: %v)", name, want, kernels)
+}
+
+// preprocess applies the configuration's IR rewrites and returns the module
+// to optimize; on error it has disposed of every module it holds.
+func preprocess(mod *llvm.Module, kernel string, req *Request) (*llvm.Module, error) {
+	cfg := req.Config
+	if cfg.Prune {
+		// Extract first: everything after works on the kernel's closure only.
+		ext, err := mod.ExtractKernel(kernel)
+		mod.Dispose()
+		if err != nil {
+			return nil, err
+		}
+		mod = ext
+	}
+	if err := rewrite(mod, kernel, req); err != nil {
+		mod.Dispose()
+		return nil, err
+	}
+	return mod, nil
+}
+
+func rewrite(mod *llvm.Module, kernel string, req *Request) error {
+	cfg := req.Config
+	params, err := mod.KernelParams(kernel)
+	if err != nil {
+		return err
+	}
+	explicit := len(cfg.SpecializeArgs) > 0
+	for _, i := range cfg.SpecializeArgs {
+		if i >= len(params) {
+			return fmt.Errorf("specialize_args: argument %d does not exist (the kernel has %d)", i, len(params))
+		}
+	}
+	for i, p := range params {
+		if !cfg.Specializes(i) {
+			continue
+		}
+		if p.Kind == llvm.ParamOther || p.ByVal || (p.Kind == llvm.ParamPointer && !explicit) {
+			if explicit {
+				return fmt.Errorf("argument %d (%s %s) cannot be specialized", i, p.Type, p.Name)
+			}
+			continue // plain "specialize" folds the scalars only
+		}
+		if i >= len(req.Args) {
+			return fmt.Errorf("argument %d: no recorded value to specialize (have %d)", i, len(req.Args))
+		}
+		if err := mod.SpecializeArg(kernel, i, req.Args[i]); err != nil {
+			return fmt.Errorf("argument %d: %w", i, err)
+		}
+	}
+	if cfg.SpecializeDims {
+		if cfg.Block.IsZero() || cfg.Grid.IsZero() {
+			return errors.New("specialize_dims needs the block and grid dimensions")
+		}
+		if err := mod.SpecializeDims(kernel, cfg.Block, cfg.Grid); err != nil {
+			return err
+		}
+	}
+	if cfg.SetLaunchBounds {
+		if err := mod.SetLaunchBounds(kernel, cfg.MaxThreads, cfg.MinBlocksPerSM); err != nil {
+			return err
+		}
+	}
+	if cfg.Internalize {
+		mod.Internalize(kernel)
+		if err := mod.DropDead(); err != nil {
+			return err
+		}
+	}
+	return mod.Verify()
+}
+
+func (c *Compiler) build(req *Request) (*Output, error) {
+	cfg := req.Config
+	arch := c.arch(cfg)
+	out := &Output{Arch: arch}
+
+	t0 := time.Now()
+	mod, kernel, err := c.prepare(req)
+	if err != nil {
+		return nil, err
+	}
+	defer mod.Dispose()
+	out.Kernel = kernel
+	out.Times.Preprocess = time.Since(t0)
+
+	tm, err := llvm.NewTargetMachine(arch, cfg.PTXVersion, cfg.CodegenOpt)
+	if err != nil {
+		return nil, &CompileError{Stage: "codegen", Err: err}
+	}
+	defer tm.Dispose()
+
+	passes := cfg.Passes
+	if passes == "" {
+		passes = spec.DefaultPipeline
+	}
+	t1 := time.Now()
+	if err := mod.RunPasses(passes, tm); err != nil {
+		return nil, &CompileError{Stage: "optimize", Err: err}
+	}
+	out.Times.Optimize = time.Since(t1)
+
+	t2 := time.Now()
+	ptx, err := tm.EmitPTX(mod)
+	if err != nil {
+		return nil, &CompileError{Stage: "codegen", Err: err}
+	}
+	out.Times.Codegen = time.Since(t2)
+	out.PTX = []byte(ptx)
+	out.ObjSize = len(out.PTX)
+
+	if c.opts.Context != nil {
+		if err := c.link(out, cfg, arch); err != nil {
+			return nil, &CompileError{Stage: "ptxas", Err: err}
+		}
+	}
+	return out, nil
+}
+
+// link runs ptxas through the driver JIT with the compiler's context current.
+func (c *Compiler) link(out *Output, cfg spec.Config, arch string) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := c.opts.Context.SetCurrent(); err != nil {
+		return err
+	}
+	opt := cfg.PtxasOpt
+	if opt == 0 {
+		opt = -1 // the driver's default
+	}
+	t := time.Now()
+	res, err := cuda.LinkPTX(out.PTX, out.Kernel, cuda.JITOptions{OptLevel: opt, MaxRegisters: cfg.MaxRegisters, Arch: arch})
+	out.Times.Ptxas = time.Since(t)
+	if err != nil {
+		return err
+	}
+	out.Cubin = res.Cubin
+	out.ObjSize = len(res.Cubin)
+	out.PtxasLog = res.InfoLog
+	out.PtxasOptions = res.Options
+	parsePtxasInfo(res.InfoLog, out)
+	return nil
+}
+
+// PreprocessedIR is the textual IR after extraction and specialization, before optimization.
+func (c *Compiler) PreprocessedIR(req *Request) (string, error) {
+	mod, _, err := c.prepare(req)
+	if err != nil {
+		return "", err
+	}
+	defer mod.Dispose()
+	return mod.String(), nil
+}
+
+// OptimizedIR is the textual IR after the configuration's pass pipeline.
+func (c *Compiler) OptimizedIR(req *Request) (string, error) {
+	mod, _, err := c.prepare(req)
+	if err != nil {
+		return "", err
+	}
+	defer mod.Dispose()
+	tm, err := llvm.NewTargetMachine(c.arch(req.Config), req.Config.PTXVersion, req.Config.CodegenOpt)
+	if err != nil {
+		return "", &CompileError{Stage: "codegen", Err: err}
+	}
+	defer tm.Dispose()
+	passes := req.Config.Passes
+	if passes == "" {
+		passes = spec.DefaultPipeline
+	}
+	if err := mod.RunPasses(passes, tm); err != nil {
+		return "", &CompileError{Stage: "optimize", Err: err}
+	}
+	return mod.String(), nil
+}

@@ -1,0 +1,231 @@
+package jit
+
+import (
+	"encoding/binary"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/mneme-gpu/mneme/spec"
+)
+
+const repeatAxpy = "_Z11repeat_axpyiifPKfPf"
+
+func i32(v int32) []byte   { return binary.LittleEndian.AppendUint32(nil, uint32(v)) }
+func f32(v float32) []byte { return binary.LittleEndian.AppendUint32(nil, math.Float32bits(v)) }
+func u64(v uint64) []byte  { return binary.LittleEndian.AppendUint64(nil, v) }
+
+// recordedArgs are plausible recorded values for repeat_axpy.
+func recordedArgs() [][]byte {
+	return [][]byte{i32(4096), i32(37), f32(1.5), u64(0x153940000000), u64(0x153940004000)}
+}
+
+func baseConfig() spec.Config {
+	c := spec.Baseline(spec.Dim3{X: 16, Y: 1, Z: 1}, spec.Dim3{X: 256, Y: 1, Z: 1}, 0)
+	return c
+}
+
+func compilePTX(t *testing.T, c *Compiler, cfg spec.Config) string {
+	t.Helper()
+	out, err := c.Compile(&Request{Name: "kernels.bc", IR: testIR(t), Kernel: repeatAxpy, Config: cfg, Args: recordedArgs()})
+	if err != nil {
+		t.Fatalf("compile %+v: %v", cfg, err)
+	}
+	return string(out.PTX)
+}
+
+func TestSpecializedLoopBoundIsLiteral(t *testing.T) {
+	c := NewCompiler(Options{})
+	plain := compilePTX(t, c, baseConfig())
+	cfg := baseConfig()
+	cfg.Specialize, cfg.SpecializeArgs = true, []int{1}
+	spec := compilePTX(t, c, cfg)
+	// Unspecialized, the trip count is read from the parameter block; folded,
+	// the parameter is never read and 37 appears as an immediate.
+	if !strings.Contains(plain, "repeat_axpyiifPKfPf_param_1") {
+		t.Fatalf("baseline PTX does not read the bound parameter:\n%s", plain)
+	}
+	if regexp.MustCompile(`ld\.param\.\w+\s+%\w+, \[_Z11repeat_axpyiifPKfPf_param_1\]`).MatchString(spec) {
+		t.Fatalf("specialized PTX still loads the bound parameter:\n%s", spec)
+	}
+	if !regexp.MustCompile(`\b37\b`).MatchString(spec) {
+		t.Fatalf("specialized PTX has no literal 37:\n%s", spec)
+	}
+}
+
+func TestSpecializeDimsRemovesNtid(t *testing.T) {
+	c := NewCompiler(Options{})
+	if plain := compilePTX(t, c, baseConfig()); !strings.Contains(plain, "%ntid.x") {
+		t.Fatalf("baseline PTX should read %%ntid.x:\n%s", plain)
+	}
+	cfg := baseConfig()
+	cfg.SpecializeDims = true
+	if ptx := compilePTX(t, c, cfg); strings.Contains(ptx, "%ntid.x") {
+		t.Fatalf("dimension-specialized PTX still reads %%ntid.x:\n%s", ptx)
+	}
+}
+
+func TestLaunchBoundsReachPTX(t *testing.T) {
+	cfg := baseConfig()
+	cfg.SetLaunchBounds, cfg.MaxThreads, cfg.MinBlocksPerSM = true, 128, 2
+	ptx := compilePTX(t, NewCompiler(Options{}), cfg)
+	if !regexp.MustCompile(`\.maxntid 128, 1, 1`).MatchString(ptx) || !strings.Contains(ptx, ".minnctapersm 2") {
+		t.Fatalf("launch bounds missing from PTX:\n%s", ptx)
+	}
+}
+
+func TestInvalidPipeline(t *testing.T) {
+	cfg := baseConfig()
+	cfg.Passes = "default<O7>,nonsense"
+	_, err := NewCompiler(Options{}).Compile(&Request{IR: testIR(t), Kernel: repeatAxpy, Config: cfg, Args: recordedArgs()})
+	var ce *CompileError
+	if !errors.As(err, &ce) || ce.Stage != "optimize" {
+		t.Fatalf("want an optimize-stage CompileError, got %v", err)
+	}
+	if !strings.Contains(err.Error(), "default<O7>,nonsense") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("error should be one line naming the pipeline: %q", err)
+	}
+}
+
+func TestNotBitcode(t *testing.T) {
+	_, err := NewCompiler(Options{}).Compile(&Request{Name: "notes.txt", IR: []byte("hello, not bitcode"), Config: baseConfig()})
+	var ce *CompileError
+	if !errors.As(err, &ce) || ce.Stage != "parse" || !strings.Contains(err.Error(), "notes.txt") {
+		t.Fatalf("want a parse error naming the file, got %v", err)
+	}
+}
+
+func TestUnknownKernel(t *testing.T) {
+	_, err := NewCompiler(Options{}).Compile(&Request{IR: testIR(t), Kernel: "nope", Config: baseConfig()})
+	if err == nil || !strings.Contains(err.Error(), `"nope"`) || !strings.Contains(err.Error(), "vecadd") {
+		t.Fatalf("want an error naming the missing kernel and the ones present, got %v", err)
+	}
+}
+
+func TestStageTimesReported(t *testing.T) {
+	out, err := NewCompiler(Options{}).Compile(&Request{IR: testIR(t), Kernel: "vecadd", Config: baseConfig()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Times.Preprocess <= 0 || out.Times.Optimize <= 0 || out.Times.Codegen <= 0 {
+		t.Fatalf("stage times not measured: %+v", out.Times)
+	}
+	if out.Kernel != "vecadd" || out.Arch != DefaultArch || !strings.Contains(string(out.PTX), ".entry vecadd") {
+		t.Fatalf("unexpected output: kernel %q arch %q", out.Kernel, out.Arch)
+	}
+}
+
+func TestKeyIgnoresWhatDoesNotReachTheCode(t *testing.T) {
+	c := NewCompiler(Options{})
+	req := func(cfg spec.Config, args [][]byte) *Request {
+		return &Request{IR: []byte("ir"), Kernel: "k", Config: cfg, Args: args}
+	}
+	a := baseConfig()
+	b := a
+	b.Grid.X, b.SharedMem = 99, 4096 // not folded: same code
+	if c.Key(req(a, recordedArgs())) != c.Key(req(b, recordedArgs())) {
+		t.Error("grid and shared memory changed the key without specialize_dims")
+	}
+	b.SpecializeDims = true
+	if c.Key(req(a, recordedArgs())) == c.Key(req(b, recordedArgs())) {
+		t.Error("specialize_dims did not change the key")
+	}
+	s := a
+	s.Specialize = true
+	other := recordedArgs()
+	other[1] = i32(38)
+	if c.Key(req(s, recordedArgs())) == c.Key(req(s, other)) {
+		t.Error("a different specialized value gave the same key")
+	}
+	if c.Key(req(a, recordedArgs())) != c.Key(req(a, other)) {
+		t.Error("an argument that is not folded changed the key")
+	}
+}
+
+func TestCacheHits(t *testing.T) {
+	dir := t.TempDir()
+	r := &Request{IR: testIR(t), Kernel: "vecadd", Config: baseConfig()}
+	c := NewCompiler(Options{CacheDir: dir})
+	first, err := c.Compile(r)
+	if err != nil || first.CacheHit != "" {
+		t.Fatalf("first compile: hit=%q err=%v", first.CacheHit, err)
+	}
+	again, err := c.Compile(r)
+	if err != nil || again.CacheHit != "memory" || string(again.PTX) != string(first.PTX) {
+		t.Fatalf("second compile: hit=%q err=%v", again.CacheHit, err)
+	}
+	fresh, err := NewCompiler(Options{CacheDir: dir}).Compile(r)
+	if err != nil || fresh.CacheHit != "disk" || string(fresh.PTX) != string(first.PTX) {
+		t.Fatalf("new compiler on the same directory: hit=%q err=%v", fresh.CacheHit, err)
+	}
+}
+
+// Several compilers (as several processes would) filling one cache
+// directory with the same keys at once must leave complete entries only.
+func TestDiskCacheConcurrentWriters(t *testing.T) {
+	dir := t.TempDir()
+	ir := testIR(t)
+	var wg sync.WaitGroup
+	ptx := make([]string, 4)
+	for w := range ptx {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, err := NewCompiler(Options{CacheDir: dir}).Compile(&Request{IR: ir, Kernel: "vecadd", Config: baseConfig()})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			ptx[w] = string(out.PTX)
+		}()
+	}
+	wg.Wait()
+	for _, p := range ptx[1:] {
+		if p != ptx[0] {
+			t.Fatal("concurrent compiles of one key disagree")
+		}
+	}
+	entries, _ := filepath.Glob(filepath.Join(dir, "*", "*"))
+	if len(entries) != 1 || strings.Contains(filepath.Base(entries[0]), ".tmp-") {
+		t.Fatalf("want exactly one complete cache entry, have %v", entries)
+	}
+	if out, err := (&diskCache{dir: dir}).get(strings.TrimSuffix(filepath.Base(entries[0]), ".json")); err != nil || string(out.PTX) != ptx[0] {
+		t.Fatalf("cache entry unreadable: %v", err)
+	}
+}
+
+func TestDamagedCacheEntryIsRecompiled(t *testing.T) {
+	dir := t.TempDir()
+	r := &Request{IR: testIR(t), Kernel: "vecadd", Config: baseConfig()}
+	c := NewCompiler(Options{CacheDir: dir})
+	out, err := c.Compile(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := (&diskCache{dir: dir}).path(out.Key)
+	if err := os.WriteFile(p, []byte(`{"key":"truncated`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	again, err := NewCompiler(Options{CacheDir: dir}).Compile(r)
+	if err != nil || again.CacheHit != "" || string(again.PTX) != string(out.PTX) {
+		t.Fatalf("damaged entry: hit=%q err=%v", again.CacheHit, err)
+	}
+}
+
+func TestParsePtxasInfo(t *testing.T) {
+	log := `ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function 'vecadd' for 'sm_90'
+ptxas info    : Function properties for vecadd
+    8 bytes stack frame, 4 bytes spill stores, 12 bytes spill loads
+ptxas info    : Used 40 registers, used 0 barriers, 8 bytes lmem, 1024 bytes smem, 380 bytes cmem[0], 8 bytes cmem[2]`
+	var o Output
+	parsePtxasInfo(log, &o)
+	if o.Registers != 40 || o.SpillStores != 4 || o.SpillLoads != 12 || o.StackBytes != 8 || o.LocalBytes != 8 || o.SharedBytes != 1024 || o.ConstBytes != 388 {
+		t.Fatalf("parsed %+v", o)
+	}
+}
