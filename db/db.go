@@ -1,0 +1,179 @@
+package db
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// DB is a recording database opened for reading: every kernel file of a
+// directory (or the single kernel file it was opened with).
+type DB struct {
+	Dir     string    // the directory the files named inside kernels live in
+	Kernels []*Kernel // sorted by kernel name, then static hash
+}
+
+// Errors of Find, for callers that map them to exit codes.
+var (
+	ErrNoInstance        = errors.New("no such instance")
+	ErrAmbiguousInstance = errors.New("ambiguous instance id")
+)
+
+// Open reads a database directory (every <static-hash>.json in it) or one
+// kernel file. Any file that does not read back cleanly fails the whole open,
+// naming the file.
+func Open(path string) (*DB, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("recording database %s: does not exist", path)
+		}
+		return nil, fmt.Errorf("recording database %s: %w", path, err)
+	}
+	d := &DB{}
+	var files []string
+	if fi.IsDir() {
+		d.Dir = path
+		files, err = filepath.Glob(filepath.Join(path, "*.json"))
+		if err != nil {
+			return nil, fmt.Errorf("recording database %s: %w", path, err)
+		}
+		if len(files) == 0 {
+			return nil, fmt.Errorf("recording database %s: no kernel files (*.json) in the directory", path)
+		}
+	} else {
+		if !strings.HasSuffix(path, ".json") {
+			return nil, fmt.Errorf("recording database %s: want a database directory or a kernel .json file", path)
+		}
+		d.Dir = filepath.Dir(path)
+		files = []string{path}
+	}
+	for _, f := range files {
+		k, err := ReadKernel(f)
+		if err != nil {
+			return nil, err
+		}
+		d.Kernels = append(d.Kernels, k)
+	}
+	sort.Slice(d.Kernels, func(i, j int) bool {
+		a, b := d.Kernels[i], d.Kernels[j]
+		if a.KernelName != b.KernelName {
+			return a.KernelName < b.KernelName
+		}
+		return a.StaticHash < b.StaticHash
+	})
+	return d, nil
+}
+
+// Path is the location of a file named inside the database (an IR module or a snapshot).
+func (d *DB) Path(name string) string { return filepath.Join(d.Dir, name) }
+
+// NumInstances counts the instances of all kernels.
+func (d *DB) NumInstances() int {
+	n := 0
+	for _, k := range d.Kernels {
+		n += len(k.Instances)
+	}
+	return n
+}
+
+// InstanceRef names one instance: its kernel and its dynamic hash.
+type InstanceRef struct {
+	Kernel   *Kernel
+	Instance *Instance
+}
+
+// ID is the unambiguous "<static-hash>/<dynamic-hash>" form Find accepts.
+func (r InstanceRef) ID() string { return r.Kernel.StaticHash + "/" + r.Instance.DynamicHash }
+
+// All lists every instance in kernel order, then dynamic hash order.
+func (d *DB) All() []InstanceRef {
+	var out []InstanceRef
+	for _, k := range d.Kernels {
+		for _, id := range k.InstanceIDs() {
+			out = append(out, InstanceRef{k, k.Instances[id]})
+		}
+	}
+	return out
+}
+
+// Find resolves an instance id: a full dynamic hash, a unique prefix of one,
+// or "<static-hash>/<dynamic-hash>" (either part may be a unique prefix). An
+// empty id selects the only instance of a database that has exactly one.
+func (d *DB) Find(id string) (*Kernel, *Instance, error) {
+	all := d.All()
+	if id == "" {
+		if len(all) == 1 {
+			return all[0].Kernel, all[0].Instance, nil
+		}
+		return nil, nil, fmt.Errorf("%w: the database has %d instances; name one (%s)", ErrAmbiguousInstance, len(all), listIDs(all))
+	}
+	shPrefix, dhPrefix, qualified := strings.Cut(id, "/")
+	if !qualified {
+		shPrefix, dhPrefix = "", id
+	}
+	var exact, prefixed []InstanceRef
+	for _, r := range all {
+		if !strings.HasPrefix(r.Kernel.StaticHash, shPrefix) || !strings.HasPrefix(r.Instance.DynamicHash, dhPrefix) {
+			continue
+		}
+		prefixed = append(prefixed, r)
+		if r.Instance.DynamicHash == dhPrefix && (!qualified || r.Kernel.StaticHash == shPrefix) {
+			exact = append(exact, r)
+		}
+	}
+	matches := prefixed
+	if len(exact) > 0 {
+		matches = exact // a full hash wins over longer hashes it is a prefix of
+	}
+	switch len(matches) {
+	case 1:
+		return matches[0].Kernel, matches[0].Instance, nil
+	case 0:
+		return nil, nil, fmt.Errorf("%w %q in %s (it has %s)", ErrNoInstance, id, d.Dir, listIDs(all))
+	default:
+		return nil, nil, fmt.Errorf("%w %q: it matches %s; give more of it or use <static-hash>/<dynamic-hash>", ErrAmbiguousInstance, id, listIDs(matches))
+	}
+}
+
+// listIDs names a few instances for an error message.
+func listIDs(refs []InstanceRef) string {
+	const show = 8
+	var parts []string
+	for i, r := range refs {
+		if i == show {
+			parts = append(parts, fmt.Sprintf("and %d more", len(refs)-show))
+			break
+		}
+		parts = append(parts, r.ID()+" ("+r.Kernel.Name()+")")
+	}
+	if len(parts) == 0 {
+		return "no instances"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// ArgBytes decodes an instance's recorded argument bytes.
+func (d *DB) ArgBytes(inst *Instance) ([][]byte, error) {
+	args, err := inst.ArgBytes()
+	if err != nil {
+		return nil, fmt.Errorf("instance %s: %w", inst.DynamicHash, err)
+	}
+	return args, nil
+}
+
+// ReadPrologue reads the snapshot taken before the instance's launch.
+func (d *DB) ReadPrologue(inst *Instance) (*Snapshot, error) {
+	return ReadSnapshot(d.Path(inst.Prologue))
+}
+
+// ReadEpilogue reads the snapshot taken after the instance's launch.
+func (d *DB) ReadEpilogue(inst *Instance) (*Snapshot, error) {
+	return ReadSnapshot(d.Path(inst.Epilogue))
+}
+
+// IRPath is the recorded bitcode of a kernel.
+func (d *DB) IRPath(k *Kernel) string { return d.Path(k.Modules[0]) }
