@@ -1,0 +1,243 @@
+package tune
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/mneme-gpu/mneme/spec"
+)
+
+// gridSpace is a 2D integer space with a triangle constraint.
+func gridSpace(t *testing.T) *Space {
+	t.Helper()
+	params := []Param{IntRange("a", 0, 9, 1), IntRange("b", 0, 18, 2), Bool("flag")}
+	c, err := ExprConstraint("a + b <= 12 && (flag || a % 2 == 0)", params, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Space{Name: "grid", Params: params, Constraints: []Constraint{c},
+		Derive: func(pt Point) (spec.Config, error) {
+			return spec.Config{Block: spec.Dim3{X: uint32(32 * (pt["a"].(int) + 1)), Y: 1, Z: 1},
+				Grid: spec.Dim3{X: uint32(pt["b"].(int) + 1), Y: 1, Z: 1}, Specialize: pt["flag"].(bool)}, nil
+		}}
+}
+
+func feasibleByHand() map[string]bool {
+	want := map[string]bool{}
+	for a := 0; a <= 9; a++ {
+		for b := 0; b <= 18; b += 2 {
+			for _, f := range []bool{false, true} {
+				if a+b <= 12 && (f || a%2 == 0) {
+					want[Point{"a": a, "b": b, "flag": f}.Key()] = true
+				}
+			}
+		}
+	}
+	return want
+}
+
+func TestExhaustiveCoversExactlyTheConstrainedSet(t *testing.T) {
+	s := gridSpace(t)
+	want := feasibleByHand()
+	ex, err := NewExhaustive(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	got := map[string]bool{}
+	for {
+		pt, ok := ex.Ask()
+		if !ok {
+			break
+		}
+		if got[pt.Key()] {
+			t.Fatalf("point %v proposed twice", pt)
+		}
+		got[pt.Key()] = true
+		order = append(order, pt.Key())
+	}
+	if len(got) != len(want) {
+		t.Fatalf("exhaustive gave %d points, the constrained set has %d", len(got), len(want))
+	}
+	for k := range want {
+		if !got[k] {
+			t.Errorf("missing %s", k)
+		}
+	}
+	ex2, _ := NewExhaustive(s)
+	for i, k := range order {
+		pt, _ := ex2.Ask()
+		if pt.Key() != k {
+			t.Fatalf("order differs at %d: %s vs %s", i, pt.Key(), k)
+		}
+	}
+	if d := s.Describe(); d.Feasible != int64(len(want)) || d.Size != 10*10*2 {
+		t.Errorf("Describe: size %d feasible %d, want 200 and %d", d.Size, d.Feasible, len(want))
+	}
+}
+
+func TestExhaustiveRejectsContinuousSpace(t *testing.T) {
+	s := &Space{Name: "c", Params: []Param{RealRange("x", 0, 1, false)}, Derive: func(Point) (spec.Config, error) { return spec.Config{}, nil }}
+	if _, err := NewExhaustive(s); err == nil {
+		t.Fatal("exhaustive accepted a continuous parameter")
+	}
+}
+
+func TestRandomIsReproducibleAndCoversFiniteSpace(t *testing.T) {
+	s := gridSpace(t)
+	run := func(seed uint64) []string {
+		r := NewRandom(s, seed)
+		var keys []string
+		for {
+			pt, ok := r.Ask()
+			if !ok {
+				return keys
+			}
+			keys = append(keys, pt.Key())
+		}
+	}
+	a, b, c := run(7), run(7), run(8)
+	if fmt.Sprint(a) != fmt.Sprint(b) {
+		t.Fatal("same seed gave different sequences")
+	}
+	if fmt.Sprint(a) == fmt.Sprint(c) {
+		t.Fatal("different seeds gave the same sequence")
+	}
+	want := feasibleByHand()
+	seen := map[string]bool{}
+	for _, k := range a {
+		if seen[k] {
+			t.Fatalf("duplicate %s", k)
+		}
+		if !want[k] {
+			t.Fatalf("infeasible %s", k)
+		}
+		seen[k] = true
+	}
+	if len(seen) != len(want) {
+		t.Fatalf("random covered %d of %d points before exhausting", len(seen), len(want))
+	}
+}
+
+func TestDefaultGammaAndWeightsMatchOptuna(t *testing.T) {
+	for n, want := range map[int]int{0: 0, 1: 1, 10: 1, 11: 2, 100: 10, 249: 25, 1000: 25} {
+		if g := DefaultGamma(n); g != want {
+			t.Errorf("gamma(%d) = %d, want %d", n, g, want)
+		}
+	}
+	w := DefaultWeights(30) // numpy: linspace(1/30, 1, 5) then 25 ones
+	lin := []float64{1.0 / 30, 1.0/30 + (1-1.0/30)/4, 1.0/30 + 2*(1-1.0/30)/4, 1.0/30 + 3*(1-1.0/30)/4, 1}
+	for i, v := range lin {
+		if math.Abs(w[i]-v) > 1e-12 {
+			t.Errorf("weights(30)[%d] = %v, want %v", i, w[i], v)
+		}
+	}
+	for i := 5; i < 30; i++ {
+		if w[i] != 1 {
+			t.Errorf("weights(30)[%d] = %v, want 1", i, w[i])
+		}
+	}
+}
+
+// optimize runs a sampler for budget trials on f and returns the best value.
+func optimize(s Sampler, sp *Space, f func(Point) float64, budget int) float64 {
+	best := math.Inf(1)
+	for range budget {
+		pt, ok := s.Ask()
+		if !ok {
+			break
+		}
+		v := f(pt)
+		s.Tell(pt, v, spec.StatusVerified)
+		best = math.Min(best, v)
+	}
+	return best
+}
+
+func smoothSpace(params ...Param) *Space {
+	return &Space{Name: "smooth", Params: params, Derive: func(Point) (spec.Config, error) { return spec.Config{}, nil }}
+}
+
+func TestTPEBeatsRandomOnSmooth2D(t *testing.T) {
+	f := func(pt Point) float64 {
+		x, y := pt["x"].(float64), pt["y"].(float64)
+		return (x-1.3)*(x-1.3) + 2*(y+2.1)*(y+2.1)
+	}
+	var tpeSum, rndSum float64
+	const seeds, budget = 20, 60
+	for seed := uint64(1); seed <= seeds; seed++ {
+		sp := smoothSpace(RealRange("x", -5, 5, false), RealRange("y", -5, 5, false))
+		tpeSum += optimize(NewTPE(sp, seed, DefaultTPEOptions()), sp, f, budget)
+		rndSum += optimize(NewRandom(sp, seed), sp, f, budget)
+	}
+	t.Logf("mean best over %d seeds, %d trials: tpe %.4f, random %.4f", seeds, budget, tpeSum/seeds, rndSum/seeds)
+	if tpeSum >= rndSum*0.5 {
+		t.Fatalf("TPE (mean best %.4f) does not clearly beat random (%.4f)", tpeSum/seeds, rndSum/seeds)
+	}
+}
+
+func TestTPEBeatsRandomOnDiscreteSpace(t *testing.T) {
+	// An integer grid with a categorical: 32*20*5 = 3200 points.
+	f := func(pt Point) float64 {
+		b := float64(pt["block"].(int))
+		u := float64(pt["unroll"].(int))
+		pen := map[string]float64{"O1": 3, "O2": 1, "O3": 0, "Os": 2, "Oz": 4}[pt["opt"].(string)]
+		return math.Pow(math.Log2(b)-8, 2) + math.Pow(u-13, 2)/4 + pen
+	}
+	var tpeSum, rndSum float64
+	const seeds, budget = 20, 80
+	for seed := uint64(1); seed <= seeds; seed++ {
+		sp := smoothSpace(IntRange("block", 32, 1024, 32), IntRange("unroll", 1, 20, 1), Categorical("opt", "O1", "O2", "O3", "Os", "Oz"))
+		tpeSum += optimize(NewTPE(sp, seed, DefaultTPEOptions()), sp, f, budget)
+		rndSum += optimize(NewRandom(sp, seed), sp, f, budget)
+	}
+	t.Logf("mean best over %d seeds, %d trials: tpe %.4f, random %.4f", seeds, budget, tpeSum/seeds, rndSum/seeds)
+	if tpeSum >= rndSum {
+		t.Fatalf("TPE (mean best %.4f) does not beat random (%.4f)", tpeSum/seeds, rndSum/seeds)
+	}
+}
+
+func TestTPENeverRepeatsAndRespectsConstraints(t *testing.T) {
+	s := gridSpace(t)
+	want := feasibleByHand()
+	tp := NewTPE(s, 3, DefaultTPEOptions())
+	seen := map[string]bool{}
+	for {
+		pt, ok := tp.Ask()
+		if !ok {
+			break
+		}
+		k := pt.Key()
+		if seen[k] || !want[k] {
+			t.Fatalf("point %s: repeated %v, feasible %v", k, seen[k], want[k])
+		}
+		seen[k] = true
+		// Odd a fails: TPE must take failures as the worst outcome and go on.
+		status := spec.StatusVerified
+		if pt["a"].(int)%3 == 1 {
+			status = spec.StatusRuntimeError
+		}
+		tp.Tell(pt, float64(pt["a"].(int)+pt["b"].(int)), status)
+	}
+	if len(seen) != len(want) {
+		t.Fatalf("TPE stopped after %d of %d points", len(seen), len(want))
+	}
+}
+
+func TestTPEIsReproducible(t *testing.T) {
+	run := func() string {
+		sp := smoothSpace(RealRange("x", 0.01, 100, true), IntRange("n", 1, 64, 1))
+		tp := NewTPE(sp, 11, DefaultTPEOptions())
+		var out []string
+		for range 30 {
+			pt, _ := tp.Ask()
+			tp.Tell(pt, math.Abs(math.Log(pt["x"].(float64)))+float64(pt["n"].(int)), spec.StatusVerified)
+			out = append(out, pt.Key())
+		}
+		return fmt.Sprint(out)
+	}
+	if run() != run() {
+		t.Fatal("TPE with the same seed proposed different points")
+	}
+}
