@@ -1,0 +1,127 @@
+// Package record is the recorder that runs inside a CUDA application started
+// by `mneme record`. The C shim hands every launch, allocation and free to the
+// runtime library (runtime/librt), which forwards them here: allocations are
+// served from a fixed-address arena, and each selected launch is snapshotted
+// before and after it runs and written to the recording database.
+//
+// The package is plain Go over the Process interface (what the recorder needs
+// from the application and its GPU) and arena.Backend, so its logic is
+// tested without a GPU; runtime/librt adapts both to the real CUDA calls.
+package record
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/mneme-gpu/mneme/record/arena"
+)
+
+// Environment variables through which `mneme record` configures the runtime
+// library inside the application.
+const (
+	EnvRecord        = "MNEME_RECORD"         // set to 1 to record
+	EnvDB            = "MNEME_RDB"            // database directory
+	EnvVASS          = "MNEME_VASS"           // arena size in GiB
+	EnvVABase        = "MNEME_VA_BASE"        // arena base address (hex)
+	EnvKernels       = "MNEME_KERNELS"        // regular expression on kernel names
+	EnvMaxRecordings = "MNEME_MAX_RECORDINGS" // instances per kernel, 0 = no cap
+	EnvSkip          = "MNEME_SKIP"           // matching launches to skip first
+	EnvCompress      = "MNEME_SNAPSHOT_ZSTD"  // 1: zstd-compress snapshots
+	EnvRuntimeLib    = "MNEME_RT_LIB"         // path of libmneme_rt.so
+)
+
+// DefaultVASSGiB is the default arena size in GiB (the -vass default).
+const DefaultVASSGiB = 4
+
+// StatusFileName is the file (JSON) in the database directory through which
+// the runtime tells `mneme record` what happened. It must not end in .json,
+// which would make it look like a kernel file to db.Open.
+const StatusFileName = ".mneme-record.status"
+
+// Config is what one recording run was asked to do.
+type Config struct {
+	DB            string         // database directory
+	VABase        uint64         // arena base address
+	VASize        uint64         // arena size in bytes
+	Kernels       *regexp.Regexp // selects kernels by mangled or demangled name; nil selects all
+	MaxRecordings int            // distinct instances per kernel; 0 means no cap
+	Skip          int            // matching launches to let pass before recording
+	Compress      bool           // zstd-compress snapshot files
+	Log           io.Writer      // where errors are reported as they happen (the application's stderr)
+}
+
+// ParseVASS reads an arena size in GiB ("4", "0.5") as bytes.
+func ParseVASS(s string) (uint64, error) {
+	g, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	if err != nil || !(g > 0) || g > 1<<20 {
+		return 0, fmt.Errorf("-vass %q: want a positive size in GiB (for example 4 or 0.5)", s)
+	}
+	return uint64(g * (1 << 30)), nil
+}
+
+// ConfigFromEnv reads the configuration `mneme record` put in the
+// environment. Every error names the variable.
+func ConfigFromEnv(getenv func(string) string) (Config, error) {
+	c := Config{VABase: arena.DefaultBase, VASize: DefaultVASSGiB << 30, Log: os.Stderr}
+	c.DB = getenv(EnvDB)
+	if c.DB == "" {
+		return c, fmt.Errorf("%s is not set: run the application under `mneme record`", EnvDB)
+	}
+	if v := getenv(EnvVASS); v != "" {
+		n, err := ParseVASS(v)
+		if err != nil {
+			return c, fmt.Errorf("%s: %w", EnvVASS, err)
+		}
+		c.VASize = n
+	}
+	if v := getenv(EnvVABase); v != "" {
+		n, err := strconv.ParseUint(strings.TrimPrefix(strings.TrimPrefix(v, "0x"), "0X"), 16, 64)
+		if err != nil || n == 0 {
+			return c, fmt.Errorf("%s %q: want a hex device address such as 0x153940000000", EnvVABase, v)
+		}
+		c.VABase = n
+	}
+	if v := getenv(EnvKernels); v != "" {
+		re, err := regexp.Compile(v)
+		if err != nil {
+			return c, fmt.Errorf("%s (--kernels) %q: %v", EnvKernels, v, err)
+		}
+		c.Kernels = re
+	}
+	var err error
+	if c.MaxRecordings, err = nonNegative(getenv, EnvMaxRecordings, "--max-recordings"); err != nil {
+		return c, err
+	}
+	if c.Skip, err = nonNegative(getenv, EnvSkip, "--skip"); err != nil {
+		return c, err
+	}
+	switch getenv(EnvCompress) {
+	case "", "0":
+	case "1":
+		c.Compress = true
+	default:
+		return c, fmt.Errorf("%s %q: want 0 or 1", EnvCompress, getenv(EnvCompress))
+	}
+	return c, nil
+}
+
+func nonNegative(getenv func(string) string, name, flag string) (int, error) {
+	v := getenv(name)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%s (%s) %q: want a non-negative integer", name, flag, v)
+	}
+	return n, nil
+}
+
+// Selects reports whether a kernel is to be recorded.
+func (c Config) Selects(mangled, demangled string) bool {
+	return c.Kernels == nil || c.Kernels.MatchString(mangled) || c.Kernels.MatchString(demangled)
+}

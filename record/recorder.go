@@ -1,0 +1,430 @@
+package record
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/mneme-gpu/mneme/db"
+	"github.com/mneme-gpu/mneme/record/arena"
+	"github.com/mneme-gpu/mneme/spec"
+)
+
+// Process is the recorded application and its GPU, as the recorder needs
+// them. runtime/librt implements it over the shim's real CUDA calls.
+type Process interface {
+	// Synchronize waits until the device is idle.
+	Synchronize() error
+	// CopyToHost copies len(dst) bytes from device address src.
+	CopyToHost(dst []byte, src uint64) error
+	// Launch performs the application's launch for real.
+	Launch(l *Launch) error
+	// Globals lists the device globals registered by a module, with their
+	// device addresses.
+	Globals(module int) ([]Global, error)
+	// KernelIR extracts a kernel, with everything it uses, from the IR
+	// embedded in the application.
+	KernelIR(mangled string) (*KernelIR, error)
+	// Device describes the GPU the application runs on.
+	Device() (db.DeviceInfo, error)
+	// Toolchain names the versions the recording is made with.
+	Toolchain() db.Toolchain
+}
+
+// Kernel is a registered kernel.
+type Kernel struct {
+	Name      string // mangled device name
+	Demangled string
+	Module    int // index of the fat binary that registered it
+}
+
+// Launch is one kernel launch of the application.
+type Launch struct {
+	Kernel Kernel
+	Grid   spec.Dim3
+	Block  spec.Dim3
+	Shared uint32
+	Args   [][]byte // each parameter's bytes, sized by cuFuncGetParamInfo
+	Native any      // what the Process needs to perform the launch
+}
+
+// Global is a device global variable of a module.
+type Global struct {
+	Name     string
+	Addr     uint64
+	Size     uint64
+	Managed  bool
+	Constant bool
+}
+
+// KernelIR is one kernel's extracted IR.
+type KernelIR struct {
+	Bitcode  []byte
+	ArgNames []string
+	ArgKinds []string // db kinds: i32, f32, ptr, ... (byval:N for aggregates)
+}
+
+// Decision says who performs a launch the recorder was shown.
+type Decision int
+
+const (
+	// Forward: the caller performs the launch.
+	Forward Decision = iota
+	// Launched: the recorder performed it; its error is the launch's result.
+	Launched
+	// ForwardAlways: the caller performs it and need not show this kernel again.
+	ForwardAlways
+)
+
+// Recorder records the selected launches of one application run.
+type Recorder struct {
+	cfg  Config
+	proc Process
+	vm   arena.Backend
+
+	mu        sync.Mutex
+	arena     *arena.Arena
+	arenaErr  error // a failed reservation, reported once and then repeated
+	kernels   map[kernelKey]*kernelState
+	matching  int // launches of selected kernels so far (for --skip)
+	status    Status
+	device    *db.DeviceInfo
+	toolchain db.Toolchain
+}
+
+type kernelKey struct {
+	name   string
+	module int
+}
+
+type kernelState struct {
+	selected bool
+	broken   bool       // could not be recorded (no IR, ...); reported once
+	meta     *db.Kernel // nil until the first instance is recorded
+	dirty    bool       // Occurrences changed since the last write
+}
+
+// New prepares a recording into cfg.DB, creating the directory and the
+// status file. vm serves the arena, reserved on the first allocation.
+func New(cfg Config, p Process, vm arena.Backend) (*Recorder, error) {
+	if cfg.Log == nil {
+		cfg.Log = os.Stderr
+	}
+	if err := os.MkdirAll(cfg.DB, 0o755); err != nil {
+		return nil, fmt.Errorf("recording database %s: %w", cfg.DB, err)
+	}
+	r := &Recorder{cfg: cfg, proc: p, vm: vm, kernels: map[kernelKey]*kernelState{}}
+	r.status.PID = os.Getpid()
+	r.status.ArenaBase = db.FormatVAddr(cfg.VABase)
+	r.status.ArenaSize = cfg.VASize
+	if err := WriteStatus(cfg.DB, &r.status); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// SetRegistered updates the registration counts shown in the status file.
+func (r *Recorder) SetRegistered(fatbins, kernels, globals int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.status.Fatbinaries, r.status.KernelsRegistered, r.status.GlobalsRegistered = fatbins, kernels, globals
+	r.writeStatus()
+}
+
+// Status returns a copy of the current status.
+func (r *Recorder) Status() Status {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.status
+	s.Errors = append([]string(nil), s.Errors...)
+	return s
+}
+
+// reportError logs msg to the application's stderr and the status file.
+func (r *Recorder) reportError(msg string) {
+	fmt.Fprintln(r.cfg.Log, "mneme record:", msg)
+	r.status.addError(msg)
+	r.writeStatus()
+}
+
+func (r *Recorder) writeStatus() {
+	if r.arena != nil {
+		r.status.ArenaPeak = r.arena.MappedBytes()
+	}
+	if err := WriteStatus(r.cfg.DB, &r.status); err != nil {
+		fmt.Fprintln(r.cfg.Log, "mneme record: status file:", err)
+	}
+}
+
+// Malloc serves a device allocation from the arena, reserving it first if
+// needed. An error means the application's call must fail with
+// cudaErrorMemoryAllocation; it has already been reported.
+func (r *Recorder) Malloc(size uint64) (uint64, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.status.Allocations++
+	if r.arena == nil && r.arenaErr == nil {
+		r.arena, r.arenaErr = arena.New(r.vm, r.cfg.VABase, r.cfg.VASize)
+		if r.arenaErr != nil {
+			r.status.ArenaError = r.arenaErr.Error()
+			r.reportError(r.arenaErr.Error())
+		}
+	}
+	if r.arenaErr != nil {
+		return 0, r.arenaErr
+	}
+	addr, err := r.arena.Alloc(size)
+	if err != nil {
+		var ex *arena.ExhaustedError
+		if errors.As(err, &ex) && r.status.ArenaError == "" {
+			r.status.ArenaError = err.Error()
+		}
+		r.reportError(err.Error())
+		return 0, err
+	}
+	return addr, nil
+}
+
+// Free returns an arena block. ours is false for addresses the arena did
+// not hand out, which the caller passes on to CUDA. The device is
+// synchronized first, as cudaFree does, because the block may be handed out
+// again at once while a kernel still uses it.
+func (r *Recorder) Free(addr uint64) (ours bool, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.arena == nil || !r.arena.Owns(addr) {
+		return false, nil
+	}
+	if err := r.proc.Synchronize(); err != nil {
+		return true, err
+	}
+	return true, r.arena.Free(addr)
+}
+
+// Managed counts a managed allocation (the shim warns about it).
+func (r *Recorder) Managed() {
+	r.mu.Lock()
+	r.status.ManagedAllocations++
+	r.mu.Unlock()
+}
+
+// Launch is shown every launch of the application. It records the launch
+// when it is selected and new, performing it itself; otherwise it tells the
+// caller to perform it.
+func (r *Recorder) Launch(l *Launch) (Decision, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.status.LaunchesSeen++
+	key := kernelKey{l.Kernel.Name, l.Kernel.Module}
+	ks := r.kernels[key]
+	if ks == nil {
+		ks = &kernelState{selected: r.cfg.Selects(l.Kernel.Name, l.Kernel.Demangled)}
+		r.kernels[key] = ks
+	}
+	if !ks.selected || ks.broken {
+		return ForwardAlways, nil
+	}
+	r.status.LaunchesSelected++
+	r.matching++
+	if r.matching <= r.cfg.Skip {
+		return Forward, nil
+	}
+	dh := db.DynamicHash(l.Grid, l.Block, l.Shared, l.Args)
+	if ks.meta != nil {
+		if inst := ks.meta.Instances[dh]; inst != nil {
+			inst.Occurrences++
+			ks.dirty = true
+			return Forward, nil
+		}
+		if r.cfg.MaxRecordings > 0 && len(ks.meta.Instances) >= r.cfg.MaxRecordings {
+			return Forward, nil
+		}
+	}
+	if ks.meta == nil {
+		meta, err := r.describeKernel(l)
+		if err != nil {
+			ks.broken = true
+			r.reportError(fmt.Sprintf("kernel %s is not recorded: %v", l.Kernel.Demangled, err))
+			return ForwardAlways, nil
+		}
+		ks.meta = meta
+	}
+	return r.recordInstance(ks, l, dh)
+}
+
+// describeKernel builds the kernel's database entry and writes its IR.
+func (r *Recorder) describeKernel(l *Launch) (*db.Kernel, error) {
+	ir, err := r.proc.KernelIR(l.Kernel.Name)
+	if err != nil {
+		return nil, err
+	}
+	if len(ir.ArgKinds) != len(l.Args) {
+		return nil, fmt.Errorf("its IR has %d parameters but the launch passes %d", len(ir.ArgKinds), len(l.Args))
+	}
+	if r.device == nil {
+		dev, err := r.proc.Device()
+		if err != nil {
+			return nil, fmt.Errorf("describe the GPU: %w", err)
+		}
+		r.device = &dev
+		r.toolchain = r.proc.Toolchain()
+	}
+	sh := db.StaticHash(l.Kernel.Name, ir.Bitcode)
+	k := &db.Kernel{
+		StaticHash:    sh,
+		VAddr:         db.FormatVAddr(r.cfg.VABase),
+		VASize:        r.cfg.VASize,
+		KernelName:    l.Kernel.Name,
+		DemangledName: l.Kernel.Demangled,
+		Modules:       []string{db.IRFileName(sh)},
+		Device:        *r.device,
+		Toolchain:     r.toolchain,
+		FormatVersion: db.FormatVersion,
+		Instances:     map[string]*db.Instance{},
+	}
+	for i, a := range l.Args {
+		kind := ir.ArgKinds[i]
+		// The launch's parameter size is the truth (cuFuncGetParamInfo); a
+		// kind that disagrees (bool as i1, a struct) is kept as raw bytes.
+		if n, err := db.ArgKindSize(kind); err != nil || n != uint64(len(a)) {
+			kind = fmt.Sprintf("byval:%d", len(a))
+		}
+		name := fmt.Sprintf("arg%d", i)
+		if i < len(ir.ArgNames) && ir.ArgNames[i] != "" {
+			name = ir.ArgNames[i]
+		}
+		k.ArgNames = append(k.ArgNames, name)
+		k.ArgKinds = append(k.ArgKinds, kind)
+		k.ArgSizes = append(k.ArgSizes, uint64(len(a)))
+		k.Specializations = append(k.Specializations, kind != "ptr" && !isByval(kind))
+	}
+	if err := db.WriteFileAtomic(filepath.Join(r.cfg.DB, db.IRFileName(sh)), ir.Bitcode); err != nil {
+		return nil, err
+	}
+	return k, nil
+}
+
+func isByval(kind string) bool { return len(kind) > 6 && kind[:6] == "byval:" }
+
+// recordInstance performs the launch between two snapshots and writes the
+// instance. Files appear in an order that keeps the database valid at every
+// moment: snapshots (each written under a temporary name and renamed), then
+// the kernel file that names them.
+func (r *Recorder) recordInstance(ks *kernelState, l *Launch, dh string) (Decision, error) {
+	name := l.Kernel.Demangled
+	if err := r.proc.Synchronize(); err != nil {
+		// The application's own earlier work failed; it will see the error
+		// itself, and this launch cannot be recorded in a known state.
+		r.reportError(fmt.Sprintf("kernel %s: synchronize before recording: %v", name, err))
+		return Forward, nil
+	}
+	pro, err := r.snapshot(l)
+	if err != nil {
+		r.reportError(fmt.Sprintf("kernel %s: prologue snapshot: %v", name, err))
+		return Forward, nil
+	}
+	if err := r.proc.Launch(l); err != nil {
+		r.reportError(fmt.Sprintf("kernel %s: launch failed while recording: %v", name, err))
+		return Launched, err
+	}
+	if err := r.proc.Synchronize(); err != nil {
+		r.reportError(fmt.Sprintf("kernel %s faulted while recording: %v", name, err))
+		return Launched, err
+	}
+	epi, err := r.snapshot(l)
+	if err != nil {
+		r.reportError(fmt.Sprintf("kernel %s: epilogue snapshot: %v", name, err))
+		return Launched, nil
+	}
+	k := ks.meta
+	inst := &db.Instance{
+		DynamicHash: dh,
+		Prologue:    db.PrologueFileName(k.StaticHash, dh),
+		Epilogue:    db.EpilogueFileName(k.StaticHash, dh),
+		BlockDims:   l.Block,
+		GridDims:    l.Grid,
+		SharedMem:   l.Shared,
+		Args:        db.EncodeArgs(l.Args),
+		Occurrences: 1,
+		RecordedAt:  time.Now().UTC().Format(time.RFC3339Nano),
+	}
+	start := time.Now()
+	opts := db.SnapshotOptions{Compress: r.cfg.Compress}
+	pn, err := db.WriteSnapshot(filepath.Join(r.cfg.DB, inst.Prologue), pro, opts)
+	if err == nil {
+		var en int64
+		en, err = db.WriteSnapshot(filepath.Join(r.cfg.DB, inst.Epilogue), epi, opts)
+		inst.PrologueBytes, inst.EpilogueBytes = uint64(pn), uint64(en)
+	}
+	if err != nil {
+		r.reportError(fmt.Sprintf("kernel %s: write snapshot: %v", name, err))
+		return Launched, nil
+	}
+	r.status.SnapshotBytes += int64(inst.PrologueBytes + inst.EpilogueBytes)
+	r.status.SnapshotSeconds += time.Since(start).Seconds()
+	k.Instances[dh] = inst
+	if err := db.WriteKernel(r.cfg.DB, k); err != nil {
+		delete(k.Instances, dh)
+		r.reportError(fmt.Sprintf("kernel %s: write %s: %v", name, db.KernelFileName(k.StaticHash), err))
+		return Launched, nil
+	}
+	if len(k.Instances) == 1 {
+		r.status.KernelsRecorded++
+	}
+	ks.dirty = false
+	r.status.InstancesRecorded++
+	r.writeStatus()
+	return Launched, nil
+}
+
+// snapshot copies every live arena block, the kernel module's device
+// globals and the argument bytes.
+func (r *Recorder) snapshot(l *Launch) (*db.Snapshot, error) {
+	s := &db.Snapshot{Args: l.Args}
+	if r.arena != nil {
+		for _, b := range r.arena.Live() {
+			data := make([]byte, b.Size)
+			if err := r.proc.CopyToHost(data, b.Addr); err != nil {
+				return nil, fmt.Errorf("copy allocation %#x (%d bytes): %w", b.Addr, b.Size, err)
+			}
+			s.Blobs = append(s.Blobs, db.Blob{Addr: b.Addr, Size: b.Size, Data: data})
+		}
+	}
+	globals, err := r.proc.Globals(l.Kernel.Module)
+	if err != nil {
+		return nil, fmt.Errorf("device globals: %w", err)
+	}
+	for _, g := range globals {
+		if g.Managed {
+			continue // not in device memory we can restore; the shim warned
+		}
+		data := make([]byte, g.Size)
+		if err := r.proc.CopyToHost(data, g.Addr); err != nil {
+			return nil, fmt.Errorf("copy global %s (%d bytes): %w", g.Name, g.Size, err)
+		}
+		s.Globals = append(s.Globals, db.Global{Name: g.Name, Addr: g.Addr, Size: g.Size, Data: data})
+	}
+	return s, nil
+}
+
+// Finish writes what changed since the last instance (occurrence counts)
+// and marks the status finished. It is called when the application exits.
+func (r *Recorder) Finish() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, ks := range r.kernels {
+		if ks.meta == nil || !ks.dirty {
+			continue
+		}
+		if err := db.WriteKernel(r.cfg.DB, ks.meta); err != nil {
+			r.reportError(fmt.Sprintf("kernel %s: write occurrence counts: %v", ks.meta.DemangledName, err))
+			continue
+		}
+		ks.dirty = false
+	}
+	r.status.Finished = true
+	r.writeStatus()
+}

@@ -1,0 +1,531 @@
+package record
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/mneme-gpu/mneme/db"
+	"github.com/mneme-gpu/mneme/record/arena"
+	"github.com/mneme-gpu/mneme/spec"
+)
+
+// simGPU is a host-memory GPU: byte-addressed device memory behind a
+// virtual-memory interface with the driver's rules, kernels that are Go
+// functions over that memory, and device globals at fixed addresses. The
+// recorder drives it exactly as it drives the real device through librt.
+type simGPU struct {
+	gran     uint64
+	base     uint64
+	size     uint64
+	mem      map[uint64][]byte // mapped chunks by address
+	kernels  map[string]func(g *simGPU, l *Launch) error
+	irs      map[string]*KernelIR
+	globals  map[int][]Global
+	syncErr  error
+	launches int
+}
+
+func newSimGPU() *simGPU {
+	return &simGPU{gran: 2 << 20, mem: map[uint64][]byte{}, kernels: map[string]func(*simGPU, *Launch) error{}, irs: map[string]*KernelIR{}, globals: map[int][]Global{}}
+}
+
+func (g *simGPU) Granularity() (uint64, error) { return g.gran, nil }
+func (g *simGPU) Reserve(base, size uint64) error {
+	g.base, g.size = base, size
+	return nil
+}
+func (g *simGPU) Map(addr, size uint64) error {
+	for c := addr; c < addr+size; c += g.gran {
+		if g.mem[c] != nil {
+			return fmt.Errorf("chunk %#x mapped twice", c)
+		}
+		g.mem[c] = make([]byte, g.gran)
+	}
+	return nil
+}
+
+// span returns the device bytes [addr, addr+n) (within one mapping run).
+func (g *simGPU) access(addr uint64, n int, fn func(dev []byte, off int)) error {
+	for off := 0; off < n; {
+		c := (addr + uint64(off)) / g.gran * g.gran
+		chunk := g.mem[c]
+		if chunk == nil {
+			return fmt.Errorf("illegal address %#x", addr+uint64(off))
+		}
+		in := int(addr + uint64(off) - c)
+		m := min(n-off, len(chunk)-in)
+		fn(chunk[in:in+m], off)
+		off += m
+	}
+	return nil
+}
+
+func (g *simGPU) write(addr uint64, data []byte) error {
+	return g.access(addr, len(data), func(dev []byte, off int) { copy(dev, data[off:]) })
+}
+
+func (g *simGPU) CopyToHost(dst []byte, src uint64) error {
+	return g.access(src, len(dst), func(dev []byte, off int) { copy(dst[off:], dev) })
+}
+
+func (g *simGPU) Synchronize() error { return g.syncErr }
+
+func (g *simGPU) Launch(l *Launch) error {
+	g.launches++
+	k := g.kernels[l.Kernel.Name]
+	if k == nil {
+		return fmt.Errorf("no kernel %s", l.Kernel.Name)
+	}
+	return k(g, l)
+}
+
+func (g *simGPU) Globals(module int) ([]Global, error) { return g.globals[module], nil }
+
+func (g *simGPU) KernelIR(name string) (*KernelIR, error) {
+	ir := g.irs[name]
+	if ir == nil {
+		return nil, fmt.Errorf("no embedded IR defines %s", name)
+	}
+	return ir, nil
+}
+
+func (g *simGPU) Device() (db.DeviceInfo, error) {
+	return db.DeviceInfo{Name: "Simulated GPU", ComputeCapability: "9.0", Arch: "sm_90", SMCount: 4, TotalMem: 1 << 30, DriverVersion: 13000}, nil
+}
+func (g *simGPU) Toolchain() db.Toolchain {
+	return db.Toolchain{Mneme: "test", LLVM: "22.1.8", CUDA: "13.0"}
+}
+
+const saxpyName = "_Z5saxpyfPKfPfi"
+
+// addSaxpy installs y[i] = a*x[i] + y[i] for i < n, one "thread" per element
+// of grid*block.
+func (g *simGPU) addSaxpy() {
+	g.irs[saxpyName] = &KernelIR{Bitcode: []byte("BC\xc0\xde saxpy"), ArgNames: []string{"a", "x", "y", "n"}, ArgKinds: []string{"f32", "ptr", "ptr", "i32"}}
+	g.kernels[saxpyName] = func(g *simGPU, l *Launch) error {
+		a := math.Float32frombits(binary.LittleEndian.Uint32(l.Args[0]))
+		x := binary.LittleEndian.Uint64(l.Args[1])
+		y := binary.LittleEndian.Uint64(l.Args[2])
+		n := int(int32(binary.LittleEndian.Uint32(l.Args[3])))
+		threads := int(l.Grid.Count() * l.Block.Count())
+		for i := 0; i < n && i < threads; i++ {
+			var xb, yb [4]byte
+			if err := g.CopyToHost(xb[:], x+uint64(4*i)); err != nil {
+				return err
+			}
+			if err := g.CopyToHost(yb[:], y+uint64(4*i)); err != nil {
+				return err
+			}
+			v := a*math.Float32frombits(binary.LittleEndian.Uint32(xb[:])) + math.Float32frombits(binary.LittleEndian.Uint32(yb[:]))
+			binary.LittleEndian.PutUint32(yb[:], math.Float32bits(v))
+			if err := g.write(y+uint64(4*i), yb[:]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+func floats(vs ...float32) []byte {
+	b := make([]byte, 4*len(vs))
+	for i, v := range vs {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
+	}
+	return b
+}
+
+func u32(v uint32) []byte { return binary.LittleEndian.AppendUint32(nil, v) }
+func u64(v uint64) []byte { return binary.LittleEndian.AppendUint64(nil, v) }
+
+func saxpyLaunch(a float32, x, y uint64, n uint32) *Launch {
+	return &Launch{
+		Kernel: Kernel{Name: saxpyName, Demangled: "saxpy(float, float const*, float*, int)"},
+		Grid:   spec.Dim3{X: 1, Y: 1, Z: 1}, Block: spec.Dim3{X: 4, Y: 1, Z: 1},
+		Args: [][]byte{floats(a), u64(x), u64(y), u32(n)},
+	}
+}
+
+type fixture struct {
+	t   *testing.T
+	gpu *simGPU
+	rec *Recorder
+	dir string
+	log bytes.Buffer
+	x   uint64
+	y   uint64
+}
+
+func newFixture(t *testing.T, mutate func(*Config)) *fixture {
+	t.Helper()
+	f := &fixture{t: t, gpu: newSimGPU(), dir: filepath.Join(t.TempDir(), "rdb")}
+	f.gpu.addSaxpy()
+	cfg := Config{DB: f.dir, VABase: arena.DefaultBase, VASize: 64 << 20, Log: &f.log}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	rec, err := New(cfg, f.gpu, f.gpu)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.rec = rec
+	return f
+}
+
+// setup allocates x and y through the recorder and fills them, as an
+// application's cudaMalloc and cudaMemcpy would.
+func (f *fixture) setup() {
+	var err error
+	if f.x, err = f.rec.Malloc(16); err != nil {
+		f.t.Fatal(err)
+	}
+	if f.y, err = f.rec.Malloc(16); err != nil {
+		f.t.Fatal(err)
+	}
+	if err := f.gpu.write(f.x, floats(1, 2, 3, 4)); err != nil {
+		f.t.Fatal(err)
+	}
+	if err := f.gpu.write(f.y, floats(10, 20, 30, 40)); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *fixture) launch(l *Launch) Decision {
+	f.t.Helper()
+	d, err := f.rec.Launch(l)
+	if err != nil {
+		f.t.Fatalf("launch: %v", err)
+	}
+	if d != Launched {
+		if err := f.gpu.Launch(l); err != nil { // the shim forwards it
+			f.t.Fatal(err)
+		}
+	}
+	return d
+}
+
+func (f *fixture) open() *db.DB {
+	f.t.Helper()
+	d, err := db.Open(f.dir)
+	if err != nil {
+		f.t.Fatalf("database does not read back: %v", err)
+	}
+	return d
+}
+
+func TestRecordsPrologueEpilogueAndMetadata(t *testing.T) {
+	f := newFixture(t, nil)
+	f.gpu.globals[0] = []Global{{Name: "counter", Addr: f.gpu.base - 4096, Size: 8}}
+	// The global lives outside the arena: map a chunk for it.
+	f.setup()
+	f.gpu.globals[0][0].Addr = f.gpu.base + 62<<20
+	if err := f.gpu.Map(f.gpu.base+62<<20, f.gpu.gran); err != nil {
+		t.Fatal(err)
+	}
+	f.gpu.write(f.gpu.globals[0][0].Addr, u64(77))
+
+	if d := f.launch(saxpyLaunch(2, f.x, f.y, 4)); d != Launched {
+		t.Fatalf("decision %v, want Launched", d)
+	}
+	d := f.open()
+	if len(d.Kernels) != 1 || d.NumInstances() != 1 {
+		t.Fatalf("%d kernels, %d instances; want 1, 1", len(d.Kernels), d.NumInstances())
+	}
+	k, inst, err := d.Find("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k.KernelName != saxpyName || k.DemangledName != "saxpy(float, float const*, float*, int)" {
+		t.Errorf("names %q %q", k.KernelName, k.DemangledName)
+	}
+	if fmt.Sprint(k.ArgKinds) != "[f32 ptr ptr i32]" || fmt.Sprint(k.ArgSizes) != "[4 8 8 4]" || fmt.Sprint(k.Specializations) != "[true false false true]" || fmt.Sprint(k.ArgNames) != "[a x y n]" {
+		t.Errorf("argument metadata %v %v %v %v", k.ArgKinds, k.ArgSizes, k.Specializations, k.ArgNames)
+	}
+	if k.VAddr != "0x153940000000" || k.VASize != 64<<20 || k.Device.Name != "Simulated GPU" || k.Toolchain.LLVM != "22.1.8" {
+		t.Errorf("arena/device/toolchain %s %d %+v %+v", k.VAddr, k.VASize, k.Device, k.Toolchain)
+	}
+	ir, err := os.ReadFile(d.IRPath(k))
+	if err != nil || !bytes.Equal(ir, f.gpu.irs[saxpyName].Bitcode) {
+		t.Errorf("IR file: %v", err)
+	}
+	if inst.GridDims != (spec.Dim3{X: 1, Y: 1, Z: 1}) || inst.BlockDims != (spec.Dim3{X: 4, Y: 1, Z: 1}) || inst.Occurrences != 1 {
+		t.Errorf("instance %+v", inst)
+	}
+	pro, err := d.ReadPrologue(inst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	epi, err := d.ReadEpilogue(inst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pro.Blobs) != 2 || pro.Blobs[0].Addr != f.x || !bytes.Equal(pro.Blobs[1].Data, floats(10, 20, 30, 40)) {
+		t.Errorf("prologue blobs %+v", pro.Blobs)
+	}
+	if !bytes.Equal(epi.Blobs[1].Data, floats(12, 24, 36, 48)) || !bytes.Equal(epi.Blobs[0].Data, floats(1, 2, 3, 4)) {
+		t.Errorf("epilogue y = %v", epi.Blobs[1].Data)
+	}
+	if len(pro.Globals) != 1 || pro.Globals[0].Name != "counter" || !bytes.Equal(pro.Globals[0].Data, u64(77)) {
+		t.Errorf("globals %+v", pro.Globals)
+	}
+	if len(pro.Args) != 4 || !bytes.Equal(pro.Args[0], floats(2)) {
+		t.Errorf("args %x", pro.Args)
+	}
+	st, err := ReadStatus(f.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.InstancesRecorded != 1 || st.KernelsRecorded != 1 || st.LaunchesSeen != 1 || st.SnapshotBytes == 0 || len(st.Errors) != 0 {
+		t.Errorf("status %+v", st)
+	}
+	assertNoTempFiles(t, f.dir)
+}
+
+// assertNoTempFiles checks that only finished files are in the directory,
+// apart from the status file.
+func assertNoTempFiles(t *testing.T, dir string) {
+	t.Helper()
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), ".") && e.Name() != StatusFileName {
+			t.Errorf("temporary file left: %s", e.Name())
+		}
+	}
+}
+
+func TestScalarArgumentsMakeDistinctInstancesAndRepeatsCount(t *testing.T) {
+	f := newFixture(t, nil)
+	f.setup()
+	f.launch(saxpyLaunch(2, f.x, f.y, 4))
+	if d := f.launch(saxpyLaunch(2, f.x, f.y, 4)); d != Forward {
+		t.Fatalf("repeat launch: %v, want Forward", d)
+	}
+	f.launch(saxpyLaunch(3, f.x, f.y, 4))
+	f.rec.Finish()
+	d := f.open()
+	if d.NumInstances() != 2 {
+		t.Fatalf("%d instances, want 2 (a differs)", d.NumInstances())
+	}
+	occ := map[string]int{}
+	for _, r := range d.All() {
+		occ[r.Instance.Args[0]] = r.Instance.Occurrences
+	}
+	if occ[fmt.Sprintf("%x", floats(2))] != 2 || occ[fmt.Sprintf("%x", floats(3))] != 1 {
+		t.Errorf("occurrences %v", occ)
+	}
+	// The second instance's prologue is the first one's output.
+	for _, r := range d.All() {
+		if r.Instance.Args[0] == fmt.Sprintf("%x", floats(3)) {
+			pro, _ := d.ReadPrologue(r.Instance)
+			if !bytes.Equal(pro.Blobs[1].Data, floats(14, 28, 42, 56)) {
+				t.Errorf("prologue of the third launch %v", pro.Blobs[1].Data)
+			}
+		}
+	}
+	if st, _ := ReadStatus(f.dir); !st.Finished {
+		t.Error("status not marked finished")
+	}
+}
+
+func TestSelectionSkipAndCap(t *testing.T) {
+	f := newFixture(t, func(c *Config) {
+		c.Kernels = regexp.MustCompile(`^saxpy\(`)
+		c.Skip = 1
+		c.MaxRecordings = 2
+	})
+	f.setup()
+	other := &Launch{Kernel: Kernel{Name: "_Z5otherv", Demangled: "other()"}, Grid: spec.Dim3{X: 1, Y: 1, Z: 1}, Block: spec.Dim3{X: 1, Y: 1, Z: 1}}
+	f.gpu.kernels["_Z5otherv"] = func(*simGPU, *Launch) error { return nil }
+	if d := f.launch(other); d != ForwardAlways {
+		t.Errorf("unselected kernel: %v, want ForwardAlways", d)
+	}
+	want := []Decision{Forward, Launched, Launched, Forward, Forward}
+	for i, a := range []float32{1, 2, 3, 4, 2} {
+		if d := f.launch(saxpyLaunch(a, f.x, f.y, 4)); d != want[i] {
+			t.Errorf("launch %d (a=%v): %v, want %v", i, a, d, want[i])
+		}
+	}
+	f.rec.Finish()
+	d := f.open()
+	if d.NumInstances() != 2 {
+		t.Fatalf("%d instances, want 2", d.NumInstances())
+	}
+	for _, r := range d.All() {
+		if r.Instance.Args[0] == fmt.Sprintf("%x", floats(1)) {
+			t.Error("the skipped launch was recorded")
+		}
+		if r.Instance.Args[0] == fmt.Sprintf("%x", floats(2)) && r.Instance.Occurrences != 2 {
+			t.Errorf("a=2 occurrences %d, want 2", r.Instance.Occurrences)
+		}
+	}
+	st := f.rec.Status()
+	if st.LaunchesSeen != 6 || st.LaunchesSelected != 5 || st.InstancesRecorded != 2 {
+		t.Errorf("status %+v", st)
+	}
+}
+
+func TestArenaExhaustionIsReportedWithVass(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.VASize = 4 << 20 })
+	if _, err := f.rec.Malloc(3 << 20); err != nil {
+		t.Fatal(err)
+	}
+	_, err := f.rec.Malloc(3 << 20)
+	var ex *arena.ExhaustedError
+	if !errors.As(err, &ex) {
+		t.Fatalf("got %v, want an exhaustion error", err)
+	}
+	st, _ := ReadStatus(f.dir)
+	if !strings.Contains(st.ArenaError, "-vass") || len(st.Errors) != 1 {
+		t.Errorf("status %+v", st)
+	}
+	if !strings.Contains(f.log.String(), "-vass") {
+		t.Errorf("stderr %q lacks -vass", f.log.String())
+	}
+}
+
+func TestKernelWithoutIRIsReportedAndForwarded(t *testing.T) {
+	f := newFixture(t, nil)
+	f.setup()
+	delete(f.gpu.irs, saxpyName)
+	if d := f.launch(saxpyLaunch(2, f.x, f.y, 4)); d != ForwardAlways {
+		t.Fatalf("decision %v, want ForwardAlways", d)
+	}
+	st := f.rec.Status()
+	if len(st.Errors) != 1 || !strings.Contains(st.Errors[0], "no embedded IR") || st.InstancesRecorded != 0 {
+		t.Errorf("status %+v", st)
+	}
+	if ents, _ := filepath.Glob(filepath.Join(f.dir, "*.json")); len(ents) != 0 {
+		t.Errorf("kernel files written for an unrecordable kernel: %v", ents)
+	}
+}
+
+func TestFaultWhileRecordingWritesNothing(t *testing.T) {
+	f := newFixture(t, nil)
+	f.setup()
+	f.launch(saxpyLaunch(2, f.x, f.y, 4))
+	fault := errors.New("cudaErrorIllegalAddress: an illegal memory access was encountered")
+	f.gpu.kernels[saxpyName] = func(g *simGPU, l *Launch) error { g.syncErr = fault; return nil }
+	d, err := f.rec.Launch(saxpyLaunch(5, f.x, f.y, 4))
+	if d != Launched || !errors.Is(err, fault) {
+		t.Fatalf("faulting launch: %v %v", d, err)
+	}
+	if n := f.open().NumInstances(); n != 1 {
+		t.Errorf("%d instances after the fault, want the 1 recorded before", n)
+	}
+	if st := f.rec.Status(); len(st.Errors) != 1 || !strings.Contains(st.Errors[0], "illegal") {
+		t.Errorf("status errors %v", st.Errors)
+	}
+	assertNoTempFiles(t, f.dir)
+}
+
+func TestFreeReturnsArenaBlocksOnly(t *testing.T) {
+	f := newFixture(t, nil)
+	f.setup()
+	if ours, err := f.rec.Free(0x7000_0000_0000); ours || err != nil {
+		t.Errorf("foreign pointer: ours=%v err=%v", ours, err)
+	}
+	if ours, err := f.rec.Free(f.x); !ours || err != nil {
+		t.Errorf("arena pointer: ours=%v err=%v", ours, err)
+	}
+	f.launch(saxpyLaunch(2, f.y, f.y, 4))
+	_, inst, err := f.open().Find("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pro, _ := f.open().ReadPrologue(inst)
+	if len(pro.Blobs) != 1 || pro.Blobs[0].Addr != f.y {
+		t.Errorf("freed block still snapshotted: %+v", pro.Blobs)
+	}
+}
+
+func TestConfigFromEnv(t *testing.T) {
+	env := func(kv ...string) func(string) string {
+		m := map[string]string{}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return func(k string) string { return m[k] }
+	}
+	c, err := ConfigFromEnv(env(EnvDB, "/tmp/x", EnvVASS, "0.5", EnvVABase, "0x7f0000000000", EnvKernels, "saxpy", EnvMaxRecordings, "4", EnvSkip, "2", EnvCompress, "1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.DB != "/tmp/x" || c.VASize != 512<<20 || c.VABase != 0x7f0000000000 || c.MaxRecordings != 4 || c.Skip != 2 || !c.Compress || !c.Selects("_Z5saxpyv", "") || c.Selects("_Z3addv", "add()") {
+		t.Errorf("config %+v", c)
+	}
+	c, err = ConfigFromEnv(env(EnvDB, "d"))
+	if err != nil || c.VASize != 4<<30 || c.VABase != arena.DefaultBase || !c.Selects("anything", "") {
+		t.Errorf("defaults %+v %v", c, err)
+	}
+	for _, bad := range [][]string{
+		{},
+		{EnvDB, "d", EnvVASS, "-1"},
+		{EnvDB, "d", EnvVASS, "lots"},
+		{EnvDB, "d", EnvVABase, "zz"},
+		{EnvDB, "d", EnvKernels, "("},
+		{EnvDB, "d", EnvMaxRecordings, "-3"},
+		{EnvDB, "d", EnvSkip, "x"},
+		{EnvDB, "d", EnvCompress, "yes"},
+	} {
+		_, err := ConfigFromEnv(env(bad...))
+		name := EnvDB
+		if len(bad) > 2 {
+			name = bad[2]
+		}
+		if err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%v: error %v does not name %s", bad, err, name)
+		}
+	}
+}
+
+// BenchmarkRecordInstance measures recording one instance with 64 MiB of
+// live allocations (prologue + epilogue written): bytes/s is the snapshot
+// write throughput, with and without zstd.
+func BenchmarkRecordInstance(b *testing.B) {
+	for _, data := range []string{"random", "smooth"} {
+		for _, compress := range []bool{false, true} {
+			b.Run(fmt.Sprintf("%s/zstd=%v", data, compress), func(b *testing.B) {
+				gpu := newSimGPU()
+				gpu.addSaxpy()
+				gpu.kernels[saxpyName] = func(*simGPU, *Launch) error { return nil }
+				rec, err := New(Config{DB: b.TempDir(), VABase: arena.DefaultBase, VASize: 1 << 30, Compress: compress, Log: &bytes.Buffer{}}, gpu, gpu)
+				if err != nil {
+					b.Fatal(err)
+				}
+				const n = 64 << 20
+				x, err := rec.Malloc(n)
+				if err != nil {
+					b.Fatal(err)
+				}
+				buf := make([]byte, n)
+				rng := rand.New(rand.NewSource(1))
+				for i := 0; i < n; i += 4 {
+					v := float32(rng.NormFloat64())
+					if data == "smooth" {
+						v = float32(i/4%1000) * 0.5 // a field with structure, as simulations have
+					}
+					binary.LittleEndian.PutUint32(buf[i:], math.Float32bits(v))
+				}
+				gpu.write(x, buf)
+				b.SetBytes(2 * n)
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					if d, err := rec.Launch(saxpyLaunch(float32(i), x, x, 0)); d != Launched || err != nil {
+						b.Fatal(d, err)
+					}
+				}
+				b.StopTimer()
+				st := rec.Status()
+				b.ReportMetric(float64(st.SnapshotBytes)/float64(2*n*b.N), "stored/raw")
+			})
+		}
+	}
+}

@@ -1,0 +1,78 @@
+package record
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/mneme-gpu/mneme/db"
+)
+
+// Status is what the runtime reports to `mneme record` through the status
+// file. It is rewritten atomically whenever something worth reporting
+// happens, so it is current even when the application crashes.
+type Status struct {
+	PID                int      `json:"pid"`
+	Finished           bool     `json:"finished"` // the application exited through exit()
+	Fatbinaries        int      `json:"fatbinaries"`
+	KernelsRegistered  int      `json:"kernels_registered"`
+	GlobalsRegistered  int      `json:"globals_registered"`
+	LaunchesSeen       int64    `json:"launches_seen"`
+	LaunchesSelected   int64    `json:"launches_selected"`
+	InstancesRecorded  int      `json:"instances_recorded"`
+	KernelsRecorded    int      `json:"kernels_recorded"`
+	Allocations        int64    `json:"allocations"`
+	ManagedAllocations int64    `json:"managed_allocations"`
+	ArenaBase          string   `json:"arena_base,omitempty"`
+	ArenaSize          uint64   `json:"arena_size,omitempty"`
+	ArenaPeak          uint64   `json:"arena_peak,omitempty"` // physical bytes mapped
+	SnapshotBytes      int64    `json:"snapshot_bytes"`       // written to snapshot files
+	SnapshotSeconds    float64  `json:"snapshot_seconds"`     // spent writing them
+	ArenaError         string   `json:"arena_error,omitempty"`
+	Errors             []string `json:"errors,omitempty"`
+	ErrorsDropped      int      `json:"errors_dropped,omitempty"`
+}
+
+// maxStatusErrors bounds the error list, so an application that fails the
+// same way a million times does not grow the file without limit.
+const maxStatusErrors = 50
+
+func (s *Status) addError(msg string) {
+	if len(s.Errors) >= maxStatusErrors {
+		s.ErrorsDropped++
+		return
+	}
+	s.Errors = append(s.Errors, msg)
+}
+
+// WriteStatus replaces dir's status file atomically.
+func WriteStatus(dir string, s *Status) error {
+	data, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	return db.WriteFileAtomic(filepath.Join(dir, StatusFileName), append(data, '\n'))
+}
+
+// ErrNoStatus means the runtime never wrote a status file: it was not loaded
+// into the application.
+var ErrNoStatus = errors.New("no recording status file")
+
+// ReadStatus reads dir's status file.
+func ReadStatus(dir string) (*Status, error) {
+	path := filepath.Join(dir, StatusFileName)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %s", ErrNoStatus, path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var s Status
+	if err := json.Unmarshal(data, &s); err != nil {
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	return &s, nil
+}
