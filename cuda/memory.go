@@ -1,0 +1,126 @@
+package cuda
+
+/*
+#include "driver.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"unsafe"
+)
+
+// MemAlloc allocates size bytes of device memory in the current context.
+func MemAlloc(size uint64) (uint64, error) {
+	if err := Init(); err != nil {
+		return 0, err
+	}
+	var p C.CUdeviceptr
+	if err := check("cuMemAlloc_v2", C.mn_cuMemAlloc(&p, C.size_t(size))); err != nil {
+		return 0, fmt.Errorf("allocating %d bytes: %w", size, err)
+	}
+	return uint64(p), nil
+}
+
+// MemFree frees memory from MemAlloc.
+func MemFree(addr uint64) error {
+	if err := Init(); err != nil {
+		return err
+	}
+	return check("cuMemFree_v2", C.mn_cuMemFree(C.CUdeviceptr(addr)))
+}
+
+// MemcpyHtoD copies src to device address dst, synchronously.
+func MemcpyHtoD(dst uint64, src []byte) error {
+	if err := Init(); err != nil {
+		return err
+	}
+	if len(src) == 0 {
+		return nil
+	}
+	if err := check("cuMemcpyHtoD_v2", C.mn_cuMemcpyHtoD(C.CUdeviceptr(dst), unsafe.Pointer(&src[0]), C.size_t(len(src)))); err != nil {
+		return fmt.Errorf("copying %d bytes to device 0x%x: %w", len(src), dst, err)
+	}
+	return nil
+}
+
+// MemcpyDtoH fills dst from device address src, synchronously.
+func MemcpyDtoH(dst []byte, src uint64) error {
+	if err := Init(); err != nil {
+		return err
+	}
+	if len(dst) == 0 {
+		return nil
+	}
+	if err := check("cuMemcpyDtoH_v2", C.mn_cuMemcpyDtoH(unsafe.Pointer(&dst[0]), C.CUdeviceptr(src), C.size_t(len(dst)))); err != nil {
+		return fmt.Errorf("copying %d bytes from device 0x%x: %w", len(dst), src, err)
+	}
+	return nil
+}
+
+// MemcpyDtoD copies n bytes between device addresses.
+func MemcpyDtoD(dst, src, n uint64) error {
+	if err := Init(); err != nil {
+		return err
+	}
+	if n == 0 {
+		return nil
+	}
+	if err := check("cuMemcpyDtoD_v2", C.mn_cuMemcpyDtoD(C.CUdeviceptr(dst), C.CUdeviceptr(src), C.size_t(n))); err != nil {
+		return fmt.Errorf("copying %d bytes 0x%x -> 0x%x: %w", n, src, dst, err)
+	}
+	return nil
+}
+
+// MemcpyDtoDAsync enqueues a device-to-device copy on stream s.
+func MemcpyDtoDAsync(dst, src, n uint64, s Stream) error {
+	if err := Init(); err != nil {
+		return err
+	}
+	if n == 0 {
+		return nil
+	}
+	if err := check("cuMemcpyDtoDAsync_v2", C.mn_cuMemcpyDtoDAsync(C.CUdeviceptr(dst), C.CUdeviceptr(src), C.size_t(n), C.uintptr_t(s))); err != nil {
+		return fmt.Errorf("copying %d bytes 0x%x -> 0x%x: %w", n, src, dst, err)
+	}
+	return nil
+}
+
+// MemsetD8 sets n bytes at dst to v.
+func MemsetD8(dst uint64, v byte, n uint64) error {
+	if err := Init(); err != nil {
+		return err
+	}
+	if n == 0 {
+		return nil
+	}
+	if err := check("cuMemsetD8_v2", C.mn_cuMemsetD8(C.CUdeviceptr(dst), C.uchar(v), C.size_t(n))); err != nil {
+		return fmt.Errorf("setting %d bytes at 0x%x: %w", n, dst, err)
+	}
+	return nil
+}
+
+// MemGetInfo reports free and total memory of the current context's device.
+func MemGetInfo() (free, total uint64, err error) {
+	if err := Init(); err != nil {
+		return 0, 0, err
+	}
+	var f, t C.size_t
+	if err := check("cuMemGetInfo_v2", C.mn_cuMemGetInfo(&f, &t)); err != nil {
+		return 0, 0, err
+	}
+	return uint64(f), uint64(t), nil
+}
+
+// IsManaged reports whether addr lies in managed (unified) memory, which
+// replay cannot map at a fixed address.
+func IsManaged(addr uint64) (bool, error) {
+	if err := Init(); err != nil {
+		return false, err
+	}
+	var v C.uint
+	if err := check("cuPointerGetAttribute", C.mn_cuPointerIsManaged(&v, C.CUdeviceptr(addr))); err != nil {
+		return false, fmt.Errorf("pointer 0x%x: %w", addr, err)
+	}
+	return v != 0, nil
+}
