@@ -1,0 +1,212 @@
+package db
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sync"
+
+	"github.com/zeebo/xxh3"
+)
+
+// encodedChunk is one chunk ready to write.
+type encodedChunk struct {
+	codec  byte
+	sum    uint64
+	stored []byte
+	buf    *[]byte // pooled buffer behind stored, if any
+}
+
+// chunkBufs recycles chunk-sized buffers for compressed output and shuffling.
+var chunkBufs sync.Pool
+
+func getBuf(n int) *[]byte {
+	bp, _ := chunkBufs.Get().(*[]byte)
+	if bp == nil || cap(*bp) < n {
+		b := make([]byte, 0, max(n, DefaultChunkSize))
+		bp = &b
+	}
+	return bp
+}
+
+func putBuf(bp *[]byte) {
+	if bp != nil {
+		chunkBufs.Put(bp)
+	}
+}
+
+func (c *encodedChunk) release() {
+	putBuf(c.buf)
+	c.buf = nil
+}
+
+// probeSize is how much of a chunk is compressed first to decide whether the
+// rest is worth trying, so incompressible data costs a fraction of a pass.
+const probeSize = 32 << 10
+
+// pays reports whether compression saved at least an eighth; less is not
+// worth the decompression time on every replay.
+func pays(stored, raw int) bool { return stored < raw-raw/8 }
+
+// shufflePlanes is the number of byte planes of codecShuffle4, and
+// shuffleHeader the size of its per-plane table (stored length u32, codec u32).
+const (
+	shufflePlanes = 4
+	shuffleHeader = shufflePlanes * 8
+)
+
+func encodeChunk(raw []byte, compress bool) encodedChunk {
+	if isZero(raw) {
+		return encodedChunk{codec: codecZero}
+	}
+	c := encodedChunk{codec: codecRaw, sum: xxh3.Hash(raw), stored: raw}
+	if !compress || len(raw) < 256 {
+		return c
+	}
+	if out, bp, ok := tryZstd(raw); ok {
+		c.codec, c.stored, c.buf = codecZstd, out, bp
+		return c
+	}
+	if out, bp, ok := tryShuffle(raw); ok {
+		c.codec, c.stored, c.buf = codecShuffle4, out, bp
+	}
+	return c
+}
+
+// tryZstd compresses raw whole, after a probe of its start says it may pay.
+func tryZstd(raw []byte) ([]byte, *[]byte, bool) {
+	enc := zstdEncoder()
+	bp := getBuf(len(raw))
+	if len(raw) >= 4*probeSize {
+		probe := enc.EncodeAll(raw[:probeSize], (*bp)[:0])
+		*bp = probe[:0]
+		if !pays(len(probe), probeSize) {
+			putBuf(bp)
+			return nil, nil, false
+		}
+	}
+	out := enc.EncodeAll(raw, (*bp)[:0])
+	*bp = out[:0]
+	if !pays(len(out), len(raw)) {
+		putBuf(bp)
+		return nil, nil, false
+	}
+	return out, bp, true
+}
+
+func shuffle4(dst, src []byte) {
+	n := len(src) / 4
+	p0, p1, p2, p3 := dst[:n], dst[n:2*n], dst[2*n:3*n], dst[3*n:4*n]
+	for i := 0; i < n; i++ {
+		v := binary.LittleEndian.Uint32(src[4*i:])
+		p0[i], p1[i], p2[i], p3[i] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
+	}
+}
+
+func unshuffle4(dst, src []byte) {
+	n := len(dst) / 4
+	p0, p1, p2, p3 := src[:n], src[n:2*n], src[2*n:3*n], src[3*n:4*n]
+	for i := 0; i < n; i++ {
+		binary.LittleEndian.PutUint32(dst[4*i:], uint32(p0[i])|uint32(p1[i])<<8|uint32(p2[i])<<16|uint32(p3[i])<<24)
+	}
+}
+
+// tryShuffle stores raw as four byte planes, each compressed when that pays.
+func tryShuffle(raw []byte) ([]byte, *[]byte, bool) {
+	if len(raw)%4 != 0 || len(raw) < 4*probeSize {
+		return nil, nil, false
+	}
+	enc := zstdEncoder()
+	planes := getBuf(len(raw))
+	defer putBuf(planes)
+	// Probe: shuffle only the start and see whether any plane compresses.
+	probe := (*planes)[:probeSize]
+	shuffle4(probe, raw[:probeSize])
+	out := getBuf(len(raw) + shuffleHeader)
+	anyPays := false
+	for p := 0; p < shufflePlanes; p++ {
+		pl := probe[p*probeSize/4 : (p+1)*probeSize/4]
+		if z := enc.EncodeAll(pl, (*out)[:0]); pays(len(z), len(pl)) {
+			anyPays = true
+			break
+		}
+	}
+	if !anyPays {
+		putBuf(out)
+		return nil, nil, false
+	}
+	all := (*planes)[:len(raw)]
+	shuffle4(all, raw)
+	n := len(raw) / 4
+	dst := append((*out)[:0], make([]byte, shuffleHeader)...)
+	for p := 0; p < shufflePlanes; p++ {
+		pl := all[p*n : (p+1)*n]
+		start := len(dst)
+		codec := uint32(codecRaw)
+		if z := enc.EncodeAll(pl[:min(probeSize, n)], dst); pays(len(z)-start, min(probeSize, n)) {
+			if z = enc.EncodeAll(pl, z[:start]); pays(len(z)-start, n) {
+				dst, codec = z, codecZstd
+			}
+		}
+		if codec == codecRaw {
+			dst = append(dst[:start], pl...)
+		}
+		binary.LittleEndian.PutUint32(dst[8*p:], uint32(len(dst)-start))
+		binary.LittleEndian.PutUint32(dst[8*p+4:], codec)
+	}
+	*out = dst[:0]
+	if !pays(len(dst), len(raw)) {
+		putBuf(out)
+		return nil, nil, false
+	}
+	return dst, out, true
+}
+
+// decodeShuffle reverses tryShuffle into dst, using scratch for the planes.
+func decodeShuffle(dst, src []byte, scratch *[]byte) error {
+	if len(dst)%4 != 0 {
+		return fmt.Errorf("shuffled chunk of %d bytes is not a multiple of 4", len(dst))
+	}
+	if len(src) < shuffleHeader {
+		return fmt.Errorf("shuffled chunk of %d bytes has no plane table", len(src))
+	}
+	n := len(dst) / 4
+	if cap(*scratch) < len(dst) {
+		*scratch = make([]byte, len(dst))
+	}
+	planes := (*scratch)[:len(dst)]
+	body := src[shuffleHeader:]
+	for p := 0; p < shufflePlanes; p++ {
+		stored := uint64(binary.LittleEndian.Uint32(src[8*p:]))
+		codec := binary.LittleEndian.Uint32(src[8*p+4:])
+		if stored > uint64(len(body)) {
+			return fmt.Errorf("plane %d claims %d bytes, %d remain", p, stored, len(body))
+		}
+		in, pl := body[:stored], planes[p*n:(p+1)*n:(p+1)*n]
+		body = body[stored:]
+		switch codec {
+		case codecRaw:
+			if len(in) != n {
+				return fmt.Errorf("raw plane %d holds %d bytes, want %d", p, len(in), n)
+			}
+			copy(pl, in)
+		case codecZstd:
+			out, err := zstdDecoder().DecodeAll(in, pl[:0])
+			if err != nil {
+				return fmt.Errorf("plane %d: zstd: %v", p, err)
+			}
+			if len(out) != n {
+				return fmt.Errorf("plane %d decompressed to %d bytes, want %d", p, len(out), n)
+			}
+			if n > 0 && &out[0] != &pl[0] {
+				copy(pl, out)
+			}
+		default:
+			return fmt.Errorf("plane %d: unknown codec %d", p, codec)
+		}
+	}
+	if len(body) != 0 {
+		return fmt.Errorf("%d bytes after the last plane", len(body))
+	}
+	unshuffle4(dst, planes)
+	return nil
+}
