@@ -1,0 +1,170 @@
+package replay
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/mneme-gpu/mneme/db"
+	"github.com/mneme-gpu/mneme/llvm"
+	"github.com/mneme-gpu/mneme/spec"
+)
+
+// InputError is a problem with what the user handed in (database, snapshot,
+// IR file, configuration), as opposed to a failure of the machine. The CLI
+// maps it to the "bad input" exit code.
+type InputError struct{ Err error }
+
+func (e *InputError) Error() string { return e.Err.Error() }
+func (e *InputError) Unwrap() error { return e.Err }
+
+func inputErr(format string, a ...any) error { return &InputError{Err: fmt.Errorf(format, a...)} }
+
+// Recording is one recorded launch loaded on the host: everything replay
+// needs that does not involve a GPU. A compile-only session holds just this.
+type Recording struct {
+	DB       *db.DB
+	Kernel   *db.Kernel
+	Instance *db.Instance
+	IRPath   string
+	IR       []byte // bitcode holding the kernel
+	Args     [][]byte
+	Prologue *db.Snapshot
+	Epilogue *db.Snapshot
+	VAddr    uint64
+}
+
+// Load reads the database at path (a directory or one kernel's JSON file),
+// resolves the instance id (empty: the only instance) among the kernels that
+// kernel names (empty: all; else a static hash or its prefix, or a mangled or
+// demangled kernel name), reads its IR and both snapshots and checks that
+// they describe the same memory.
+func Load(path, kernel, instance string) (*Recording, error) {
+	d, err := db.Open(path)
+	if err != nil {
+		return nil, &InputError{Err: err}
+	}
+	search := d
+	if kernel != "" {
+		search = &db.DB{Dir: d.Dir}
+		for _, k := range d.Kernels {
+			if strings.HasPrefix(k.StaticHash, kernel) || k.KernelName == kernel || k.DemangledName == kernel {
+				search.Kernels = append(search.Kernels, k)
+			}
+		}
+		if len(search.Kernels) == 0 {
+			return nil, inputErr("kernel %q: no kernel of %s has that static hash or name", kernel, path)
+		}
+	}
+	k, inst, err := search.Find(instance)
+	if err != nil {
+		return nil, &InputError{Err: fmt.Errorf("instance: %w", err)}
+	}
+	r := &Recording{DB: d, Kernel: k, Instance: inst, IRPath: d.IRPath(k)}
+	if r.VAddr, err = k.ParseVAddr(); err != nil {
+		return nil, inputErr("%s: %w", d.Path(db.KernelFileName(k.StaticHash)), err)
+	}
+	if r.IR, err = os.ReadFile(r.IRPath); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, inputErr("recorded IR of kernel %s: %s does not exist", k.Name(), r.IRPath)
+		}
+		return nil, inputErr("recorded IR of kernel %s: %w", k.Name(), err)
+	}
+	if err := checkIR(r.IRPath, r.IR, k.KernelName); err != nil {
+		return nil, err
+	}
+	if r.Args, err = d.ArgBytes(inst); err != nil {
+		return nil, &InputError{Err: err}
+	}
+	if r.Prologue, err = d.ReadPrologue(inst); err != nil {
+		return nil, &InputError{Err: err}
+	}
+	if r.Epilogue, err = d.ReadEpilogue(inst); err != nil {
+		return nil, &InputError{Err: err}
+	}
+	if err := matchSnapshots(r.Prologue, r.Epilogue, d.Path(inst.Prologue), d.Path(inst.Epilogue)); err != nil {
+		return nil, err
+	}
+	if n := len(r.Prologue.Args); n > 0 && n != len(r.Args) {
+		return nil, inputErr("%s: %d arguments, but the instance records %d", d.Path(inst.Prologue), n, len(r.Args))
+	}
+	return r, nil
+}
+
+// checkIR parses the bitcode once, so a corrupt file or one that lacks the
+// kernel is reported at open, naming the file, not at the first compile.
+func checkIR(path string, ir []byte, kernel string) error {
+	mod, err := llvm.ParseBitcode(ir, path)
+	if err != nil {
+		return &InputError{Err: err}
+	}
+	defer mod.Dispose()
+	for _, k := range mod.Kernels() {
+		if k == kernel {
+			return nil
+		}
+	}
+	return inputErr("%s: holds no kernel named %s (it has %v)", path, kernel, mod.Kernels())
+}
+
+// matchSnapshots requires the epilogue to describe the same allocations and
+// globals as the prologue: a kernel cannot allocate, so anything else means
+// the files do not belong together.
+func matchSnapshots(pro, epi *db.Snapshot, proPath, epiPath string) error {
+	if len(pro.Blobs) != len(epi.Blobs) {
+		return inputErr("%s holds %d allocations but %s holds %d: the snapshots do not belong together", proPath, len(pro.Blobs), epiPath, len(epi.Blobs))
+	}
+	for i := range pro.Blobs {
+		p, e := pro.Blobs[i], epi.Blobs[i]
+		if p.Addr != e.Addr || p.Size != e.Size {
+			return inputErr("allocation %d: 0x%x (%d bytes) in %s but 0x%x (%d bytes) in %s", i, p.Addr, p.Size, proPath, e.Addr, e.Size, epiPath)
+		}
+		if uint64(len(p.Data)) != p.Size || uint64(len(e.Data)) != e.Size {
+			return inputErr("allocation 0x%x: %d bytes recorded, %d/%d bytes of data in the snapshots", p.Addr, p.Size, len(p.Data), len(e.Data))
+		}
+	}
+	if len(pro.Globals) != len(epi.Globals) {
+		return inputErr("%s holds %d device globals but %s holds %d", proPath, len(pro.Globals), epiPath, len(epi.Globals))
+	}
+	for i := range pro.Globals {
+		p, e := pro.Globals[i], epi.Globals[i]
+		if p.Name != e.Name || p.Size != e.Size {
+			return inputErr("device global %d: %s (%d bytes) in %s but %s (%d bytes) in %s", i, p.Name, p.Size, proPath, e.Name, e.Size, epiPath)
+		}
+	}
+	return nil
+}
+
+// Baseline is the configuration that reproduces the recorded launch.
+func (r *Recording) Baseline() spec.Config {
+	return spec.Baseline(r.Instance.GridDims, r.Instance.BlockDims, r.Instance.SharedMem)
+}
+
+// Resolve fills what a configuration leaves unset with the recorded values:
+// the geometry, the shared memory and the default pipeline.
+func (r *Recording) Resolve(cfg spec.Config) spec.Config {
+	cfg.Grid = fillDim(cfg.Grid, r.Instance.GridDims)
+	cfg.Block = fillDim(cfg.Block, r.Instance.BlockDims)
+	if cfg.SharedMem == 0 {
+		cfg.SharedMem = r.Instance.SharedMem
+	}
+	if cfg.Passes == "" {
+		cfg.Passes = spec.DefaultPipeline
+	}
+	return cfg
+}
+
+// fillDim takes the recorded shape for an unset one and reads missing
+// components of a partial one (JSON {"x":128}) as 1.
+func fillDim(d, recorded spec.Dim3) spec.Dim3 {
+	if d.IsZero() {
+		return recorded
+	}
+	for _, c := range []*uint32{&d.X, &d.Y, &d.Z} {
+		if *c == 0 {
+			*c = 1
+		}
+	}
+	return d
+}

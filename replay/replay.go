@@ -1,0 +1,479 @@
+// Package replay re-executes one recorded kernel launch in isolation, under
+// any compile configuration, as many times as a tuner asks: it restores the
+// recorded device memory at its recorded addresses, compiles the kernel
+// through the jit cache, launches and times it, and checks its output against
+// the recording on the GPU.
+//
+// A Session is opened once per recorded instance (context, arena, prologue and
+// epilogue images in device memory, IR loaded) and then runs configurations.
+// Memory is reset device-to-device before every launch, and only the ranges
+// the recording shows the kernel changes once a bitwise-verified run has shown
+// that it writes nothing else.
+package replay
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/mneme-gpu/mneme/cuda"
+	"github.com/mneme-gpu/mneme/db"
+	"github.com/mneme-gpu/mneme/jit"
+	"github.com/mneme-gpu/mneme/replay/internal/compare"
+	"github.com/mneme-gpu/mneme/spec"
+)
+
+// Verification modes.
+const (
+	VerifyBitwise = "bitwise"
+	VerifyAbs     = "abs"       // |got - want| <= Tolerance
+	VerifyRel     = "rel"       // |got - want| <= Tolerance * |want|
+	VerifyClose   = "tolerance" // |got - want| <= ATol + RTol * |want| (numpy's isclose)
+	VerifyNone    = "none"
+)
+
+// VerifyOptions say how replayed memory is compared with the recorded epilogue.
+type VerifyOptions struct {
+	Mode      string  // bitwise (default), abs, rel, tolerance or none
+	Tolerance float64 // for abs and rel
+	ATol      float64 // for tolerance
+	RTol      float64 // for tolerance
+	DType     string  // element type of float comparisons: f32 (default) or f64
+}
+
+// Timers.
+const (
+	TimerAuto   = "auto" // CUPTI when libcupti loads, else events
+	TimerCUPTI  = "cupti"
+	TimerEvents = "events"
+)
+
+// Options open a Session.
+type Options struct {
+	DB         string // database directory or kernel JSON file
+	Kernel     string // static hash (prefix) or kernel name; empty: any kernel
+	Instance   string // instance id; empty when the database has exactly one
+	Device     int    // CUDA device ordinal
+	Iterations int    // timed launches per Run; 0 means 5
+	Warmup     int    // untimed launches before the timed ones
+	Verify     VerifyOptions
+	CacheDir   string // jit disk cache; empty keeps compiled code in memory only
+	Timer      string // auto (default), cupti or events
+	// FullReset restores every recorded allocation before every launch
+	// instead of only the ranges the kernel changes.
+	FullReset bool
+	// CompileOnly opens without a GPU: Compile works, Run does not.
+	CompileOnly bool
+}
+
+// DefaultIterations is the number of timed launches when Options leave it unset.
+const DefaultIterations = 5
+
+func (o *Options) check() error {
+	if o.Iterations == 0 {
+		o.Iterations = DefaultIterations
+	}
+	if o.Iterations < 1 {
+		return inputErr("iterations %d: must be at least 1", o.Iterations)
+	}
+	if o.Warmup < 0 {
+		return inputErr("warmup %d: must not be negative", o.Warmup)
+	}
+	if o.Device < 0 {
+		return inputErr("device %d: must not be negative", o.Device)
+	}
+	switch o.Timer {
+	case "":
+		o.Timer = TimerAuto
+	case TimerAuto, TimerCUPTI, TimerEvents:
+	default:
+		return inputErr("timer %q: want auto, cupti or events", o.Timer)
+	}
+	v := &o.Verify
+	switch v.Mode {
+	case "":
+		v.Mode = VerifyBitwise
+	case VerifyBitwise, VerifyNone:
+	case VerifyAbs, VerifyRel:
+		if v.Tolerance < 0 {
+			return inputErr("tolerance %g: must not be negative", v.Tolerance)
+		}
+	case VerifyClose:
+		if v.ATol < 0 || v.RTol < 0 {
+			return inputErr("tolerances atol %g, rtol %g: must not be negative", v.ATol, v.RTol)
+		}
+	default:
+		return inputErr("verify mode %q: want bitwise, abs, rel, tolerance or none", v.Mode)
+	}
+	switch v.DType {
+	case "":
+		v.DType = "f32"
+	case "f32", "f64":
+	default:
+		return inputErr("verify dtype %q: want f32 or f64", v.DType)
+	}
+	return nil
+}
+
+// compareMode turns the verification options into the comparison kernel's
+// mode, element width and tolerances.
+func (v VerifyOptions) compareMode() (mode, dtypeBytes uint32, atol, rtol float64) {
+	dtypeBytes = 4
+	if v.DType == "f64" {
+		dtypeBytes = 8
+	}
+	switch v.Mode {
+	case VerifyAbs:
+		return compare.ModeTolerance, dtypeBytes, v.Tolerance, 0
+	case VerifyRel:
+		return compare.ModeTolerance, dtypeBytes, 0, v.Tolerance
+	case VerifyClose:
+		return compare.ModeTolerance, dtypeBytes, v.ATol, v.RTol
+	}
+	return compare.ModeBitwise, dtypeBytes, 0, 0
+}
+
+// Session is one recorded instance opened for replay. Run, Compile and
+// Snapshot may be called from any goroutine; Runs are serialized.
+type Session struct {
+	opts Options
+	rec  *Recording
+	comp *jit.Compiler
+
+	// Device state; nil in a compile-only session.
+	dev      cuda.Device
+	props    cuda.DeviceProps
+	ctx      *cuda.Context
+	stream   cuda.Stream
+	arena    span
+	phys     []mapping
+	lay      layout
+	proCopy  uint64 // device image of the prologue (blobs and globals)
+	epiCopy  uint64 // device image of the epilogue
+	results  uint64 // device words the comparison kernel lowers
+	nResults int
+	cmpMod   *cuda.Module
+	cmpFn    *cuda.Function
+	partial  []resetCopy // reset of the ranges the kernel changes
+	full     []resetCopy // reset of everything
+	timer    *cuda.KernelTimer
+	timerErr error // why CUPTI is not used, for timer "cupti"
+	events   []*cuda.Event
+
+	mu      sync.Mutex
+	loaded  map[string]*loadedKernel
+	last    *loadedKernel // the kernel of the latest run, whose globals Snapshot reads
+	lru     []string
+	trusted bool // memory is known to be in the post-run state of a verified run, or the prologue
+	broken  error
+	closed  bool
+}
+
+type mapping struct {
+	span
+	mem cuda.PhysMem
+}
+
+// loadedKernel is a compiled configuration loaded in the context.
+type loadedKernel struct {
+	out     *jit.Output
+	mod     *cuda.Module
+	fn      *cuda.Function
+	attrs   cuda.FuncAttrs
+	globals []boundGlobal
+	// maxDynamic is the dynamic shared memory the function is allowed so far.
+	maxDynamic int
+}
+
+// boundGlobal is a recorded device global found in a loaded module.
+type boundGlobal struct {
+	slot globalSlot
+	addr uint64
+}
+
+// maxLoaded bounds the modules kept loaded: a tuning run visits thousands of
+// configurations, each a module.
+const maxLoaded = 64
+
+// Open loads the recording and prepares the device: context, arena at the
+// recorded address with the prologue's allocations mapped, prologue and
+// epilogue images in device memory, the comparison kernel and the timer.
+func Open(opts Options) (*Session, error) {
+	if err := opts.check(); err != nil {
+		return nil, err
+	}
+	rec, err := Load(opts.DB, opts.Kernel, opts.Instance)
+	if err != nil {
+		return nil, err
+	}
+	s := &Session{opts: opts, rec: rec, loaded: map[string]*loadedKernel{}}
+	s.lay = planLayout(rec.Prologue, rec.Epilogue)
+	s.full = planFullReset(s.lay.blobs)
+	s.partial = planPartialReset(s.lay.blobs, db.ChangedRanges(rec.Prologue, rec.Epilogue))
+	if opts.CompileOnly {
+		arch := rec.Kernel.Device.Arch
+		if arch == "" {
+			arch = jit.DefaultArch
+		}
+		s.comp = jit.NewCompiler(jit.Options{CacheDir: opts.CacheDir, Arch: arch})
+		return s, nil
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := s.openDevice(); err != nil {
+		s.release()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Session) openDevice() error {
+	o := s.opts
+	if err := cuda.Init(); err != nil {
+		return err
+	}
+	var err error
+	if s.dev, err = cuda.GetDevice(o.Device); err != nil {
+		return fmt.Errorf("device %d: %w", o.Device, err)
+	}
+	if s.props, err = s.dev.Props(); err != nil {
+		return fmt.Errorf("device %d: %w", o.Device, err)
+	}
+	if s.ctx, err = s.dev.RetainPrimaryContext(); err != nil {
+		return fmt.Errorf("device %d: %w", o.Device, err)
+	}
+	if err := s.ctx.SetCurrent(); err != nil {
+		return err
+	}
+	s.comp = jit.NewCompiler(jit.Options{CacheDir: o.CacheDir, Context: s.ctx, Arch: s.props.Arch()})
+	if s.stream, err = cuda.NewStream(); err != nil {
+		return err
+	}
+	if err := s.mapArena(); err != nil {
+		return err
+	}
+	if err := s.uploadImages(); err != nil {
+		return err
+	}
+	if err := s.loadCompareKernel(); err != nil {
+		return err
+	}
+	// The arena starts in the prologue state.
+	if err := s.resetAll(s.full, nil); err != nil {
+		return err
+	}
+	if err := s.stream.Synchronize(); err != nil {
+		return err
+	}
+	s.trusted = true
+	return s.openTimer()
+}
+
+// mapArena reserves the recorded address range and backs the recorded
+// allocations with physical memory, so pointers stored in the data stay valid.
+func (s *Session) mapArena() error {
+	k := s.rec.Kernel
+	gran, err := cuda.AllocationGranularity(s.dev)
+	if err != nil {
+		return err
+	}
+	maps, err := planMappings(s.lay.blobs, s.rec.VAddr, k.VASize, gran)
+	if err != nil {
+		return err
+	}
+	if len(maps) == 0 {
+		return nil // the kernel touches no heap memory
+	}
+	size := alignUp(k.VASize, gran)
+	addr, err := cuda.AddressReserve(size, s.rec.VAddr)
+	if err != nil {
+		return fmt.Errorf("the recording's device memory lives at 0x%x..0x%x, and that address range cannot be reserved in this process (is another arena or allocation there?): %w",
+			s.rec.VAddr, s.rec.VAddr+size, err)
+	}
+	s.arena = span{addr, size}
+	for _, m := range maps {
+		h, err := cuda.MemCreate(s.dev, m.Size)
+		if err != nil {
+			return fmt.Errorf("device memory for the allocations at 0x%x (%d bytes): %w", m.Addr, m.Size, err)
+		}
+		if err := cuda.MemMap(m.Addr, m.Size, h); err != nil {
+			h.Release()
+			return err
+		}
+		s.phys = append(s.phys, mapping{m, h})
+		if err := cuda.MemSetAccess(m.Addr, m.Size, s.dev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// uploadImages puts the prologue and epilogue into device memory once; every
+// later reset and comparison is device-to-device.
+func (s *Session) uploadImages() error {
+	var err error
+	if s.proCopy, err = cuda.MemAlloc(s.lay.copyBytes); err != nil {
+		return fmt.Errorf("device copy of the prologue (%d bytes): %w", s.lay.copyBytes, err)
+	}
+	if s.epiCopy, err = cuda.MemAlloc(s.lay.copyBytes); err != nil {
+		return fmt.Errorf("device copy of the epilogue (%d bytes): %w", s.lay.copyBytes, err)
+	}
+	pro, epi := s.rec.Prologue, s.rec.Epilogue
+	for i, b := range s.lay.blobs {
+		if b.Size == 0 {
+			continue
+		}
+		if err := cuda.MemcpyHtoD(s.proCopy+b.Off, pro.Blobs[i].Data); err != nil {
+			return err
+		}
+		if err := cuda.MemcpyHtoD(s.epiCopy+b.Off, epi.Blobs[i].Data); err != nil {
+			return err
+		}
+	}
+	for i, g := range s.lay.globals {
+		if g.Size == 0 {
+			continue
+		}
+		if err := cuda.MemcpyHtoD(s.proCopy+g.Off, pro.Globals[i].Data); err != nil {
+			return err
+		}
+		if err := cuda.MemcpyHtoD(s.epiCopy+g.Off, epi.Globals[i].Data); err != nil {
+			return err
+		}
+	}
+	// One result word per comparison: blobs, globals, and the bitwise
+	// checks of unchanged spans in tolerance mode.
+	s.nResults = len(s.lay.blobs) + len(s.lay.globals)
+	for _, b := range s.lay.blobs {
+		s.nResults += len(unchangedSpans(b, s.partial))
+	}
+	s.nResults = max(s.nResults, 1)
+	if s.results, err = cuda.MemAlloc(uint64(8 * s.nResults)); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (s *Session) loadCompareKernel() error {
+	var err error
+	if s.cmpMod, err = cuda.LoadModule(compare.PTX); err != nil {
+		return fmt.Errorf("loading the verification kernel: %w", err)
+	}
+	if s.cmpFn, err = s.cmpMod.Function(compare.KernelName); err != nil {
+		return fmt.Errorf("loading the verification kernel: %w", err)
+	}
+	return nil
+}
+
+func (s *Session) openTimer() error {
+	if s.opts.Timer == TimerEvents {
+		return nil
+	}
+	t, err := cuda.NewKernelTimer()
+	if err != nil {
+		if s.opts.Timer == TimerCUPTI {
+			return fmt.Errorf("timer cupti: %w", err)
+		}
+		s.timerErr = err
+		return nil
+	}
+	s.timer = t
+	return nil
+}
+
+// Recording is the loaded database instance.
+func (s *Session) Recording() *Recording { return s.rec }
+
+// Baseline is the configuration that reproduces the recorded launch.
+func (s *Session) Baseline() spec.Config { return s.rec.Baseline() }
+
+// KernelName is the mangled name of the replayed kernel.
+func (s *Session) KernelName() string { return s.rec.Kernel.KernelName }
+
+// Device is the GPU's properties (zero in a compile-only session).
+func (s *Session) Device() cuda.DeviceProps { return s.props }
+
+// Timer names the timer Run uses: "cupti" or "events".
+func (s *Session) Timer() string {
+	if s.timer != nil {
+		return TimerCUPTI
+	}
+	return TimerEvents
+}
+
+// Broken reports whether a kernel fault left the CUDA context unusable; every
+// later Run fails, and the process must exit to use the GPU again.
+func (s *Session) Broken() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.broken != nil
+}
+
+// ErrBroken is returned by Run after a sticky CUDA error.
+var ErrBroken = errors.New("the CUDA context is unusable after an earlier kernel fault; restart the process")
+
+// Close releases the device resources. After a sticky error it releases only
+// what does not need the broken context.
+func (s *Session) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	if s.ctx == nil {
+		return nil
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if s.broken == nil {
+		s.ctx.SetCurrent()
+		s.release()
+	}
+	return nil
+}
+
+// release frees device state in reverse order of creation; errors are
+// ignored because nothing can be done about them.
+func (s *Session) release() {
+	for _, lk := range s.loaded {
+		lk.mod.Unload()
+	}
+	s.loaded = map[string]*loadedKernel{}
+	for _, e := range s.events {
+		e.Destroy()
+	}
+	s.events = nil
+	if s.timer != nil {
+		s.timer.Close()
+		s.timer = nil
+	}
+	if s.cmpMod != nil {
+		s.cmpMod.Unload()
+	}
+	for _, p := range []uint64{s.results, s.epiCopy, s.proCopy} {
+		if p != 0 {
+			cuda.MemFree(p)
+		}
+	}
+	for _, m := range s.phys {
+		cuda.MemUnmap(m.Addr, m.Size)
+		m.mem.Release()
+	}
+	s.phys = nil
+	if s.arena.Size != 0 {
+		cuda.AddressFree(s.arena.Addr, s.arena.Size)
+		s.arena = span{}
+	}
+	if s.stream != 0 {
+		s.stream.Destroy()
+	}
+	if s.ctx != nil {
+		s.ctx.Release()
+	}
+}
+
+// since is seconds elapsed, the unit of Result's times.
+func since(t time.Time) float64 { return time.Since(t).Seconds() }
