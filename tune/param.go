@@ -106,6 +106,9 @@ func (p Param) Validate() error {
 		if p.High < p.Low {
 			return fmt.Errorf("parameter %q: high %v is below low %v", p.Name, p.High, p.Low)
 		}
+		if (p.High-p.Low)/p.Step >= 1<<40 {
+			return fmt.Errorf("parameter %q: %v..%v step %v has too many values; use a real range", p.Name, p.Low, p.High, p.Step)
+		}
 		if p.Log && (p.Low < 1 || p.Step != 1) {
 			return fmt.Errorf("parameter %q: a log-scaled int range needs low ≥ 1 and step 1", p.Name)
 		}

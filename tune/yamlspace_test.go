@@ -1,0 +1,174 @@
+package tune
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/mneme-gpu/mneme/spec"
+)
+
+var vecadd = Launch{Kernel: "_Z6vecaddPfS_S_i", Grid: spec.Dim3{X: 4096, Y: 1, Z: 1}, Block: spec.Dim3{X: 256, Y: 1, Z: 1}, NumArgs: 4, ScalarArgs: []int{3}}
+
+func TestFractionalSpaceDerivesCoveringGrid(t *testing.T) {
+	s, err := LoadSpaceFile("testdata/fractional.yaml", vecadd, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Name != "fractional" || len(s.Params) != 3 {
+		t.Fatalf("name %q params %d", s.Name, len(s.Params))
+	}
+	n := vecadd.Threads()
+	for _, frac := range []float64{0.03, 0.1, 0.33, 0.5, 0.77, 1.0} {
+		cfg, err := s.Evaluate(Point{"frac": frac, "opt": "default<O2>", "spec": true})
+		if err != nil {
+			t.Fatalf("frac %v: %v", frac, err)
+		}
+		wantBlock := uint32(32 * math.Ceil(frac*1024/32))
+		if cfg.Block.X != wantBlock || cfg.Block.Y != 1 {
+			t.Errorf("frac %v: block %s, want %d", frac, cfg.Block, wantBlock)
+		}
+		if uint64(cfg.Grid.X)*uint64(cfg.Block.X) < n || uint64(cfg.Grid.X-1)*uint64(cfg.Block.X) >= n {
+			t.Errorf("frac %v: grid %d x block %d does not tightly cover %d threads", frac, cfg.Grid.X, cfg.Block.X, n)
+		}
+		if cfg.Passes != "default<O2>" || !cfg.Specialize {
+			t.Errorf("frac %v: passes %q specialize %v", frac, cfg.Passes, cfg.Specialize)
+		}
+	}
+	// TPE and random can search it; exhaustive cannot.
+	if _, err := NewExhaustive(s); err == nil {
+		t.Error("exhaustive accepted a continuous space")
+	}
+	r := NewRandom(s, 1)
+	for range 20 {
+		pt, ok := r.Ask()
+		if !ok {
+			t.Fatal("random ran dry on a continuous space")
+		}
+		if _, err := s.Evaluate(pt); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestTiles2DSpace(t *testing.T) {
+	stencil := Launch{Grid: spec.Dim3{X: 64, Y: 64, Z: 1}, Block: spec.Dim3{X: 16, Y: 16, Z: 1}}
+	s, err := LoadSpaceFile("testdata/tiles2d.yaml", stencil, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex, err := NewExhaustive(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := 0
+	for {
+		pt, ok := ex.Ask()
+		if !ok {
+			break
+		}
+		count++
+		cfg, err := s.Evaluate(pt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, h := 1<<pt["log_w"].(int), 1<<pt["log_h"].(int)
+		if int(cfg.Block.X) != w || int(cfg.Block.Y) != h || w*h > 1024 || (w*h)%32 != 0 {
+			t.Fatalf("%v: block %s", pt, cfg.Block)
+		}
+		if cfg.Grid.X*cfg.Block.X < 1024 || cfg.Grid.Y*cfg.Block.Y < 1024 {
+			t.Fatalf("%v: grid %s does not cover 1024x1024", pt, cfg.Grid)
+		}
+		mb := pt["min_blocks"].(int)
+		if cfg.SetLaunchBounds != (mb > 0) || cfg.MinBlocksPerSM != mb || (mb > 0 && cfg.MaxThreads != w*h) {
+			t.Fatalf("%v: launch bounds %v %d %d", pt, cfg.SetLaunchBounds, cfg.MaxThreads, cfg.MinBlocksPerSM)
+		}
+	}
+	// Pairs (w,h) with w in 8..128, h in 1..32, w*h in [32,1024] and a multiple of 32, by hand:
+	want := 0
+	for lw := 3; lw <= 7; lw++ {
+		for lh := 0; lh <= 5; lh++ {
+			if p := 1 << (lw + lh); p <= 1024 && p%32 == 0 {
+				want += 3
+			}
+		}
+	}
+	if count != want {
+		t.Fatalf("exhaustive gave %d points, want %d", count, want)
+	}
+}
+
+func TestSpaceFileErrorsNameFileAndKey(t *testing.T) {
+	cases := map[string][]string{
+		"testdata/bad_key.yaml":  {"bad_key.yaml:5", "derive.grid.w", "unknown configuration field"},
+		"testdata/bad_expr.yaml": {"bad_expr.yaml:4", "derive.block.x", "nosuchname"},
+		"testdata/bad_type.yaml": {"bad_type.yaml:2", "params.x.type", "integer"},
+	}
+	for file, wants := range cases {
+		_, err := LoadSpaceFile(file, vecadd, Limits{})
+		if err == nil {
+			t.Errorf("%s: no error", file)
+			continue
+		}
+		for _, w := range wants {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: error %q lacks %q", file, err, w)
+			}
+		}
+	}
+	inline := map[string]string{
+		"params: {x: {type: int, low: 1, high: 4, stride: 2}}\nderive: {block.x: \"x\"}":  "params.x.stride",
+		"params: {x: {type: int, low: 1, high: 4}}\nderive: {block.x: \"x\"}\nextra: 1":   "extra: unknown key",
+		"params: {N: {type: int, low: 1, high: 4}}":                                       "params.N",
+		"params: {x: {type: real, low: 2, high: 1}}":                                      "below low",
+		"params: {x: {type: int, low: 1, high: 4}}\nconstraints: [\"x + \"]":              "constraints[0]",
+		"params: {x: {type: int, low: 1, high: 4}}\nconstraints: [\"x * 2\"]":             "constraints[0]",
+		"params: {x: {type: categorical}}":                                                "needs a list",
+		"- just\n- a list":                                                                "want a mapping",
+		"params: {x: {type: int, low: 1, high: 4}}\nderive: {passes: \"x\"}":              "",
+		"params: {x: {type: int, low: 1, high: 4, log: maybe}}":                           "params.x.log",
+		"params: {x: {type: real, low: 0, high: 1, step: 0.1}}":                           "params.x.step",
+		"params: {x: {type: fixed}}":                                                      "fixed needs a value",
+		"params: {x: {type: categorical, values: [1, 1]}}":                                "appears twice",
+		"params: {\"a-b\": {type: bool}}":                                                 "identifiers",
+		"params: {x: {type: int, low: 1, high: 4}}\nderive: {block.x: \"x\", block.x: 2}": "",
+	}
+	for src, want := range inline {
+		s, err := ParseSpace("inline.yaml", []byte(src), vecadd, Limits{})
+		if want == "" {
+			// Accepted at load time; a wrong value type is an infeasible point.
+			if err == nil {
+				if _, err := s.Evaluate(Point{"x": 1}); err == nil && strings.Contains(src, "passes") {
+					t.Errorf("%q: passes from an int was accepted", src)
+				}
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "inline.yaml") {
+			t.Errorf("%q: error %v, want one naming inline.yaml and %q", src, err, want)
+		}
+	}
+}
+
+func FuzzParseSpace(f *testing.F) {
+	for _, file := range []string{"fractional.yaml", "tiles2d.yaml", "bad_key.yaml", "bad_expr.yaml", "bad_type.yaml"} {
+		data, err := readTestdata(file)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := ParseSpace("fuzz.yaml", data, vecadd, Limits{})
+		if err != nil {
+			return
+		}
+		// A space that loads must evaluate its points without panicking.
+		r := NewRandom(s, 1)
+		for range 3 {
+			if _, ok := r.Ask(); !ok {
+				break
+			}
+		}
+	})
+}
