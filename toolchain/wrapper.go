@@ -383,7 +383,9 @@ func WriteIRAssembly(source, bitcodePath, entryPath, asmPath string) error {
 	if err := os.WriteFile(entryPath, runtime.EncodeIREntry(runtime.IREntry{Name: source, Bitcode: bc}), 0o644); err != nil {
 		return fmt.Errorf("writing IR entry of %s: %w", source, err)
 	}
-	asm := fmt.Sprintf("\t.section %s,\"aR\",@progbits\n\t.balign 8\n\t.incbin %s\n", runtime.IRSection, strconv.Quote(entryPath))
+	// The empty .note.GNU-stack keeps the merged object from asking for an executable stack.
+	asm := fmt.Sprintf("\t.section %s,\"aR\",@progbits\n\t.balign 8\n\t.incbin %s\n\t.section .note.GNU-stack,\"\",@progbits\n",
+		runtime.IRSection, strconv.Quote(entryPath))
 	if err := os.WriteFile(asmPath, []byte(asm), 0o644); err != nil {
 		return fmt.Errorf("writing IR section source of %s: %w", source, err)
 	}
