@@ -1,0 +1,333 @@
+package main
+
+import (
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mneme-gpu/mneme/db"
+	"github.com/mneme-gpu/mneme/spec"
+)
+
+func init() {
+	var jsonOut bool
+	cmd := &cobra.Command{
+		Use:   "inspect DB_DIR|KERNEL.json",
+		Short: "List the kernels and recorded instances of a recording database",
+		Long: `inspect prints every kernel of a recording database and every recorded
+instance of it: the instance id (give it, or any unique prefix, to replay -rid),
+grid and block, dynamic shared memory, the argument values decoded by kind,
+how often the launch occurred, and the sizes of the snapshots around it. A
+header line names the GPU and toolchain the database was recorded with.
+--json prints the same as one JSON document.`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return withExit(exitUsage, fmt.Errorf("inspect: want one database directory or kernel .json file, got %d arguments", len(args)))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			d, err := db.Open(args[0])
+			if err != nil {
+				return withExit(exitUsage, err)
+			}
+			doc := describeDB(d)
+			if jsonOut {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return withExit(exitFailure, enc.Encode(doc))
+			}
+			return withExit(exitFailure, printInspectTable(cmd.OutOrStdout(), doc))
+		},
+	}
+	cmd.Flags().BoolVar(&jsonOut, "json", false, "print a JSON document instead of a table")
+	rootCmd.AddCommand(cmd)
+}
+
+// inspectDoc is what `inspect --json` prints.
+type inspectDoc struct {
+	Database     string          `json:"database"`
+	NumKernels   int             `json:"num_kernels"`
+	NumInstances int             `json:"num_instances"`
+	Kernels      []inspectKernel `json:"kernels"`
+}
+
+type inspectKernel struct {
+	StaticHash    string            `json:"static_hash"`
+	KernelName    string            `json:"kernel_name"`
+	DemangledName string            `json:"demangled_name"`
+	IRModule      inspectFile       `json:"ir_module"`
+	VAddr         string            `json:"va_addr"`
+	VASize        uint64            `json:"va_size"`
+	Device        db.DeviceInfo     `json:"device"`
+	Toolchain     db.Toolchain      `json:"toolchain"`
+	Params        []inspectParam    `json:"params"`
+	Instances     []inspectInstance `json:"instances"`
+}
+
+type inspectParam struct {
+	Name          string `json:"name"`
+	Kind          string `json:"kind"`
+	Size          uint64 `json:"size"`
+	Specializable bool   `json:"specializable"`
+}
+
+type inspectInstance struct {
+	ID          string       `json:"id"`       // <static-hash>/<dynamic-hash>, always unambiguous
+	ShortID     string       `json:"short_id"` // shortest form that -rid accepts unambiguously
+	Grid        spec.Dim3    `json:"grid"`
+	Block       spec.Dim3    `json:"block"`
+	SharedMem   uint32       `json:"shared_mem"`
+	Args        []inspectArg `json:"args"`
+	Occurrences int          `json:"occurrences"`
+	RecordedAt  string       `json:"recorded_at,omitempty"`
+	Prologue    inspectFile  `json:"prologue"`
+	Epilogue    inspectFile  `json:"epilogue"`
+}
+
+type inspectArg struct {
+	Name  string `json:"name"`
+	Kind  string `json:"kind"`
+	Hex   string `json:"hex"`
+	Value string `json:"value"` // decoded by kind: decimal, float, 0x pointer, or hex bytes
+}
+
+type inspectFile struct {
+	File    string `json:"file"`
+	Bytes   uint64 `json:"bytes"`
+	Present bool   `json:"present"`
+}
+
+func describeFile(d *db.DB, name string, recorded uint64) inspectFile {
+	f := inspectFile{File: name, Bytes: recorded}
+	if fi, err := os.Stat(d.Path(name)); err == nil && fi.Mode().IsRegular() {
+		f.Present = true
+		f.Bytes = uint64(fi.Size())
+	}
+	return f
+}
+
+func describeDB(d *db.DB) inspectDoc {
+	doc := inspectDoc{Database: d.Dir, NumKernels: len(d.Kernels), NumInstances: d.NumInstances(), Kernels: []inspectKernel{}}
+	short := shortIDs(d)
+	for _, k := range d.Kernels {
+		ik := inspectKernel{
+			StaticHash: k.StaticHash, KernelName: k.KernelName, DemangledName: k.DemangledName,
+			IRModule: describeFile(d, k.Modules[0], 0), VAddr: k.VAddr, VASize: k.VASize,
+			Device: k.Device, Toolchain: k.Toolchain, Params: []inspectParam{}, Instances: []inspectInstance{},
+		}
+		for i := range k.ArgSizes {
+			ik.Params = append(ik.Params, inspectParam{Name: k.ArgNames[i], Kind: k.ArgKinds[i], Size: k.ArgSizes[i], Specializable: k.Specializations[i]})
+		}
+		for _, id := range k.InstanceIDs() {
+			inst := k.Instances[id]
+			ref := db.InstanceRef{Kernel: k, Instance: inst}
+			ii := inspectInstance{
+				ID: ref.ID(), ShortID: short[ref.ID()], Grid: inst.GridDims, Block: inst.BlockDims,
+				SharedMem: inst.SharedMem, Args: []inspectArg{}, Occurrences: inst.Occurrences, RecordedAt: inst.RecordedAt,
+				Prologue: describeFile(d, inst.Prologue, inst.PrologueBytes),
+				Epilogue: describeFile(d, inst.Epilogue, inst.EpilogueBytes),
+			}
+			args, _ := inst.ArgBytes() // validated when the database was opened
+			for i, a := range args {
+				ii.Args = append(ii.Args, inspectArg{Name: k.ArgNames[i], Kind: k.ArgKinds[i], Hex: hex.EncodeToString(a), Value: formatArg(k.ArgKinds[i], a)})
+			}
+			ik.Instances = append(ik.Instances, ii)
+		}
+		doc.Kernels = append(doc.Kernels, ik)
+	}
+	return doc
+}
+
+// shortIDs gives each instance the shortest id (at least 8 digits of its
+// dynamic hash) that Find resolves to it alone; a dynamic hash two kernels
+// share gets the <static-hash>/<dynamic-hash> form.
+func shortIDs(d *db.DB) map[string]string {
+	all := d.All()
+	out := make(map[string]string, len(all))
+	for _, r := range all {
+		dh := r.Instance.DynamicHash
+		id := ""
+		for n := min(8, len(dh)); n <= len(dh); n++ {
+			if k, inst, err := d.Find(dh[:n]); err == nil && k == r.Kernel && inst == r.Instance {
+				id = dh[:n]
+				break
+			}
+		}
+		if id == "" {
+			sh := r.Kernel.StaticHash
+			id = sh[:min(8, len(sh))] + "/" + dh[:min(8, len(dh))]
+			if k, inst, err := d.Find(id); err != nil || k != r.Kernel || inst != r.Instance {
+				id = r.ID()
+			}
+		}
+		out[r.ID()] = id
+	}
+	return out
+}
+
+// formatArg decodes argument bytes by their recorded kind.
+func formatArg(kind string, b []byte) string {
+	size, err := db.ArgKindSize(kind)
+	if err != nil || uint64(len(b)) != size {
+		return hexBytes(b)
+	}
+	switch kind {
+	case "i8":
+		return strconv.Itoa(int(int8(b[0])))
+	case "i16":
+		return strconv.Itoa(int(int16(binary.LittleEndian.Uint16(b))))
+	case "i32":
+		return strconv.Itoa(int(int32(binary.LittleEndian.Uint32(b))))
+	case "i64":
+		return strconv.FormatInt(int64(binary.LittleEndian.Uint64(b)), 10)
+	case "f16":
+		return strconv.FormatFloat(float64(halfToFloat(binary.LittleEndian.Uint16(b))), 'g', -1, 32)
+	case "bf16":
+		return strconv.FormatFloat(float64(math.Float32frombits(uint32(binary.LittleEndian.Uint16(b))<<16)), 'g', -1, 32)
+	case "f32":
+		return strconv.FormatFloat(float64(math.Float32frombits(binary.LittleEndian.Uint32(b))), 'g', -1, 32)
+	case "f64":
+		return strconv.FormatFloat(math.Float64frombits(binary.LittleEndian.Uint64(b)), 'g', -1, 64)
+	case "ptr":
+		return fmt.Sprintf("0x%x", binary.LittleEndian.Uint64(b))
+	}
+	return hexBytes(b)
+}
+
+// hexBytes shows an aggregate's bytes, shortened past 16.
+func hexBytes(b []byte) string {
+	if len(b) <= 16 {
+		return "0x" + hex.EncodeToString(b)
+	}
+	return fmt.Sprintf("0x%s…(%d bytes)", hex.EncodeToString(b[:16]), len(b))
+}
+
+// halfToFloat converts an IEEE binary16 value.
+func halfToFloat(h uint16) float32 {
+	sign := uint32(h>>15) << 31
+	exp := uint32(h>>10) & 0x1f
+	mant := uint32(h) & 0x3ff
+	switch {
+	case exp == 0 && mant == 0:
+		return math.Float32frombits(sign)
+	case exp == 0: // subnormal
+		return float32(math.Copysign(float64(mant)*math.Pow(2, -24), float64(int32(sign)|1)))
+	case exp == 0x1f:
+		return math.Float32frombits(sign | 0xff<<23 | mant<<13)
+	}
+	return math.Float32frombits(sign | (exp+127-15)<<23 | mant<<13)
+}
+
+func humanBytes(n uint64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := uint64(unit), 0
+	for m := n / unit; m >= unit && exp < 4; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
+}
+
+func fileCell(f inspectFile) string {
+	if !f.Present {
+		return "missing"
+	}
+	return humanBytes(f.Bytes)
+}
+
+// describeRecording is the header line for one device and toolchain.
+func describeRecording(dev db.DeviceInfo, tc db.Toolchain) string {
+	var parts []string
+	if dev.Arch != "" {
+		parts = append(parts, dev.Arch)
+	}
+	if dev.ComputeCapability != "" {
+		parts = append(parts, "compute "+dev.ComputeCapability)
+	}
+	if dev.SMCount > 0 {
+		parts = append(parts, fmt.Sprintf("%d SMs", dev.SMCount))
+	}
+	if dev.TotalMem > 0 {
+		parts = append(parts, humanBytes(dev.TotalMem))
+	}
+	if dev.DriverVersion > 0 {
+		parts = append(parts, fmt.Sprintf("driver %d.%d", dev.DriverVersion/1000, dev.DriverVersion%1000/10))
+	}
+	name := dev.Name
+	if name == "" {
+		name = "an unrecorded GPU"
+	}
+	s := "recorded on " + name
+	if len(parts) > 0 {
+		s += " (" + strings.Join(parts, ", ") + ")"
+	}
+	var tools []string
+	for _, t := range []struct{ name, v string }{{"mneme", tc.Mneme}, {"LLVM", tc.LLVM}, {"clang", tc.Clang}, {"CUDA", tc.CUDA}} {
+		if t.v != "" {
+			tools = append(tools, t.name+" "+t.v)
+		}
+	}
+	if len(tools) > 0 {
+		s += " with " + strings.Join(tools, ", ")
+	}
+	return s
+}
+
+func printInspectTable(w io.Writer, doc inspectDoc) error {
+	fmt.Fprintf(w, "database %s: %d kernels, %d instances\n", doc.Database, doc.NumKernels, doc.NumInstances)
+	// Usually one line; a database merged from several runs may have more.
+	recordings := map[string][]string{}
+	for _, k := range doc.Kernels {
+		line := describeRecording(k.Device, k.Toolchain)
+		recordings[line] = append(recordings[line], k.StaticHash)
+	}
+	lines := make([]string, 0, len(recordings))
+	for line := range recordings {
+		lines = append(lines, line)
+	}
+	sort.Strings(lines)
+	for _, line := range lines {
+		if len(lines) > 1 {
+			line += fmt.Sprintf(" [%d kernels]", len(recordings[line]))
+		}
+		fmt.Fprintln(w, line)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "KERNEL\tINSTANCE\tGRID\tBLOCK\tSHMEM\tARGS\tOCC\tPROLOGUE\tEPILOGUE")
+	for _, k := range doc.Kernels {
+		name := k.DemangledName
+		if name == "" {
+			name = k.KernelName
+		}
+		if !k.IRModule.Present {
+			name += " (IR missing)"
+		}
+		for _, inst := range k.Instances {
+			args := make([]string, len(inst.Args))
+			for i, a := range inst.Args {
+				label := a.Name
+				if label == "" {
+					label = "arg" + strconv.Itoa(i)
+				}
+				args[i] = label + "=" + a.Value
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\t%s\n", name, inst.ShortID, inst.Grid, inst.Block, inst.SharedMem,
+				strings.Join(args, " "), inst.Occurrences, fileCell(inst.Prologue), fileCell(inst.Epilogue))
+		}
+	}
+	return tw.Flush()
+}
