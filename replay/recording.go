@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/mneme-gpu/mneme/db"
+	"github.com/mneme-gpu/mneme/jit"
 	"github.com/mneme-gpu/mneme/llvm"
 	"github.com/mneme-gpu/mneme/spec"
 )
@@ -167,4 +168,24 @@ func fillDim(d, recorded spec.Dim3) spec.Dim3 {
 		}
 	}
 	return d
+}
+
+// ValidatePipeline checks pass-pipeline text without compiling the kernel,
+// by running it over an empty module: a typo is bad input, reported before
+// any GPU or compile work.
+func ValidatePipeline(passes string) error {
+	mod, err := llvm.ParseIR("", "pipeline check")
+	if err != nil {
+		return err
+	}
+	defer mod.Dispose()
+	tm, err := llvm.NewTargetMachine(jit.DefaultArch, 0, 0)
+	if err != nil {
+		return err
+	}
+	defer tm.Dispose()
+	if err := mod.RunPasses(passes, tm); err != nil {
+		return &InputError{Err: err}
+	}
+	return nil
 }

@@ -1,0 +1,309 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mneme-gpu/mneme/cuda"
+	"github.com/mneme-gpu/mneme/db"
+	"github.com/mneme-gpu/mneme/replay"
+	"github.com/mneme-gpu/mneme/spec"
+)
+
+type replayFlags struct {
+	rdb, rid, kernel            string
+	grid, block                 string
+	sharedMem                   uint32
+	specialize                  bool
+	specializeArgs              string
+	specializeDims              bool
+	launchBounds                string
+	passes                      string
+	codegenOpt                  int
+	noPrune, noInternalize      bool
+	ptxasOpt, maxRegisters      int
+	iterations, warmup, device  int
+	emitIR, saveOutput          string
+	verify, dtype, timer        string
+	tolerance                   float64
+	jsonOut, fullReset, compact bool
+	cacheDir                    string
+}
+
+// replayDoc is the document replay prints, Mneme's layout.
+type replayDoc struct {
+	Config spec.Config  `json:"Replay-config"`
+	Result *spec.Result `json:"Result"`
+}
+
+func init() {
+	var f replayFlags
+	cmd := &cobra.Command{
+		Use:   "replay -rdb DB.json|DIR [-rid ID] [PIPELINE] [flags]",
+		Short: "Re-execute one recorded kernel launch under a configuration, time it and verify it",
+		Long: `replay restores the recorded device memory of one kernel launch at its
+recorded addresses, recompiles the kernel under the configuration given by the
+flags (by default the recorded launch with the default<O3> pipeline), runs it
+once and verifies the output against the recording on the GPU, then times
+--iterations launches, each from the recorded state. It prints
+{"Replay-config": ..., "Result": ...}.
+
+PIPELINE, if given, is the new-pass-manager pipeline (same as --passes).
+-rid may be omitted when the database holds one instance; it accepts a unique
+prefix or <static-hash>/<dynamic-hash>.
+
+Exit codes: 0 verified, 2 bad input, 3 verification failed, 4 kernel fault or
+invalid launch, 5 compile error, 6 no GPU, 1 other failures.`,
+		// -rdb and -rid are single-dash long flags as in Mneme, which pflag
+		// would read as shorthand clusters; flags are parsed in runReplay
+		// after normalizing them.
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			fl := cmd.Flags()
+			if err := fl.Parse(normalizeSingleDash(args, "rdb", "rid")); err != nil {
+				return withExit(exitUsage, err)
+			}
+			if help, _ := fl.GetBool("help"); help {
+				return cmd.Help()
+			}
+			return runReplay(cmd.OutOrStdout(), cmd.ErrOrStderr(), fl.Changed, fl.Args(), &f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.rdb, "rdb", "", "recording database: a directory or one kernel's JSON file (required)")
+	fl.StringVar(&f.rid, "rid", "", "instance id (dynamic hash, unique prefix or SH/DH); optional with one instance")
+	fl.StringVar(&f.kernel, "kernel", "", "kernel static hash or name, when the database holds several kernels")
+	fl.StringVar(&f.grid, "grid", "", "grid dimensions X[,Y,Z] (default: recorded)")
+	fl.StringVar(&f.block, "block", "", "block dimensions X[,Y,Z] (default: recorded)")
+	fl.Uint32Var(&f.sharedMem, "shared-mem", 0, "dynamic shared memory in bytes (default: recorded)")
+	fl.BoolVar(&f.specialize, "specialize", false, "fold the scalar arguments into the code as constants")
+	fl.StringVar(&f.specializeArgs, "specialize-args", "", "fold only these 0-based arguments, e.g. 0,3 (implies --specialize)")
+	fl.BoolVar(&f.specializeDims, "specialize-dims", false, "fold the block and grid dimensions into the code")
+	fl.StringVar(&f.launchBounds, "launch-bounds", "", "MAX[,MINBLOCKS]: max threads per block and min blocks per SM")
+	fl.StringVar(&f.passes, "passes", spec.DefaultPipeline, "new-pass-manager pipeline text")
+	fl.IntVar(&f.codegenOpt, "codegen-opt", 3, "NVPTX code generation level 0..3")
+	fl.BoolVar(&f.noPrune, "no-prune", false, "compile the whole module instead of the kernel's closure")
+	fl.BoolVar(&f.noInternalize, "no-internalize", false, "keep non-kernel symbols external")
+	fl.IntVar(&f.ptxasOpt, "ptxas-opt", 0, "ptxas optimization level 1..4 (0: driver default)")
+	fl.IntVar(&f.maxRegisters, "max-registers", 0, "ptxas register cap per thread (0: none)")
+	fl.IntVar(&f.iterations, "iterations", replay.DefaultIterations, "timed launches")
+	fl.IntVar(&f.warmup, "warmup", 1, "untimed launches before the timed ones")
+	fl.IntVar(&f.device, "device", 0, "CUDA device ordinal")
+	fl.StringVar(&f.emitIR, "emit-ir", "", "write the kernel's IR after extraction and specialization (before optimization) to FILE")
+	fl.StringVar(&f.saveOutput, "save-output", "", "write the memory the replay produced as a snapshot file into DIR")
+	fl.StringVar(&f.verify, "verify", "", "bitwise (default), abs, rel or none; --tolerance alone means abs")
+	fl.Float64Var(&f.tolerance, "tolerance", 0, "float tolerance for --verify abs or rel")
+	fl.StringVar(&f.dtype, "dtype", "f32", "element type of tolerance comparisons: f32 or f64")
+	fl.StringVar(&f.timer, "timer", replay.TimerAuto, "kernel timer: auto (CUPTI if available, else events), cupti or events")
+	fl.BoolVar(&f.jsonOut, "json", false, "print the document on one line (the default output is the same document, indented)")
+	fl.BoolVar(&f.fullReset, "full-reset", false, "restore all recorded memory before every launch, not only what the kernel changes")
+	fl.StringVar(&f.cacheDir, "cache-dir", "", "directory of the on-disk compile cache (default: memory only)")
+	fl.BoolP("help", "h", false, "help for replay")
+	rootCmd.AddCommand(cmd)
+}
+
+// normalizeSingleDash rewrites Mneme's single-dash long flags (-rdb X,
+// -rdb=X) to the double-dash form pflag reads. It stops at "--".
+func normalizeSingleDash(args []string, names ...string) []string {
+	out := make([]string, 0, len(args))
+	for i, a := range args {
+		if a == "--" {
+			return append(out, args[i:]...)
+		}
+		for _, n := range names {
+			if a == "-"+n || strings.HasPrefix(a, "-"+n+"=") {
+				a = "-" + a
+				break
+			}
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// replayConfig builds the configuration from the flags: the recorded launch
+// (resolved by the session) with every flag applied.
+func replayConfig(f *replayFlags, changed func(string) bool, positional []string) (spec.Config, error) {
+	cfg := spec.Config{Passes: f.passes, CodegenOpt: f.codegenOpt, Prune: !f.noPrune, Internalize: !f.noInternalize,
+		SharedMem: f.sharedMem, Specialize: f.specialize, SpecializeDims: f.specializeDims,
+		PtxasOpt: f.ptxasOpt, MaxRegisters: f.maxRegisters}
+	switch len(positional) {
+	case 0:
+	case 1:
+		if changed("passes") && positional[0] != f.passes {
+			return cfg, fmt.Errorf("PIPELINE %q and --passes %q disagree: give one", positional[0], f.passes)
+		}
+		cfg.Passes = positional[0]
+	default:
+		return cfg, fmt.Errorf("unexpected arguments %q: the only positional argument is the PIPELINE", positional[1:])
+	}
+	var err error
+	if f.grid != "" {
+		if cfg.Grid, err = spec.ParseDim3(f.grid); err != nil {
+			return cfg, fmt.Errorf("--grid: %w", err)
+		}
+	}
+	if f.block != "" {
+		if cfg.Block, err = spec.ParseDim3(f.block); err != nil {
+			return cfg, fmt.Errorf("--block: %w", err)
+		}
+	}
+	if f.specializeArgs != "" {
+		for _, p := range strings.Split(f.specializeArgs, ",") {
+			i, err := strconv.Atoi(strings.TrimSpace(p))
+			if err != nil || i < 0 {
+				return cfg, fmt.Errorf("--specialize-args %q: want 0-based argument indices, e.g. 0,3", f.specializeArgs)
+			}
+			cfg.SpecializeArgs = append(cfg.SpecializeArgs, i)
+		}
+		cfg.Specialize = true
+	}
+	if f.launchBounds != "" {
+		if cfg.MaxThreads, cfg.MinBlocksPerSM, err = parseLaunchBounds(f.launchBounds); err != nil {
+			return cfg, fmt.Errorf("--launch-bounds: %w", err)
+		}
+		cfg.SetLaunchBounds = true
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
+}
+
+func replayVerify(f *replayFlags, changed func(string) bool) (replay.VerifyOptions, error) {
+	v := replay.VerifyOptions{Mode: f.verify, Tolerance: f.tolerance, DType: f.dtype}
+	if v.Mode == "" {
+		v.Mode = replay.VerifyBitwise
+		if changed("tolerance") {
+			v.Mode = replay.VerifyAbs
+		}
+	}
+	switch v.Mode {
+	case replay.VerifyBitwise, replay.VerifyNone, replay.VerifyAbs, replay.VerifyRel:
+	default:
+		return v, fmt.Errorf("--verify %q: want bitwise, abs, rel or none", f.verify)
+	}
+	if changed("tolerance") && (v.Mode == replay.VerifyBitwise || v.Mode == replay.VerifyNone) {
+		return v, fmt.Errorf("--tolerance needs --verify abs or rel, not %s", v.Mode)
+	}
+	if f.tolerance < 0 {
+		return v, fmt.Errorf("--tolerance %g: must not be negative", f.tolerance)
+	}
+	return v, nil
+}
+
+func runReplay(stdout, stderr io.Writer, changed func(string) bool, positional []string, f *replayFlags) error {
+	if f.rdb == "" {
+		return withExit(exitUsage, errors.New("-rdb: a recording database (directory or kernel .json) is required"))
+	}
+	cfg, err := replayConfig(f, changed, positional)
+	if err != nil {
+		return withExit(exitUsage, err)
+	}
+	verify, err := replayVerify(f, changed)
+	if err != nil {
+		return withExit(exitUsage, err)
+	}
+	if f.iterations < 1 {
+		return withExit(exitUsage, fmt.Errorf("--iterations %d: must be at least 1", f.iterations))
+	}
+	if err := replay.ValidatePipeline(cfg.Passes); err != nil {
+		return withExit(exitUsage, err)
+	}
+	s, err := replay.Open(replay.Options{DB: f.rdb, Kernel: f.kernel, Instance: f.rid, Device: f.device,
+		Iterations: f.iterations, Warmup: f.warmup, Verify: verify, CacheDir: f.cacheDir, Timer: f.timer, FullReset: f.fullReset})
+	if err != nil {
+		return openFailure(err)
+	}
+	defer s.Close()
+	if err := s.CheckLaunch(cfg); err != nil {
+		return withExit(exitUsage, err)
+	}
+	if f.emitIR != "" {
+		text, err := s.PreprocessedIR(cfg)
+		if err != nil {
+			return compileFailure(err)
+		}
+		if err := os.WriteFile(f.emitIR, []byte(text), 0o644); err != nil {
+			return withExit(exitFailure, fmt.Errorf("--emit-ir: %w", err))
+		}
+	}
+	res, runErr := s.Run(cfg)
+	if f.saveOutput != "" && res.Executed && !s.Broken() {
+		if err := saveOutput(s, f.saveOutput); err != nil {
+			return withExit(exitFailure, fmt.Errorf("--save-output: %w", err))
+		}
+	}
+	if res.Status == spec.StatusFailedVerification {
+		// Keep the document small: the mismatch names where it differs.
+		fmt.Fprintln(stderr, "mneme: replay:", res.Mismatch)
+	}
+	if err := printReplay(stdout, f.jsonOut, s.Recording().Resolve(cfg), res); err != nil {
+		return err
+	}
+	if runErr != nil {
+		return withExit(exitFailure, runErr)
+	}
+	return statusExit(res)
+}
+
+func openFailure(err error) error {
+	var ie *replay.InputError
+	switch {
+	case errors.As(err, &ie):
+		return withExit(exitUsage, err)
+	case errors.Is(err, cuda.ErrNoDriver):
+		return withExit(exitNoGPU, fmt.Errorf("replay needs a CUDA driver and GPU: %w", err))
+	}
+	return withExit(exitFailure, err)
+}
+
+// statusExit maps a replay's status to the documented exit codes.
+func statusExit(res *spec.Result) error {
+	err := errors.New(res.Status + ": " + res.Error)
+	switch res.Status {
+	case spec.StatusVerified:
+		return nil
+	case spec.StatusFailedVerification:
+		return withExit(exitVerification, errors.New("verification failed: "+res.Mismatch))
+	case spec.StatusRuntimeError, spec.StatusInvalidLaunch:
+		return withExit(exitKernelFault, err)
+	case spec.StatusCompileError:
+		return compileFailure(errors.New(res.Error))
+	case spec.StatusInvalidConfig:
+		return withExit(exitUsage, err)
+	}
+	return withExit(exitFailure, err)
+}
+
+func printReplay(w io.Writer, compact bool, cfg spec.Config, res *spec.Result) error {
+	enc := json.NewEncoder(w)
+	if !compact {
+		enc.SetIndent("", "  ")
+	}
+	return enc.Encode(replayDoc{Config: cfg, Result: res})
+}
+
+// saveOutput writes the replay's output memory as a snapshot named after the
+// recorded epilogue, so the two can be compared file to file.
+func saveOutput(s *replay.Session, dir string) error {
+	snap, err := s.Snapshot()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	rec := s.Recording()
+	name := "DeviceState.replay." + rec.Kernel.StaticHash + "." + rec.Instance.DynamicHash + ".mneme"
+	_, err = db.WriteSnapshot(filepath.Join(dir, name), snap, db.SnapshotOptions{Compress: true})
+	return err
+}
