@@ -219,8 +219,8 @@ CUresult mn_cuCtxGetDevice(CUdevice *d) { CALL(cuCtxGetDevice, d); }
 CUresult mn_cuCtxSynchronize(void) { CTXCALL(cuCtxSynchronize); }
 
 CUresult mn_link_ptx(const char *ptx, size_t len, const char *name, mn_link_args *a) {
-  int opts[8];
-  void *vals[8];
+  int opts[16];  // 9 at most: keep room, an overflow here corrupts the stack
+  void *vals[16];
   unsigned n = 0;
   CUlinkState st = NULL;
   CUresult r;
@@ -249,7 +249,13 @@ CUresult mn_link_ptx(const char *ptx, size_t len, const char *name, mn_link_args
   r = p_cuLinkCreate(n, opts, vals, &st);
   if (r != 0) return r;
   a->failed_call = "cuLinkAddData_v2";
-  r = p_cuLinkAddData(st, 1 /* CU_JIT_INPUT_PTX */, (void *)ptx, len, name, 0, NULL, NULL);
+  {
+    // Verbosity again for this input's ptxas run, so its own report (with
+    // spill figures) is written where the driver supports that.
+    int in_opts[1] = {MN_JIT_LOG_VERBOSE};
+    void *in_vals[1] = {(void *)(uintptr_t)1};
+    r = p_cuLinkAddData(st, 1 /* CU_JIT_INPUT_PTX */, (void *)ptx, len, name, 1, in_opts, in_vals);
+  }
   if (r == 0) {
     a->failed_call = "cuLinkComplete";
     r = p_cuLinkComplete(st, &cubin, &size);

@@ -25,7 +25,7 @@ type JITOptions struct {
 // LinkResult is the outcome of linking PTX into a cubin.
 type LinkResult struct {
 	Cubin    []byte
-	InfoLog  string        // ptxas's verbose log: "Used N registers, ... spill stores ..."
+	InfoLog  string        // the JIT's verbose log: "used N registers, ... bytes lmem" per function
 	WallTime time.Duration // measured around the whole link
 	Options  []string      // the options in ptxas's spelling, e.g. "-O3", "--maxrregcount=64"
 }
@@ -168,30 +168,43 @@ type PtxasStats struct {
 	Function    string
 	Registers   int
 	StackFrame  int // bytes
-	SpillStores int // bytes
-	SpillLoads  int // bytes
+	SpillStores int // bytes (reported by ptxas's own section only)
+	SpillLoads  int // bytes (reported by ptxas's own section only)
 	SharedBytes int // static shared memory (smem)
 	ConstBytes  int // constant bank 0 (cmem[0]): parameters and driver data
+	LocalBytes  int // local memory per thread (lmem): stack and spills
 }
 
+// The JIT's info log has come in two spellings: ptxas's own
+//
+//	ptxas info    : Function properties for saxpy
+//	    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+//	ptxas info    : Used 10 registers, 384 bytes cmem[0]
+//
+// and the linker's (the only one CUDA 13's driver JIT writes):
+//
+//	info    : Function properties for 'saxpy':
+//	info    : used 10 registers, used 0 barriers, 0 stack, 0 bytes smem, 552 bytes cmem[0], 0 bytes lmem
 var (
-	reEntry   = regexp.MustCompile(`(?:Compiling entry function|Function properties for)\s+'?([^'\s]+)'?`)
-	reRegs    = regexp.MustCompile(`Used (\d+) registers`)
-	reStack   = regexp.MustCompile(`(\d+) bytes stack frame`)
+	reEntry   = regexp.MustCompile(`(?:Compiling entry function|Function properties for)\s+'?([^'\s:]+)`)
+	reRegs    = regexp.MustCompile(`(?i)\bused (\d+) registers`)
+	reStack   = regexp.MustCompile(`(\d+) (?:bytes )?stack\b`)
 	reSpillSt = regexp.MustCompile(`(\d+) bytes spill stores`)
 	reSpillLd = regexp.MustCompile(`(\d+) bytes spill loads`)
 	reSmem    = regexp.MustCompile(`(\d+) bytes smem`)
 	reCmem0   = regexp.MustCompile(`(\d+) bytes cmem\[0\]`)
+	reLmem    = regexp.MustCompile(`(\d+) bytes lmem`)
 )
 
-// ParsePtxasInfo reads the per-function resource lines of a ptxas verbose
-// log (as the JIT's info log holds them), in the order functions appear.
-// Lines it does not recognise are skipped.
+// ParsePtxasInfo reads the per-function resource lines of the JIT's info
+// log, in the order functions first appear; a function reported by both
+// ptxas and the linker gets one entry. Lines it does not recognise are skipped.
 func ParsePtxasInfo(log string) []PtxasStats {
 	var out []PtxasStats
+	index := map[string]int{}
 	cur := -1
 	num := func(re *regexp.Regexp, line string, dst *int) {
-		if m := re.FindStringSubmatch(line); m != nil && cur >= 0 {
+		if m := re.FindStringSubmatch(line); m != nil {
 			if v, err := strconv.Atoi(m[1]); err == nil {
 				*dst = v
 			}
@@ -199,16 +212,13 @@ func ParsePtxasInfo(log string) []PtxasStats {
 	}
 	for _, line := range strings.Split(log, "\n") {
 		if m := reEntry.FindStringSubmatch(line); m != nil {
-			cur = -1
-			for i := range out {
-				if out[i].Function == m[1] {
-					cur = i
-				}
-			}
-			if cur < 0 {
+			i, ok := index[m[1]]
+			if !ok {
+				i = len(out)
+				index[m[1]] = i
 				out = append(out, PtxasStats{Function: m[1]})
-				cur = len(out) - 1
 			}
+			cur = i
 			continue
 		}
 		if cur < 0 {
@@ -221,6 +231,7 @@ func ParsePtxasInfo(log string) []PtxasStats {
 		num(reSpillLd, line, &s.SpillLoads)
 		num(reSmem, line, &s.SharedBytes)
 		num(reCmem0, line, &s.ConstBytes)
+		num(reLmem, line, &s.LocalBytes)
 	}
 	return out
 }

@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -41,7 +42,8 @@ func TestJITOptionsValidation(t *testing.T) {
 	}
 }
 
-// A verbose ptxas log as the driver JIT writes it (two functions).
+// A verbose ptxas log (two functions) followed by the linker's section, as
+// older drivers write it.
 const sampleLog = `ptxas info    : 0 bytes gmem
 ptxas info    : Compiling entry function 'saxpy' for 'sm_90'
 ptxas info    : Function properties for saxpy
@@ -50,13 +52,25 @@ ptxas info    : Used 10 registers, used 0 barriers, 384 bytes cmem[0]
 ptxas info    : Compiling entry function '_Z5heavyPfi' for 'sm_90'
 ptxas info    : Function properties for _Z5heavyPfi
     96 bytes stack frame, 48 bytes spill stores, 40 bytes spill loads
-ptxas info    : Used 32 registers, used 1 barriers, 2048 bytes smem, 364 bytes cmem[0], 8 bytes cmem[2]`
+ptxas info    : Used 32 registers, used 1 barriers, 2048 bytes smem, 364 bytes cmem[0], 8 bytes cmem[2]
+info    : 0 bytes gmem
+info    : Function properties for 'saxpy':
+info    : used 10 registers, 0 stack, 0 bytes smem, 384 bytes cmem[0], 0 bytes lmem
+info    : Function properties for '_Z5heavyPfi':
+info    : used 32 registers, 96 stack, 2048 bytes smem, 364 bytes cmem[0], 136 bytes lmem`
+
+// The log CUDA 13's driver JIT writes (measured on an H200, driver 580).
+const cuda13Log = `info    : 4 bytes gmem
+info    : Function properties for 'saxpy':
+info    : used 10 registers, used 0 barriers, 0 stack, 0 bytes smem, 552 bytes cmem[0], 0 bytes lmem
+info    : Function properties for 'poke':
+info    : used 8 registers, used 0 barriers, 16 stack, 0 bytes smem, 536 bytes cmem[0], 24 bytes lmem`
 
 func TestParsePtxasInfo(t *testing.T) {
 	got := ParsePtxasInfo(sampleLog)
 	want := []PtxasStats{
 		{Function: "saxpy", Registers: 10, ConstBytes: 384},
-		{Function: "_Z5heavyPfi", Registers: 32, StackFrame: 96, SpillStores: 48, SpillLoads: 40, SharedBytes: 2048, ConstBytes: 364},
+		{Function: "_Z5heavyPfi", Registers: 32, StackFrame: 96, SpillStores: 48, SpillLoads: 40, SharedBytes: 2048, ConstBytes: 364, LocalBytes: 136},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %d functions %+v, want %d", len(got), got, len(want))
@@ -65,6 +79,14 @@ func TestParsePtxasInfo(t *testing.T) {
 		if got[i] != want[i] {
 			t.Errorf("function %d: got %+v, want %+v", i, got[i], want[i])
 		}
+	}
+	got13 := ParsePtxasInfo(cuda13Log)
+	want13 := []PtxasStats{
+		{Function: "saxpy", Registers: 10, ConstBytes: 552},
+		{Function: "poke", Registers: 8, StackFrame: 16, ConstBytes: 536, LocalBytes: 24},
+	}
+	if fmt.Sprint(got13) != fmt.Sprint(want13) {
+		t.Errorf("CUDA 13 log: got %+v, want %+v", got13, want13)
 	}
 	r := &LinkResult{InfoLog: sampleLog}
 	if s, ok := r.Stats("_Z5heavyPfi"); !ok || s.Registers != 32 {
@@ -83,6 +105,7 @@ func TestParsePtxasInfo(t *testing.T) {
 
 func FuzzParsePtxasInfo(f *testing.F) {
 	f.Add(sampleLog)
+	f.Add(cuda13Log)
 	f.Add("ptxas info : Used 99999999999999999999 registers")
 	f.Add("Function properties for \nUsed 1 registers")
 	f.Fuzz(func(t *testing.T, log string) {
@@ -90,7 +113,7 @@ func FuzzParsePtxasInfo(f *testing.F) {
 			if s.Function == "" || !strings.Contains(log, s.Function) {
 				t.Fatalf("function %q not taken from the log", s.Function)
 			}
-			if s.Registers < 0 || s.StackFrame < 0 || s.SpillStores < 0 || s.SpillLoads < 0 {
+			if s.Registers < 0 || s.StackFrame < 0 || s.SpillStores < 0 || s.SpillLoads < 0 || s.LocalBytes < 0 {
 				t.Fatalf("negative figure in %+v", s)
 			}
 		}
