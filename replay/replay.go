@@ -395,8 +395,11 @@ func (s *Session) KernelName() string { return s.rec.Kernel.KernelName }
 // Device is the GPU's properties (zero in a compile-only session).
 func (s *Session) Device() cuda.DeviceProps { return s.props }
 
-// Timer names the timer Run uses: "cupti" or "events".
+// Timer names the timer Run uses: "cupti" or "events" ("" without a device).
 func (s *Session) Timer() string {
+	if s.ctx == nil {
+		return ""
+	}
 	if s.timer != nil {
 		return TimerCUPTI
 	}
@@ -409,6 +412,13 @@ func (s *Session) Broken() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.broken != nil
+}
+
+// BrokenError is the sticky CUDA error that broke the session, or nil.
+func (s *Session) BrokenError() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.broken
 }
 
 // ErrBroken is returned by Run after a sticky CUDA error.

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mneme-gpu/mneme/replay"
+	"github.com/mneme-gpu/mneme/spec"
+	"github.com/mneme-gpu/mneme/tune"
+)
+
+func init() {
+	rootCmd.AddCommand(&cobra.Command{
+		Use:   "worker",
+		Short: "Serve replay requests as JSON lines on stdin/stdout (used by tune and the Python API)",
+		Long: `worker holds one open replay session and executes the requests of the
+JSON-lines protocol of tune/PROTOCOL.md: "open" a recorded instance, then
+"compile" and "run" configurations, then "close". Responses go to stdout, logs
+to stderr. After a kernel fault that leaves the GPU context unusable, the
+worker answers that run and exits with code 4 so its client can restart it.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			w := &replayWorker{log: cmd.ErrOrStderr()}
+			err := tune.Serve(cmd.InOrStdin(), &brokenSessionWriter{w: cmd.OutOrStdout(), worker: w}, w)
+			if errors.Is(err, errWorkerBroken) {
+				return withExit(exitKernelFault, fmt.Errorf("worker: %w", w.broken))
+			}
+			return err
+		},
+	})
+}
+
+// replayWorker serves the protocol with a replay.Session.
+type replayWorker struct {
+	session *replay.Session
+	log     io.Writer
+	broken  error // the sticky CUDA error, once a run caused one
+}
+
+func (w *replayWorker) Open(p tune.OpenParams) (tune.OpenInfo, error) {
+	v := replay.VerifyOptions{Mode: replay.VerifyBitwise}
+	switch p.Verify.Mode {
+	case tune.VerifyTolerance:
+		v = replay.VerifyOptions{Mode: replay.VerifyClose, ATol: p.Verify.ATol, RTol: p.Verify.RTol}
+	case tune.VerifyNone:
+		v.Mode = replay.VerifyNone
+	}
+	s, err := replay.Open(replay.Options{DB: p.DB, Kernel: p.Kernel, Instance: p.Instance, Device: p.GPU,
+		Iterations: p.Iterations, Warmup: p.Warmup, Verify: v, CacheDir: p.CacheDir, CompileOnly: p.CompileOnly})
+	if err != nil {
+		return tune.OpenInfo{}, err
+	}
+	w.session = s
+	info := tune.OpenInfo{Kernel: s.KernelName()}
+	if !p.CompileOnly {
+		d := s.Device()
+		info.Device = &tune.DeviceLimits{Name: d.Name, Arch: d.Arch(), SMCount: d.SMCount,
+			MaxThreadsPerBlock: d.MaxThreadsPerBlock, MaxSharedMemPerBlock: max(d.MaxSharedPerBlockOptin, d.MaxSharedPerBlock),
+			RegsPerSM: d.RegsPerSM, WarpSize: d.WarpSize}
+		fmt.Fprintf(w.log, "mneme worker: opened %s on %s (timer %s)\n", s.KernelName(), d.Name, s.Timer())
+	}
+	return info, nil
+}
+
+func (w *replayWorker) Compile(c spec.Config) spec.Result {
+	res, err := w.session.Compile(c)
+	if err != nil {
+		fmt.Fprintln(w.log, "mneme worker: compile:", err)
+	}
+	return *res
+}
+
+func (w *replayWorker) Run(c spec.Config) spec.Result {
+	res, err := w.session.Run(c)
+	if err != nil {
+		fmt.Fprintln(w.log, "mneme worker: run:", err)
+	}
+	if w.session.Broken() {
+		w.broken = w.session.BrokenError()
+		fmt.Fprintln(w.log, "mneme worker: the CUDA context is unusable after this fault; exiting after the answer")
+	}
+	return *res
+}
+
+func (w *replayWorker) Close() error {
+	if w.session == nil {
+		return nil
+	}
+	err := w.session.Close()
+	w.session = nil
+	return err
+}
+
+// errWorkerBroken ends Serve after the answer to a run that broke the context.
+var errWorkerBroken = errors.New("CUDA context unusable")
+
+// brokenSessionWriter passes responses through and, once a response has been
+// written while the session is broken, fails so Serve returns and the worker
+// exits: a client sees the faulting run's answer, then end of stream.
+type brokenSessionWriter struct {
+	w      io.Writer
+	worker *replayWorker
+}
+
+func (b *brokenSessionWriter) Write(p []byte) (int, error) {
+	n, err := b.w.Write(p)
+	if err != nil {
+		return n, err
+	}
+	if b.worker.broken != nil {
+		if f, ok := b.w.(*os.File); ok {
+			f.Sync()
+		}
+		return n, errWorkerBroken
+	}
+	return n, nil
+}
