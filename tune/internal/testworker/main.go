@@ -1,0 +1,113 @@
+// Command testworker is a real worker process for the executor's tests: it
+// speaks the worker protocol through tune.Serve and, depending on the
+// configuration's pipeline text, answers, fails, crashes or hangs, so the
+// executor's process management is exercised without a GPU.
+//
+// Pipeline texts: "crash" exits mid-request; "hang" never answers; "hang-child"
+// starts a child process and never answers (the kill must reach the child);
+// "noise" writes a non-protocol line before answering; "fault" answers
+// runtime_error; "compile-error" fails compile and run with compile_error;
+// "slow:MS" sleeps MS milliseconds then answers. Anything else verifies with
+// exec times of block.x nanoseconds.
+//
+// Environment: TESTWORKER_LOG appends one line per event (open, compile, run)
+// to that file; TESTWORKER_FAIL_OPEN=1 makes every open fail.
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mneme-gpu/mneme/spec"
+	"github.com/mneme-gpu/mneme/tune"
+)
+
+type session struct {
+	params tune.OpenParams
+}
+
+func logEvent(format string, a ...any) {
+	path := os.Getenv("TESTWORKER_LOG")
+	if path == "" {
+		return
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	fmt.Fprintf(f, "%d %s\n", os.Getpid(), fmt.Sprintf(format, a...))
+}
+
+func (s *session) Open(p tune.OpenParams) (tune.OpenInfo, error) {
+	if os.Getenv("TESTWORKER_FAIL_OPEN") == "1" {
+		return tune.OpenInfo{}, fmt.Errorf("no CUDA driver found (test worker told to fail)")
+	}
+	s.params = p
+	logEvent("open gpu=%d compile_only=%v", p.GPU, p.CompileOnly)
+	info := tune.OpenInfo{Kernel: "_Z4testv"}
+	if !p.CompileOnly {
+		info.Device = &tune.DeviceLimits{Name: "test GPU", Arch: "sm_90", SMCount: 4, MaxThreadsPerBlock: 1024, MaxSharedMemPerBlock: 48 << 10, RegsPerSM: 65536, WarpSize: 32}
+	}
+	return info, nil
+}
+
+func (s *session) behave(c spec.Config, op string) (spec.Result, bool) {
+	switch {
+	case c.Passes == "crash":
+		os.Exit(3)
+	case c.Passes == "hang":
+		time.Sleep(time.Hour) // a blocked select would be a Go deadlock exit, not a hang
+	case c.Passes == "hang-child":
+		child := exec.Command("sleep", "1000")
+		if err := child.Start(); err == nil {
+			logEvent("child %d", child.Process.Pid)
+		}
+		time.Sleep(time.Hour) // a blocked select would be a Go deadlock exit, not a hang
+	case c.Passes == "noise":
+		fmt.Println("this line is not part of the protocol")
+	case c.Passes == "fault":
+		if op == tune.OpRun {
+			return spec.Result{Status: spec.StatusRuntimeError, Failed: true, Error: "CUDA_ERROR_ILLEGAL_ADDRESS"}, true
+		}
+	case c.Passes == "compile-error":
+		return spec.Result{Status: spec.StatusCompileError, Failed: true, Error: "invalid pipeline"}, true
+	case strings.HasPrefix(c.Passes, "slow:"):
+		ms, _ := strconv.Atoi(strings.TrimPrefix(c.Passes, "slow:"))
+		time.Sleep(time.Duration(ms) * time.Millisecond)
+	}
+	return spec.Result{}, false
+}
+
+func (s *session) Compile(c spec.Config) spec.Result {
+	logEvent("compile %s %d", c.Passes, c.Block.X)
+	if r, done := s.behave(c, tune.OpCompile); done {
+		return r
+	}
+	return spec.Result{Status: spec.StatusVerified, GPUID: s.params.GPU}
+}
+
+func (s *session) Run(c spec.Config) spec.Result {
+	logEvent("run %s %d gpu=%d", c.Passes, c.Block.X, s.params.GPU)
+	if r, done := s.behave(c, tune.OpRun); done {
+		return r
+	}
+	times := make([]float64, s.params.Iterations)
+	for i := range times {
+		times[i] = float64(c.Block.X) + float64(i)
+	}
+	return spec.Result{Status: spec.StatusVerified, Verified: true, Executed: true, ExecTime: times, GPUID: s.params.GPU, GPUName: "test GPU"}
+}
+
+func (s *session) Close() error { logEvent("close"); return nil }
+
+func main() {
+	if err := tune.Serve(os.Stdin, os.Stdout, &session{}); err != nil {
+		fmt.Fprintln(os.Stderr, "testworker:", err)
+		os.Exit(1)
+	}
+}

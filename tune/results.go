@@ -1,0 +1,437 @@
+package tune
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/mneme-gpu/mneme/spec"
+	"gonum.org/v1/gonum/stat"
+)
+
+// Options are a tuning run's settings: config.json of the results directory,
+// the --config/--dump-config YAML, and what --resume compares.
+type Options struct {
+	DB           string        `json:"db" yaml:"db"`
+	Instance     string        `json:"instance" yaml:"instance"`
+	Kernel       string        `json:"kernel,omitempty" yaml:"kernel,omitempty"`
+	Sampler      string        `json:"sampler" yaml:"sampler"`
+	Preset       string        `json:"preset" yaml:"preset"`
+	SpaceFile    string        `json:"space_file,omitempty" yaml:"space_file,omitempty"`
+	SpaceHash    string        `json:"space_hash,omitempty" yaml:"-"`
+	Trials       int           `json:"trials" yaml:"trials"`
+	Workers      int           `json:"workers" yaml:"workers"`
+	GPUs         []int         `json:"gpus" yaml:"gpus"`
+	Iterations   int           `json:"iterations" yaml:"iterations"`
+	Warmup       int           `json:"warmup" yaml:"warmup"`
+	Metric       string        `json:"metric" yaml:"metric"`
+	Objective    string        `json:"objective" yaml:"objective"`
+	Seed         uint64        `json:"seed" yaml:"seed"`
+	TrialTimeout string        `json:"trial_timeout,omitempty" yaml:"trial_timeout,omitempty"`
+	Output       string        `json:"output" yaml:"output"`
+	Verify       VerifyOptions `json:"verify" yaml:"verify"`
+	CacheDir     string        `json:"cache_dir,omitempty" yaml:"cache_dir,omitempty"`
+}
+
+// Metric names and objectives.
+var (
+	MetricNames    = []string{"mean", "median", "min", "max"}
+	ObjectiveNames = []string{"time", "speedup"}
+)
+
+// Validate checks the option values that have fixed vocabularies.
+func (o Options) Validate() error {
+	if !contains(MetricNames, o.Metric) {
+		return fmt.Errorf("metric %q: want %s", o.Metric, strings.Join(MetricNames, ", "))
+	}
+	if !contains(ObjectiveNames, o.Objective) {
+		return fmt.Errorf("objective %q: want %s", o.Objective, strings.Join(ObjectiveNames, ", "))
+	}
+	if !contains(SamplerNames, o.Sampler) {
+		return fmt.Errorf("sampler %q: want %s", o.Sampler, strings.Join(SamplerNames, ", "))
+	}
+	if o.Iterations < 1 {
+		return fmt.Errorf("iterations %d: must be at least 1", o.Iterations)
+	}
+	if o.Warmup < 0 {
+		return fmt.Errorf("warmup %d: must not be negative", o.Warmup)
+	}
+	if o.Workers < 1 {
+		return fmt.Errorf("workers %d: must be at least 1", o.Workers)
+	}
+	if o.Trials < 0 {
+		return fmt.Errorf("trials %d: must not be negative (0: the whole space)", o.Trials)
+	}
+	return nil
+}
+
+// KeyChanges lists the options that must not change between a run and its
+// resumption, each as "name: old -> new".
+func KeyChanges(old, cur Options) []string {
+	var out []string
+	cmp := func(name string, a, b any) {
+		if fmt.Sprint(a) != fmt.Sprint(b) {
+			out = append(out, fmt.Sprintf("%s: %v -> %v", name, a, b))
+		}
+	}
+	cmp("sampler", canonicalSampler(old.Sampler), canonicalSampler(cur.Sampler))
+	cmp("preset", old.Preset, cur.Preset)
+	cmp("space", old.SpaceHash, cur.SpaceHash)
+	cmp("seed", old.Seed, cur.Seed)
+	cmp("metric", old.Metric, cur.Metric)
+	cmp("objective", old.Objective, cur.Objective)
+	cmp("iterations", old.Iterations, cur.Iterations)
+	cmp("instance", old.Instance, cur.Instance)
+	cmp("kernel", old.Kernel, cur.Kernel)
+	return out
+}
+
+func canonicalSampler(s string) string {
+	if s == "grid" {
+		return "exhaustive"
+	}
+	return s
+}
+
+// Trial is one line of trials.jsonl.
+type Trial struct {
+	Number    int          `json:"number"`
+	Params    Point        `json:"params"`
+	Config    spec.Config  `json:"config"`
+	ConfigKey string       `json:"config_key"`
+	Status    string       `json:"status"`
+	Result    *spec.Result `json:"result,omitempty"`
+	// TimeNS is the metric over the timed iterations; Value is the
+	// objective (time in ns, or speedup over the baseline). Both are 0 for
+	// trials that did not verify.
+	TimeNS  float64 `json:"time_ns"`
+	Value   float64 `json:"value"`
+	Speedup float64 `json:"speedup"`
+	Worker  int     `json:"worker"`
+	GPU     int     `json:"gpu"`
+	Start   string  `json:"start_time"`
+	End     string  `json:"end_time"`
+	Seconds float64 `json:"seconds"`
+	Error   string  `json:"error,omitempty"`
+}
+
+// OK reports whether the trial produced a verified timing.
+func (t Trial) OK() bool { return t.Status == spec.StatusVerified && t.TimeNS > 0 }
+
+// MetricOf applies a metric to per-iteration times; NaN when there are none.
+func MetricOf(metric string, xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	switch metric {
+	case "median":
+		return stat.Quantile(0.5, stat.Empirical, s, nil)
+	case "min":
+		return s[0]
+	case "max":
+		return s[len(s)-1]
+	default:
+		return stat.Mean(s, nil)
+	}
+}
+
+// Loss is what samplers minimize: the time for either objective (a speedup
+// over a fixed baseline orders trials the same way), +Inf for failures.
+func (t Trial) Loss() float64 {
+	if !t.OK() {
+		return math.Inf(1)
+	}
+	return t.TimeNS
+}
+
+// Results is an open results directory (DESIGN.md): config.json,
+// search_space.json, baseline.json, trials.jsonl, best.json, summary.json,
+// logs/tune.log and the tuned-kernel exports.
+type Results struct {
+	Dir    string
+	mu     sync.Mutex
+	trials *os.File
+}
+
+// Results directory file names.
+const (
+	ConfigFile        = "config.json"
+	SearchSpaceFile   = "search_space.json"
+	BaselineFile      = "baseline.json"
+	TrialsFile        = "trials.jsonl"
+	BestFile          = "best.json"
+	SummaryFile       = "summary.json"
+	LogFile           = "logs/tune.log"
+	ProteusFile       = "proteus_tuned_kernels.json"
+	MnemeTunedFile    = "mneme_tuned_kernels.json"
+	trialsPermissions = 0o644
+)
+
+// CreateResults prepares dir for a new run. A directory that already holds
+// trials is refused, so a finished run is never overwritten by accident.
+func CreateResults(dir string, opts Options) (*Results, error) {
+	if _, err := os.Stat(filepath.Join(dir, TrialsFile)); err == nil {
+		return nil, fmt.Errorf("results directory %s already holds %s: use --resume to continue it, or choose another --output", dir, TrialsFile)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
+		return nil, fmt.Errorf("results directory %s: %w", dir, err)
+	}
+	r := &Results{Dir: dir}
+	if err := r.WriteJSON(ConfigFile, opts); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, TrialsFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, trialsPermissions)
+	if err != nil {
+		return nil, fmt.Errorf("results directory %s: %w", dir, err)
+	}
+	r.trials = f
+	return r, nil
+}
+
+// ResumeResults reopens dir: it refuses changed key options (listing them),
+// reads the finished trials back (dropping a torn last line, which a crash
+// mid-write leaves) and appends from there.
+func ResumeResults(dir string, opts Options) (*Results, []Trial, error) {
+	var old Options
+	data, err := os.ReadFile(filepath.Join(dir, ConfigFile))
+	if err != nil {
+		return nil, nil, fmt.Errorf("--resume: %w", err)
+	}
+	if err := json.Unmarshal(data, &old); err != nil {
+		return nil, nil, fmt.Errorf("--resume: %s: %v", filepath.Join(dir, ConfigFile), err)
+	}
+	if ch := KeyChanges(old, opts); len(ch) > 0 {
+		return nil, nil, fmt.Errorf("--resume: %s was tuned with other key options; changed: %s (start a new --output, or use the old values)", dir, strings.Join(ch, "; "))
+	}
+	path := filepath.Join(dir, TrialsFile)
+	trials, good, err := ReadTrials(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := os.Truncate(path, good); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, nil, fmt.Errorf("--resume: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
+		return nil, nil, err
+	}
+	r := &Results{Dir: dir}
+	if err := r.WriteJSON(ConfigFile, opts); err != nil {
+		return nil, nil, err
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, trialsPermissions)
+	if err != nil {
+		return nil, nil, err
+	}
+	r.trials = f
+	return r, trials, nil
+}
+
+// ReadTrials reads trials.jsonl. A last line that is incomplete or does not
+// parse is a torn write and is dropped; a bad line before it is an error
+// naming the line. good is the byte length of the intact prefix.
+func ReadTrials(path string) (trials []Trial, good int64, err error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	off := 0
+	for line := 1; off < len(data); line++ {
+		end := bytes.IndexByte(data[off:], '\n')
+		last := end < 0
+		if last {
+			end = len(data) - off
+		}
+		text := bytes.TrimSpace(data[off : off+end])
+		var t Trial
+		if len(text) > 0 {
+			if err := json.Unmarshal(text, &t); err != nil {
+				if last || isLastLine(data[off+end+1:]) {
+					return trials, int64(off), nil // torn by a crash mid-write
+				}
+				return nil, 0, fmt.Errorf("%s:%d: not a trial record: %v", path, line, err)
+			}
+			if last {
+				return trials, int64(off), nil // no newline: the write did not finish
+			}
+			trials = append(trials, t)
+		}
+		off += end + 1
+	}
+	return trials, int64(off), nil
+}
+
+func isLastLine(rest []byte) bool { return len(bytes.TrimSpace(rest)) == 0 }
+
+// AppendTrial writes one trial line and syncs it to disk before returning, so
+// a crash loses at most the trial being written.
+func (r *Results) AppendTrial(t Trial) error {
+	b, err := json.Marshal(t)
+	if err != nil {
+		return fmt.Errorf("trial %d: %w", t.Number, err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, err := r.trials.Write(append(b, '\n')); err != nil {
+		return fmt.Errorf("%s: %w", filepath.Join(r.Dir, TrialsFile), err)
+	}
+	return r.trials.Sync()
+}
+
+// Close closes the trials file.
+func (r *Results) Close() error {
+	if r.trials == nil {
+		return nil
+	}
+	return r.trials.Close()
+}
+
+// WriteJSON writes name (relative to the directory) atomically.
+func (r *Results) WriteJSON(name string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return writeAtomic(filepath.Join(r.Dir, name), append(b, '\n'))
+}
+
+func writeAtomic(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	if _, err := tmp.Write(data); err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+// Best returns the verified trials ordered fastest first.
+func Best(trials []Trial) []Trial {
+	var ok []Trial
+	for _, t := range trials {
+		if t.OK() {
+			ok = append(ok, t)
+		}
+	}
+	sort.SliceStable(ok, func(i, j int) bool { return ok[i].TimeNS < ok[j].TimeNS })
+	return ok
+}
+
+// Summary is summary.json.
+type Summary struct {
+	Kernel          string         `json:"kernel"`
+	Trials          int            `json:"trials"`
+	Statuses        map[string]int `json:"statuses"`
+	BaselineTimeNS  float64        `json:"baseline_time_ns"`
+	BestTimeNS      float64        `json:"best_time_ns,omitempty"`
+	BestSpeedup     float64        `json:"best_speedup,omitempty"`
+	BestTrial       int            `json:"best_trial"`
+	ElapsedSeconds  float64        `json:"elapsed_seconds"`
+	ConfigsPerSec   float64        `json:"configs_per_second"`
+	SpaceSize       int64          `json:"space_size,omitempty"`
+	Sampler         string         `json:"sampler"`
+	Metric          string         `json:"metric"`
+	Objective       string         `json:"objective"`
+	ResumedTrials   int            `json:"resumed_trials,omitempty"`
+	InstanceTunedOn string         `json:"instance"`
+}
+
+// ProteusKernel is one entry of Proteus's PROTEUS_TUNED_KERNELS file.
+type ProteusKernel struct {
+	Pipeline            string `json:"Pipeline"`
+	CodeGen             string `json:"CodeGen"`
+	SpecializeArgs      bool   `json:"SpecializeArgs"`
+	LaunchBounds        bool   `json:"LaunchBounds"`
+	SpecializeDims      bool   `json:"SpecializeDims"`
+	SpecializeDimsRange bool   `json:"SpecializeDimsRange"`
+	OptLevel            string `json:"OptLevel"`
+	CodeGenOptLevel     int    `json:"CodeGenOptLevel"`
+	TunedMaxThreads     int    `json:"TunedMaxThreads"`
+	MinBlocksPerSM      int    `json:"MinBlocksPerSM"`
+}
+
+var optLevelRE = regexp.MustCompile(`^default<O([0-3sz])>$`)
+
+// ProteusEntry converts a configuration to Proteus's schema. Proteus's
+// OptLevel is the level of the default pipeline; a custom pipeline keeps "3"
+// and travels in Pipeline. TunedMaxThreads is -1 without launch bounds, as
+// Proteus's default.
+func ProteusEntry(c spec.Config) ProteusKernel {
+	p := ProteusKernel{Pipeline: c.Passes, CodeGen: "serial", SpecializeArgs: c.Specialize,
+		LaunchBounds: c.SetLaunchBounds, SpecializeDims: c.SpecializeDims, SpecializeDimsRange: c.SpecializeDims,
+		OptLevel: "3", CodeGenOptLevel: c.CodegenOpt, TunedMaxThreads: -1, MinBlocksPerSM: c.MinBlocksPerSM}
+	if m := optLevelRE.FindStringSubmatch(c.Passes); m != nil {
+		p.OptLevel = m[1]
+	}
+	if c.SetLaunchBounds {
+		p.TunedMaxThreads = c.MaxThreads
+	}
+	return p
+}
+
+// TunedKernel is one entry of mneme_tuned_kernels.json, what deployment
+// reads: the whole configuration and where it was tuned.
+type TunedKernel struct {
+	Config         spec.Config `json:"config"`
+	Instance       string      `json:"instance"`
+	StaticHash     string      `json:"static_hash,omitempty"`
+	GPU            string      `json:"gpu,omitempty"`
+	Speedup        float64     `json:"speedup"`
+	TimeNS         float64     `json:"time_ns"`
+	BaselineTimeNS float64     `json:"baseline_time_ns"`
+	Metric         string      `json:"metric"`
+	TunedAt        string      `json:"tuned_at"`
+}
+
+// MergeJSONMap reads name (a JSON object keyed by kernel) if present, sets
+// key to v, and writes it back atomically, so several kernels tuned into the
+// same directory accumulate.
+func (r *Results) MergeJSONMap(name, key string, v any) error {
+	m := map[string]json.RawMessage{}
+	if data, err := os.ReadFile(filepath.Join(r.Dir, name)); err == nil {
+		if err := json.Unmarshal(data, &m); err != nil {
+			return fmt.Errorf("%s: %v", filepath.Join(r.Dir, name), err)
+		}
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	m[key] = b
+	return r.WriteJSON(name, m)
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
