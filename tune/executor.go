@@ -87,11 +87,13 @@ type Executor struct {
 	wg       sync.WaitGroup
 	cancel   context.CancelFunc
 	fatal    error
-	fatalMu  sync.Mutex
-	devices  *DeviceLimits
-	kernel   string
-	started  bool
-	inFlight int
+	// brokenRun counts run workers that could not be restarted.
+	brokenRun int
+	fatalMu   sync.Mutex
+	devices   *DeviceLimits
+	kernel    string
+	started   bool
+	inFlight  int
 }
 
 // Start launches and opens every worker. It fails when no run worker can
@@ -247,6 +249,9 @@ func (w *worker) loop(ctx context.Context, q chan Job, opened chan<- error) {
 	err := w.startOpen(ctx)
 	opened <- err
 	broken := err
+	if err != nil {
+		w.markBroken(err)
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -270,14 +275,25 @@ func (w *worker) loop(ctx context.Context, q chan Job, opened chan<- error) {
 				// The process died with this job: restart it for the next one.
 				if err := w.startOpen(ctx); err != nil {
 					broken = err
-					w.ex.fatalMu.Lock()
-					if w.ex.fatal == nil {
-						w.ex.fatal = err
-					}
-					w.ex.fatalMu.Unlock()
+					w.markBroken(err)
 				}
 			}
 		}
+	}
+}
+
+// markBroken records a worker that gave up; when every run worker has, the
+// executor's Err says so and the study stops.
+func (w *worker) markBroken(err error) {
+	w.ex.logf("%s %d (gpu %d) gave up: %v", w.role(), w.id, w.gpu, err)
+	if w.compileOnly {
+		return
+	}
+	w.ex.fatalMu.Lock()
+	defer w.ex.fatalMu.Unlock()
+	w.ex.brokenRun++
+	if w.ex.brokenRun == len(w.ex.GPUs)*w.ex.WorkersPerGPU {
+		w.ex.fatal = fmt.Errorf("%w: %v", errAllBroken, err)
 	}
 }
 
