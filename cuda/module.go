@@ -124,8 +124,8 @@ type FuncAttrs struct {
 	ConstBytes         int // user constant memory
 	SharedBytes        int // static shared memory
 	MaxThreadsPerBlock int // the largest block this kernel can launch with
-	PTXVersion         int // e.g. 88 for PTX 8.8
-	BinaryVersion      int // e.g. 90 for sm_90
+	PTXVersion         int // the virtual architecture compiled for, e.g. 90 for compute_90
+	BinaryVersion      int // the binary architecture, e.g. 90 for sm_90
 	MaxDynamicShared   int
 }
 
