@@ -378,6 +378,7 @@ static int load_runtime(int init_cuda) {
         }
         if (init_cuda)
           __real_cudaFree(NULL);
+        host_api.cuda_initialized = init_cuda;
         if (init(&host_api) != 0)
           load_failed("the runtime library failed to start", NULL);
         else

@@ -66,6 +66,9 @@ struct mneme_var_reg {
  * symbol, or it would intercept itself). */
 struct mneme_host_api {
   int abi_version;
+  /* 0 when the library is loaded only at exit, before the application made
+   * any CUDA call: it must then make none either. */
+  int cuda_initialized;
   const char *ir_start; /* __start_mneme_ir, or NULL when absent */
   size_t ir_size;
 

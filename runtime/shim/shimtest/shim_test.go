@@ -1,0 +1,188 @@
+package shimtest
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	mnemert "github.com/mneme-gpu/mneme/runtime"
+)
+
+// build compiles the stand-in runtime as a shared library (as libcudart.so
+// is) and links a program from srcs with or without the shim.
+type build struct {
+	t       testing.TB
+	dir     string
+	cc      string
+	standin string
+}
+
+func newBuild(t testing.TB) *build {
+	t.Helper()
+	cc, err := exec.LookPath("cc")
+	if err != nil {
+		t.Skip("no C compiler: ", err)
+	}
+	b := &build{t: t, dir: t.TempDir(), cc: cc}
+	b.standin = filepath.Join(b.dir, "libcudart_standin.so")
+	b.run(cc, "-O2", "-fPIC", "-shared", "-o", b.standin, "testdata/cudart_standin.c")
+	b.run(cc, "-O2", "-fPIC", "-Wall", "-Werror", "-c", "../mneme_shim.c", "-o", filepath.Join(b.dir, "mneme_shim.o"))
+	return b
+}
+
+func (b *build) run(name string, args ...string) string {
+	b.t.Helper()
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		b.t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// link builds src into a program, with the shim and the wrap flags when
+// wrapped, the way the compiler wrapper links applications.
+func (b *build) link(out, src string, wrapped bool) string {
+	exe := filepath.Join(b.dir, out)
+	args := []string{"-O2", "-o", exe, src}
+	if wrapped {
+		args = append(args, "-Wl,--whole-archive", filepath.Join(b.dir, "mneme_shim.o"), "-Wl,--no-whole-archive", mnemert.WrapLinkFlag())
+	}
+	args = append(args, b.standin, "-Wl,-rpath,"+b.dir, "-ldl", "-lpthread")
+	b.run(b.cc, args...)
+	return exe
+}
+
+func runProgram(t *testing.T, exe string, env ...string) (stdout, stderr string) {
+	t.Helper()
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), env...)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s: %v\nstdout:\n%s\nstderr:\n%s", exe, err, o.String(), e.String())
+	}
+	return o.String(), e.String()
+}
+
+// TestForwardingIsTransparent: a program linked with the shim prints exactly
+// what it prints without it, so every argument and return value (launch
+// geometry, arguments, streams, error codes, pointers, pitches) passed
+// through unchanged, and the shim writes nothing.
+func TestForwardingIsTransparent(t *testing.T) {
+	b := newBuild(t)
+	plain := b.link("app_plain", "testdata/app.c", false)
+	wrapped := b.link("app_wrapped", "testdata/app.c", true)
+	want, _ := runProgram(t, plain)
+	got, stderr := runProgram(t, wrapped, "MNEME_RECORD=")
+	if got != want {
+		t.Fatalf("output differs with the shim:\n--- plain\n%s--- wrapped\n%s", want, got)
+	}
+	if stderr != "" {
+		t.Errorf("the shim wrote to stderr while not recording: %q", stderr)
+	}
+	for _, line := range []string{"grid=9,2,1 block=128,1,1 arg0=42 shared=64 stream=0x5", "ret 2", "launch_ptsz", "malloc big 2", "pitch 0 ", " 256\n", "free 0 1 1 3"} {
+		if !strings.Contains(want, line) {
+			t.Errorf("the stand-in output lacks %q; the test no longer checks what it claims:\n%s", line, want)
+		}
+	}
+	// The wrapper must really be in the path: its symbols are linked in.
+	nm, err := exec.LookPath("nm")
+	if err == nil {
+		syms := b.run(nm, wrapped)
+		for _, s := range mnemert.WrappedSymbols {
+			if !strings.Contains(syms, "__wrap_"+s+"\n") {
+				t.Errorf("__wrap_%s not linked into the program", s)
+			}
+		}
+	}
+}
+
+// TestRecordingWithoutDriver loads the real runtime library into a wrapped
+// program on a machine without a CUDA driver: the program must still behave
+// identically, and the status file must report the registrations and why
+// nothing could be recorded.
+func TestRecordingWithoutDriver(t *testing.T) {
+	if _, err := exec.LookPath("llvm-config-22"); err != nil {
+		t.Skip("llvm-config-22 not found: the runtime library links LLVM 22")
+	}
+	if _, err := os.Stat("/usr/lib/x86_64-linux-gnu/libcuda.so.1"); err == nil {
+		t.Skip("a CUDA driver is installed; the GPU tests cover recording")
+	}
+	b := newBuild(t)
+	lib := filepath.Join(b.dir, "libmneme_rt.so")
+	cppflags := strings.TrimSpace(b.run("llvm-config-22", "--cppflags"))
+	ldflags := strings.TrimSpace(b.run("llvm-config-22", "--ldflags"))
+	gobuild := exec.Command("go", "build", "-buildmode=c-shared", "-o", lib, "../../librt")
+	gobuild.Env = append(os.Environ(), "CGO_CPPFLAGS="+cppflags, "CGO_LDFLAGS="+ldflags+" -lLLVM-22")
+	if out, err := gobuild.CombinedOutput(); err != nil {
+		t.Fatalf("building the runtime library: %v\n%s", err, out)
+	}
+	plain := b.link("app_plain", "testdata/app.c", false)
+	wrapped := b.link("app_wrapped", "testdata/app.c", true)
+	want, _ := runProgram(t, plain)
+	rdb := filepath.Join(b.dir, "rdb")
+	got, stderr := runProgram(t, wrapped, "MNEME_RECORD=1", "MNEME_RDB="+rdb, "MNEME_RT_LIB="+lib)
+	if got != want {
+		t.Fatalf("output differs while recording without a driver:\n--- plain\n%s--- recording\n%s", want, got)
+	}
+	if !strings.Contains(stderr, "recording disabled") {
+		t.Errorf("stderr does not say recording is disabled: %q", stderr)
+	}
+	data, err := os.ReadFile(filepath.Join(rdb, ".mneme-record.status"))
+	if err != nil {
+		t.Fatalf("no status file: %v (stderr %q)", err, stderr)
+	}
+	var st struct {
+		Fatbinaries       int      `json:"fatbinaries"`
+		KernelsRegistered int      `json:"kernels_registered"`
+		GlobalsRegistered int      `json:"globals_registered"`
+		Errors            []string `json:"errors"`
+	}
+	if err := json.Unmarshal(data, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Fatbinaries != 1 || st.KernelsRegistered != 2 || st.GlobalsRegistered != 1 {
+		t.Errorf("registrations %+v, want 1 fat binary, 2 kernels, 1 global", st)
+	}
+	if len(st.Errors) != 1 || !strings.Contains(st.Errors[0], "no kernel can be recorded") {
+		t.Errorf("status errors %q", st.Errors)
+	}
+}
+
+var nsPerLaunch = regexp.MustCompile(`([0-9.]+) ns/launch`)
+
+// BenchmarkForwardedLaunch reports what the shim adds to one launch when
+// not recording: the same loop of launches linked with and without it,
+// against a runtime whose launch does nothing. The wrapped-minus-plain
+// figure is the shim's cost (target: well under 1 µs).
+func BenchmarkForwardedLaunch(b *testing.B) {
+	bd := newBuild(b)
+	plain := bd.link("bench_plain", "../bench/forward_bench.c", false)
+	wrapped := bd.link("bench_wrapped", "../bench/forward_bench.c", true)
+	n := max(b.N, 1000000)
+	b.ResetTimer()
+	p := measure(b, plain, n)
+	w := measure(b, wrapped, n)
+	b.ReportMetric(p, "ns/plain-launch")
+	b.ReportMetric(w, "ns/wrapped-launch")
+	b.ReportMetric(w-p, "ns/added")
+}
+
+func measure(b *testing.B, exe string, n int) float64 {
+	out, err := exec.Command(exe, strconv.Itoa(n)).CombinedOutput()
+	if err != nil {
+		b.Fatalf("%s: %v\n%s", exe, err, out)
+	}
+	m := nsPerLaunch.FindStringSubmatch(string(out))
+	if m == nil {
+		b.Fatalf("%s printed %q", exe, out)
+	}
+	v, _ := strconv.ParseFloat(m[1], 64)
+	return v
+}
