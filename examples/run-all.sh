@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Runs every example built by build-all.sh in each OUTDIR given and checks that
+# each exits 0 and prints the same stdout in every build (plain vs wrapper vs
+# CMake). Usage: examples/run-all.sh OUTDIR...
+set -uo pipefail
+[ $# -ge 1 ] || { echo "usage: run-all.sh OUTDIR..." >&2; exit 2; }
+examples="vecadd stencil2d spmv devglobal dynshared saxpy_inplace scalarsweep pointers"
+bad=0
+for n in $examples; do
+  ref=""
+  for dir in "$@"; do
+    exe="$dir/$n/$n"
+    if [ ! -x "$exe" ]; then echo "MISSING $exe"; bad=1; continue; fi
+    got=$("$exe" 2>"$dir/$n.stderr"); rc=$?
+    echo "$(basename "$dir") $n rc=$rc: $got"
+    if [ $rc -ne 0 ]; then bad=1; sed 's/^/  stderr: /' "$dir/$n.stderr"; fi
+    if [ -z "$ref" ]; then ref=$got; elif [ "$got" != "$ref" ]; then echo "DIFFERS from $1: $n"; bad=1; fi
+  done
+done
+[ $bad -eq 0 ] && echo "run-all: all examples passed and agree" || { echo "run-all: FAILURES" >&2; exit 1; }
