@@ -494,10 +494,10 @@ func TestGPUEventAndCUPTITiming(t *testing.T) {
 		}
 		seen[r.CorrelationID] = true
 	}
-	// CUPTI's kernel-only time cannot exceed the event time by much; both
-	// measure the same kernel size.
-	if ratio := float64(recs[0].Duration()) / float64(d.Nanoseconds()); ratio > 3 || ratio < 0.2 {
-		t.Fatalf("CUPTI %d ns vs event %v: implausible ratio %.2f", recs[0].Duration(), d, ratio)
+	// Kernel-only time excludes launch latency, which events include, so it
+	// cannot be much above the event time of the same kernel.
+	if float64(recs[0].Duration()) > 1.5*float64(d.Nanoseconds()) {
+		t.Fatalf("CUPTI %d ns exceeds the event time %v of the same kernel", recs[0].Duration(), d)
 	}
 	if again, err := timer.Flush(); err != nil || len(again) != 0 {
 		t.Fatalf("second Flush = %d records, %v; want none", len(again), err)
