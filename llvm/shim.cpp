@@ -1,0 +1,389 @@
+// C++ helpers for the Go binding: LLVM fatal errors turned into error
+// messages, and the few module edits LLVM's C API has no call for.
+//
+// Why a trap of our own rather than llvm::CrashRecoveryContext: in LLVM 22
+// report_fatal_error calls the installed handler and then abort() or exit(1)
+// directly, and CrashRecoveryContext::RunSafely only arms its jump buffer
+// after CrashRecoveryContext::Enable(), which installs SIGSEGV/SIGBUS/SIGABRT
+// handlers that would replace the Go runtime's. So the fatal-error handler
+// installed here never returns into LLVM: it records the message and
+// longjmps back to the guarded entry point on the same thread. Objects on the
+// abandoned LLVM frames are leaked, which is the same trade-off clang's crash
+// recovery makes; the Go side stops using a module after such an error.
+#include "shim.h"
+
+#include <llvm-c/BitReader.h>
+#include <llvm-c/Error.h>
+#include <llvm-c/IRReader.h>
+#include <llvm-c/Target.h>
+#include <llvm-c/Transforms/PassBuilder.h>
+
+#include <llvm/IR/Constants.h>
+#include <llvm/IR/Function.h>
+#include <llvm/IR/GlobalValue.h>
+#include <llvm/IR/Metadata.h>
+#include <llvm/IR/Module.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/MC/MCSubtargetInfo.h>
+#include <llvm/MC/TargetRegistry.h>
+#include <llvm/Support/ErrorHandling.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/TargetParser/Triple.h>
+#include <llvm/Transforms/Utils/Cloning.h>
+#include <llvm/Transforms/Utils/ModuleUtils.h>
+
+#include <csetjmp>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+
+using namespace llvm;
+
+namespace {
+
+// One trap per OS thread; a Go goroutine stays on its thread for the whole
+// of one cgo call, which is the trap's whole lifetime.
+struct Trap {
+  std::jmp_buf jump;
+  bool armed = false;
+  std::string fatal;       // message of the fatal error that sprang the trap
+  std::string diagnostics; // error diagnostics reported while armed
+};
+thread_local Trap trap;
+
+void onFatalError(void *, const char *reason, bool) {
+  if (trap.armed) {
+    trap.armed = false;
+    trap.fatal = reason ? reason : "unknown fatal error";
+    std::longjmp(trap.jump, 1);
+  }
+  // Not inside a guarded call: report as LLVM would; LLVM then exits.
+  std::fprintf(stderr, "LLVM ERROR: %s\n", reason ? reason : "");
+}
+
+void onDiagnostic(LLVMDiagnosticInfoRef info, void *) {
+  // Warnings and remarks are dropped: a library must not print, and LLVM's
+  // default handler would call exit(1) on an error.
+  if (LLVMGetDiagInfoSeverity(info) != LLVMDSError || !trap.armed)
+    return;
+  char *text = LLVMGetDiagInfoDescription(info);
+  if (!trap.diagnostics.empty())
+    trap.diagnostics += "; ";
+  trap.diagnostics += text ? text : "unknown error";
+  LLVMDisposeMessage(text);
+}
+
+std::once_flag setupOnce;
+
+void setup() {
+  std::call_once(setupOnce, [] {
+    install_fatal_error_handler(onFatalError, nullptr);
+    LLVMInitializeNVPTXTargetInfo();
+    LLVMInitializeNVPTXTarget();
+    LLVMInitializeNVPTXTargetMC();
+    LLVMInitializeNVPTXAsmPrinter();
+  });
+}
+
+char *copyMessage(const std::string &s) {
+  char *out = static_cast<char *>(std::malloc(s.size() + 1));
+  if (out) {
+    std::memcpy(out, s.data(), s.size());
+    out[s.size()] = 0;
+  }
+  return out;
+}
+
+// guarded runs body with the fatal-error trap armed. body returns an error
+// message or the empty string; error diagnostics collected while it ran are
+// appended, so a diagnostic that LLVM did not treat as a failure still fails
+// the call.
+template <typename Body> char *guarded(Body &&body) {
+  setup();
+  if (trap.armed)
+    return copyMessage("internal error: nested guarded LLVM call");
+  trap.fatal.clear();
+  trap.diagnostics.clear();
+  if (setjmp(trap.jump) != 0) {
+    std::string msg = "LLVM fatal error: " + trap.fatal;
+    if (!trap.diagnostics.empty())
+      msg += " (" + trap.diagnostics + ")";
+    return copyMessage(msg);
+  }
+  trap.armed = true;
+  std::string err = body();
+  trap.armed = false;
+  if (!trap.diagnostics.empty()) {
+    if (err.empty())
+      err = trap.diagnostics;
+    else if (err.find(trap.diagnostics) == std::string::npos)
+      err += ": " + trap.diagnostics;
+  }
+  return err.empty() ? nullptr : copyMessage(err);
+}
+
+std::string takeMessage(char *msg) {
+  std::string s = msg ? msg : "";
+  if (msg)
+    LLVMDisposeMessage(msg);
+  return s;
+}
+
+} // namespace
+
+extern "C" {
+
+LLVMContextRef mn_context_create(void) {
+  setup();
+  LLVMContextRef ctx = LLVMContextCreate();
+  LLVMContextSetDiagnosticHandler(ctx, onDiagnostic, nullptr);
+  return ctx;
+}
+
+char *mn_parse_bitcode(LLVMContextRef ctx, const char *data, size_t len,
+                       const char *name, LLVMModuleRef *out) {
+  *out = nullptr;
+  return guarded([&]() -> std::string {
+    LLVMMemoryBufferRef buf =
+        LLVMCreateMemoryBufferWithMemoryRangeCopy(data, len, name);
+    LLVMBool failed = LLVMParseBitcodeInContext2(ctx, buf, out);
+    LLVMDisposeMemoryBuffer(buf);
+    if (failed) {
+      *out = nullptr;
+      return trap.diagnostics.empty() ? "unreadable bitcode" : "";
+    }
+    return "";
+  });
+}
+
+char *mn_parse_ir(LLVMContextRef ctx, const char *text, size_t len,
+                  const char *name, LLVMModuleRef *out) {
+  *out = nullptr;
+  return guarded([&]() -> std::string {
+    // The IR parser takes ownership of the buffer; the copy is
+    // NUL-terminated, which the lexer relies on.
+    LLVMMemoryBufferRef buf =
+        LLVMCreateMemoryBufferWithMemoryRangeCopy(text, len, name);
+    char *msg = nullptr;
+    if (LLVMParseIRInContext(ctx, buf, out, &msg)) {
+      *out = nullptr;
+      std::string s = takeMessage(msg);
+      return s.empty() ? "unreadable IR" : s;
+    }
+    return "";
+  });
+}
+
+char *mn_verify(LLVMModuleRef m) {
+  return guarded([&]() -> std::string {
+    std::string text;
+    raw_string_ostream os(text);
+    if (verifyModule(*unwrap(m), &os))
+      return text.empty() ? "invalid module" : text;
+    return "";
+  });
+}
+
+char *mn_run_passes(LLVMModuleRef m, const char *pipeline,
+                    LLVMTargetMachineRef tm) {
+  return guarded([&]() -> std::string {
+    LLVMPassBuilderOptionsRef opts = LLVMCreatePassBuilderOptions();
+    LLVMErrorRef err = LLVMRunPasses(m, pipeline, tm, opts);
+    LLVMDisposePassBuilderOptions(opts);
+    if (err)
+      return takeMessage(LLVMGetErrorMessage(err));
+    return "";
+  });
+}
+
+char *mn_create_target_machine(const char *triple, const char *cpu,
+                               const char *features, int opt_level,
+                               LLVMTargetMachineRef *out) {
+  *out = nullptr;
+  return guarded([&]() -> std::string {
+    LLVMTargetRef target = nullptr;
+    char *msg = nullptr;
+    if (LLVMGetTargetFromTriple(triple, &target, &msg))
+      return takeMessage(msg);
+    LLVMTargetMachineOptionsRef opts = LLVMCreateTargetMachineOptions();
+    LLVMTargetMachineOptionsSetCPU(opts, cpu);
+    LLVMTargetMachineOptionsSetFeatures(opts, features);
+    LLVMTargetMachineOptionsSetCodeGenOptLevel(
+        opts, static_cast<LLVMCodeGenOptLevel>(opt_level));
+    *out = LLVMCreateTargetMachineWithOptions(target, triple, opts);
+    LLVMDisposeTargetMachineOptions(opts);
+    if (!*out)
+      return "cannot create a target machine";
+    return "";
+  });
+}
+
+char *mn_emit_assembly(LLVMTargetMachineRef tm, LLVMModuleRef m,
+                       LLVMMemoryBufferRef *out) {
+  *out = nullptr;
+  return guarded([&]() -> std::string {
+    char *msg = nullptr;
+    if (LLVMTargetMachineEmitToMemoryBuffer(tm, m, LLVMAssemblyFile, &msg,
+                                            out)) {
+      *out = nullptr;
+      std::string s = takeMessage(msg);
+      return s.empty() ? "code generation failed" : s;
+    }
+    if (msg)
+      LLVMDisposeMessage(msg);
+    return "";
+  });
+}
+
+char *mn_provoke_fatal_error(const char *message) {
+  return guarded([&]() -> std::string {
+    report_fatal_error(Twine(message), /*gen_crash_diag=*/true);
+    return "report_fatal_error returned";
+  });
+}
+
+char *mn_check_subtarget(const char *triple, const char *cpu,
+                         const char *features) {
+  return guarded([&]() -> std::string {
+    std::string error;
+    Triple tt(triple);
+    const Target *target = TargetRegistry::lookupTarget(tt, error);
+    if (!target)
+      return error;
+    // An empty CPU makes LLVM look nothing up, so nothing is printed.
+    std::unique_ptr<MCSubtargetInfo> sti(
+        target->createMCSubtargetInfo(tt, "", ""));
+    if (!sti)
+      return "no subtarget information for " + std::string(triple);
+    if (!sti->isCPUStringValid(cpu)) {
+      std::string known;
+      for (const auto &p : sti->getAllProcessorDescriptions())
+        known += (known.empty() ? "" : " ") + std::string(p.Key);
+      return "unknown GPU architecture \"" + std::string(cpu) +
+             "\" (LLVM knows: " + known + ")";
+    }
+    StringRef rest(features);
+    while (!rest.empty()) {
+      auto [item, tail] = rest.split(',');
+      rest = tail;
+      StringRef name = item.trim();
+      if (name.empty())
+        continue;
+      if (name.front() == '+' || name.front() == '-')
+        name = name.drop_front();
+      bool found = false;
+      for (const auto &f : sti->getAllProcessorFeatures())
+        if (name == f.Key)
+          found = true;
+      if (!found) {
+        std::string known;
+        for (const auto &f : sti->getAllProcessorFeatures())
+          if (StringRef(f.Key).starts_with("ptx"))
+            known += (known.empty() ? "" : " ") + std::string(f.Key);
+        return "unknown target feature \"" + name.str() +
+               "\" (PTX versions LLVM knows: " + known + ")";
+      }
+    }
+    return "";
+  });
+}
+
+void mn_drop_from_used_lists(LLVMModuleRef m, LLVMValueRef *globals,
+                             size_t n) {
+  SmallPtrSet<GlobalValue *, 32> drop;
+  for (size_t i = 0; i < n; i++)
+    drop.insert(cast<GlobalValue>(unwrap(globals[i])));
+  removeFromUsedLists(*unwrap(m), [&](Constant *c) {
+    auto *gv = dyn_cast<GlobalValue>(c->stripPointerCasts());
+    return gv && drop.count(gv);
+  });
+}
+
+size_t mn_llvm_used(LLVMModuleRef m, LLVMValueRef *out, size_t cap) {
+  SmallVector<GlobalValue *, 8> used;
+  collectUsedGlobalVariables(*unwrap(m), used, /*CompilerUsed=*/false);
+  for (size_t i = 0; i < used.size() && i < cap; i++)
+    out[i] = wrap(used[i]);
+  return used.size();
+}
+
+void mn_erase_globals(LLVMModuleRef m, LLVMValueRef *globals, size_t n) {
+  Module &mod = *unwrap(m);
+  SmallPtrSet<GlobalValue *, 32> dead;
+  for (size_t i = 0; i < n; i++)
+    dead.insert(cast<GlobalValue>(unwrap(globals[i])));
+  mn_drop_from_used_lists(m, globals, n);
+  if (NamedMDNode *ann = mod.getNamedMetadata("nvvm.annotations")) {
+    SmallVector<MDNode *, 8> keep;
+    for (MDNode *node : ann->operands()) {
+      GlobalValue *gv = nullptr;
+      if (node->getNumOperands() > 0)
+        gv = mdconst::dyn_extract_or_null<GlobalValue>(node->getOperand(0));
+      if (!gv || !dead.count(gv))
+        keep.push_back(node);
+    }
+    ann->clearOperands();
+    for (MDNode *node : keep)
+      ann->addOperand(node);
+  }
+  // Drop every reference first so the dead values may refer to each other.
+  for (GlobalValue *gv : dead) {
+    if (auto *fn = dyn_cast<Function>(gv))
+      fn->dropAllReferences();
+    else if (auto *var = dyn_cast<GlobalVariable>(gv))
+      var->setInitializer(nullptr);
+    else if (auto *alias = dyn_cast<GlobalAlias>(gv))
+      alias->setAliasee(nullptr);
+    else if (auto *ifunc = dyn_cast<GlobalIFunc>(gv))
+      ifunc->setResolver(nullptr);
+  }
+  for (GlobalValue *gv : dead) {
+    gv->removeDeadConstantUsers();
+    if (!gv->use_empty())
+      gv->replaceAllUsesWith(PoisonValue::get(gv->getType()));
+  }
+  for (GlobalValue *gv : dead)
+    gv->eraseFromParent();
+}
+
+LLVMValueRef mn_clone_function(LLVMValueRef f, const char *name) {
+  Function *fn = cast<Function>(unwrap(f));
+  ValueToValueMapTy map;
+  Function *clone = CloneFunction(fn, map);
+  clone->setName(name);
+  clone->setLinkage(GlobalValue::InternalLinkage);
+  clone->setVisibility(GlobalValue::DefaultVisibility);
+  clone->setDLLStorageClass(GlobalValue::DefaultStorageClass);
+  return wrap(clone);
+}
+
+size_t mn_annotated_kernels(LLVMModuleRef m, LLVMValueRef *out, size_t cap) {
+  NamedMDNode *ann = unwrap(m)->getNamedMetadata("nvvm.annotations");
+  if (!ann)
+    return 0;
+  size_t n = 0;
+  for (MDNode *node : ann->operands()) {
+    if (node->getNumOperands() < 3)
+      continue;
+    auto *fn = mdconst::dyn_extract_or_null<Function>(node->getOperand(0));
+    if (!fn || fn->isDeclaration())
+      continue;
+    // Operands after the first come in (name, value) pairs.
+    for (unsigned i = 1; i + 1 < node->getNumOperands(); i += 2) {
+      auto *key = dyn_cast_or_null<MDString>(node->getOperand(i));
+      auto *val = mdconst::dyn_extract_or_null<ConstantInt>(node->getOperand(i + 1));
+      if (key && val && key->getString() == "kernel" && val->isOne()) {
+        if (n < cap)
+          out[n] = wrap(fn);
+        n++;
+        break;
+      }
+    }
+  }
+  return n;
+}
+
+} // extern "C"
