@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -37,6 +38,10 @@ func recordOnGPU(t testing.TB, l *fixture.Launch) string {
 	needGPU(t)
 	ir := testIR(t)
 	dir := t.TempDir()
+	// MNEME_REPLAY_TEST_DBDIR keeps the recordings, for trying the CLI on them.
+	if keep := os.Getenv("MNEME_REPLAY_TEST_DBDIR"); keep != "" {
+		dir = filepath.Join(keep, strings.ReplaceAll(t.Name(), "/", "_"))
+	}
 	if _, err := fixture.Record(dir, ir, l); err != nil {
 		t.Fatalf("recording %s: %v", l.Kernel, err)
 	}
