@@ -9,7 +9,8 @@ import (
 
 // BenchmarkColdCompile measures a full compile of a vector-add-sized kernel:
 // parse, O3, NVPTX codegen and, with a GPU, the driver JIT (ptxas). Each
-// iteration uses a new key so no cache can answer. Target: <= 25 ms.
+// iteration uses a new key so no cache of ours can answer; run it with
+// CUDA_CACHE_DISABLE=1 so the driver's JIT cache cannot either. Target: <= 25 ms.
 func BenchmarkColdCompile(b *testing.B) {
 	c := benchCompiler(b)
 	ir := testIR(b)

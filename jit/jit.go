@@ -361,7 +361,11 @@ func (c *Compiler) link(out *Output, cfg spec.Config, arch string) error {
 	out.ObjSize = len(res.Cubin)
 	out.PtxasLog = res.InfoLog
 	out.PtxasOptions = res.Options
-	parsePtxasInfo(res.InfoLog, out)
+	if st, ok := res.Stats(out.Kernel); ok {
+		out.Registers, out.StackBytes = st.Registers, st.StackFrame
+		out.SpillStores, out.SpillLoads = st.SpillStores, st.SpillLoads
+		out.SharedBytes, out.ConstBytes, out.LocalBytes = st.SharedBytes, st.ConstBytes, st.LocalBytes
+	}
 	return nil
 }
 
