@@ -128,7 +128,7 @@ func (e *Executor) Start(ctx context.Context) error {
 	e.runQ = make(chan Job, 1<<16)
 	e.compileQ = make(chan Job, 1<<16)
 	e.results = make(chan JobResult, 1<<16)
-	opened := make(chan error, n+e.CompileWorkers)
+	opened := make(chan openOutcome, n+e.CompileWorkers)
 	id := 0
 	for _, gpu := range e.GPUs {
 		for range e.WorkersPerGPU {
@@ -144,20 +144,21 @@ func (e *Executor) Start(ctx context.Context) error {
 		e.wg.Add(1)
 		go w.loop(ctx, e.compileQ, opened)
 	}
-	var firstErr error
-	ok := 0
+	// Compile workers need no GPU; without one open run worker nothing can run.
+	var runErr error
+	runOK := 0
 	for range n + e.CompileWorkers {
-		if err := <-opened; err != nil {
-			if firstErr == nil {
-				firstErr = err
-			}
-		} else {
-			ok++
+		o := <-opened
+		switch {
+		case o.err != nil && !o.compileOnly && runErr == nil:
+			runErr = o.err
+		case o.err == nil && !o.compileOnly:
+			runOK++
 		}
 	}
-	if ok == 0 && firstErr != nil {
+	if runOK == 0 {
 		e.Close()
-		return firstErr
+		return runErr
 	}
 	e.started = true
 	return nil
@@ -220,6 +221,11 @@ func (e *Executor) deliver(r JobResult) {
 	e.results <- r
 }
 
+type openOutcome struct {
+	err         error
+	compileOnly bool
+}
+
 // worker is one process slot: it (re)starts its process as needed.
 type worker struct {
 	ex          *Executor
@@ -243,11 +249,11 @@ func (w *worker) role() string {
 // loop serves jobs from q until ctx ends. A worker that cannot open after
 // MaxOpenFailures attempts answers its remaining jobs with internal_error
 // rather than dropping them.
-func (w *worker) loop(ctx context.Context, q chan Job, opened chan<- error) {
+func (w *worker) loop(ctx context.Context, q chan Job, opened chan<- openOutcome) {
 	defer w.ex.wg.Done()
 	defer w.stop()
 	err := w.startOpen(ctx)
-	opened <- err
+	opened <- openOutcome{err: err, compileOnly: w.compileOnly}
 	broken := err
 	if err != nil {
 		w.markBroken(err)

@@ -300,11 +300,14 @@ func (r *Results) Close() error {
 
 // WriteJSON writes name (relative to the directory) atomically.
 func (r *Results) WriteJSON(name string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // pipelines are written default<O3>
+	if err := enc.Encode(v); err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
-	return writeAtomic(filepath.Join(r.Dir, name), append(b, '\n'))
+	return writeAtomic(filepath.Join(r.Dir, name), buf.Bytes())
 }
 
 func writeAtomic(path string, data []byte) error {
