@@ -68,6 +68,9 @@ type Options struct {
 	CompileOnly bool
 }
 
+// minReservation is the smallest arena reservation replay asks for.
+const minReservation = 512 << 20
+
 // DefaultIterations is the number of timed launches when Options leave it unset.
 const DefaultIterations = 5
 
@@ -286,7 +289,10 @@ func (s *Session) mapArena() error {
 	if len(maps) == 0 {
 		return nil // the kernel touches no heap memory
 	}
-	size := alignUp(k.VASize, gran)
+	// The driver honours a fixed address only for large reservations
+	// (measured: 256 MiB and more), so a small recorded arena is reserved
+	// with room to spare.
+	size := alignUp(max(k.VASize, minReservation), gran)
 	addr, err := cuda.AddressReserve(size, s.rec.VAddr)
 	if err != nil {
 		return fmt.Errorf("the recording's device memory lives at 0x%x..0x%x, and that address range cannot be reserved in this process (is another arena or allocation there?): %w",

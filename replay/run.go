@@ -169,9 +169,11 @@ func (s *Session) Run(cfg spec.Config) (*spec.Result, error) {
 	}
 
 	// First run, from the prologue, verified.
-	resets, globals := s.resetPlan(lk, s.trusted)
+	// Every global is restored: a freshly loaded module holds its
+	// initializers, not the recorded values.
+	resets, _ := s.resetPlan(lk, s.trusted)
 	s.trusted = false // until this run shows the kernel writes only what it should
-	if err := s.resetAll(resets, globals); err != nil {
+	if err := s.resetAll(resets, lk.globals); err != nil {
 		return s.deviceFailure(res, err)
 	}
 	if err := lk.fn.Launch(cfg.Grid, cfg.Block, cfg.SharedMem, s.stream, s.rec.Args); err != nil {
@@ -192,7 +194,7 @@ func (s *Session) Run(cfg spec.Config) (*spec.Result, error) {
 
 	// Timed runs: a partial reset only when this run showed it is enough.
 	partialOK := safe && !s.opts.FullReset
-	resets, globals = s.resetPlan(lk, partialOK)
+	resets, globals := s.resetPlan(lk, partialOK)
 	if err := s.timedRuns(res, lk, cfg, resets, globals); err != nil {
 		if errors.Is(err, errLaunch) {
 			return s.launchFailure(res, errors.Unwrap(err))
