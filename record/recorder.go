@@ -143,6 +143,17 @@ func (r *Recorder) Status() Status {
 	return s
 }
 
+// Wants reports whether launches of k are to be recorded (--kernels).
+func (r *Recorder) Wants(k Kernel) bool { return r.cfg.Selects(k.Name, k.Demangled) }
+
+// ReportError reports a problem found outside the recorder (in the runtime
+// library) on stderr and in the status file.
+func (r *Recorder) ReportError(msg string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.reportError(msg)
+}
+
 // reportError logs msg to the application's stderr and the status file.
 func (r *Recorder) reportError(msg string) {
 	fmt.Fprintln(r.cfg.Log, "mneme record:", msg)
