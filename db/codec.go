@@ -96,17 +96,20 @@ func tryZstd(raw []byte) ([]byte, *[]byte, bool) {
 func shuffle4(dst, src []byte) {
 	n := len(src) / 4
 	p0, p1, p2, p3 := dst[:n], dst[n:2*n], dst[2*n:3*n], dst[3*n:4*n]
+	src = src[:4*n]
 	for i := 0; i < n; i++ {
-		v := binary.LittleEndian.Uint32(src[4*i:])
-		p0[i], p1[i], p2[i], p3[i] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
+		w := src[4*i : 4*i+4 : 4*i+4]
+		p0[i], p1[i], p2[i], p3[i] = w[0], w[1], w[2], w[3]
 	}
 }
 
 func unshuffle4(dst, src []byte) {
 	n := len(dst) / 4
 	p0, p1, p2, p3 := src[:n], src[n:2*n], src[2*n:3*n], src[3*n:4*n]
+	dst = dst[:4*n]
 	for i := 0; i < n; i++ {
-		binary.LittleEndian.PutUint32(dst[4*i:], uint32(p0[i])|uint32(p1[i])<<8|uint32(p2[i])<<16|uint32(p3[i])<<24)
+		w := dst[4*i : 4*i+4 : 4*i+4]
+		w[0], w[1], w[2], w[3] = p0[i], p1[i], p2[i], p3[i]
 	}
 }
 
