@@ -19,8 +19,9 @@ import (
 // their inputs.
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
-		"mneme":        func() { os.Exit(run(os.Args[1:])) },
-		"mneme-testdb": func() { os.Exit(writeTestDB(os.Args[1:])) },
+		"mneme":         func() { os.Exit(run(os.Args[1:])) },
+		"mneme-testdb":  func() { os.Exit(writeTestDB(os.Args[1:])) },
+		"mneme-irentry": func() { os.Exit(writeIREntry(os.Args[1:])) },
 	})
 }
 

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"bytes"
+	"debug/elf"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -14,6 +17,7 @@ import (
 	"github.com/mneme-gpu/mneme/cuda"
 	"github.com/mneme-gpu/mneme/jit"
 	"github.com/mneme-gpu/mneme/llvm"
+	"github.com/mneme-gpu/mneme/runtime"
 	"github.com/mneme-gpu/mneme/spec"
 )
 
@@ -49,7 +53,7 @@ Arguments given with --arg are folded into the code as constants; --block and
 		RunE: func(cmd *cobra.Command, _ []string) error { return runCompile(cmd.OutOrStdout(), &f) },
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.ir, "ir", "", "LLVM bitcode (or .ll text IR) holding the kernel (required)")
+	fl.StringVar(&f.ir, "ir", "", "LLVM bitcode, .ll text IR, or an object/executable built with the mneme wrapper (required)")
 	fl.StringVar(&f.kernel, "kernel", "", "mangled kernel name (default: the module's only kernel)")
 	fl.StringArrayVar(&f.args, "arg", nil, "fold argument I (0-based) as a constant: I=VALUE (repeatable)")
 	fl.StringVar(&f.block, "block", "", "block dimensions X[,Y,Z]")
@@ -102,7 +106,7 @@ func runCompile(stdout io.Writer, f *compileFlags) error {
 	if err != nil {
 		return withExit(exitUsage, fmt.Errorf("--ir: %w", err))
 	}
-	mod, err := parseIRFile(f.ir, data)
+	mod, err := parseIRFile(f.ir, data, f.kernel)
 	if err != nil {
 		return withExit(exitUsage, err)
 	}
@@ -230,13 +234,59 @@ func runCompile(stdout io.Writer, f *compileFlags) error {
 	return enc.Encode(rep)
 }
 
-// parseIRFile reads bitcode, or textual IR when the file is not bitcode but
-// looks like text (a .ll file).
-func parseIRFile(path string, data []byte) (*llvm.Module, error) {
+// parseIRFile reads bitcode, textual IR (.ll), or an object file or
+// executable built with the mneme wrapper, whose mneme_ir section holds each
+// translation unit's device IR: then the unit defining the kernel is used.
+func parseIRFile(path string, data []byte, kernel string) (*llvm.Module, error) {
 	if strings.HasSuffix(path, ".ll") {
 		return llvm.ParseIR(string(data), path)
 	}
-	return llvm.ParseBitcode(data, path)
+	if !bytes.HasPrefix(data, []byte("\x7fELF")) {
+		return llvm.ParseBitcode(data, path)
+	}
+	ef, err := elf.NewFile(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	sec := ef.Section(runtime.IRSection)
+	if sec == nil {
+		return nil, fmt.Errorf("%s: an ELF file without device IR (no %s section): was it built with `mneme config cxx`?", path, runtime.IRSection)
+	}
+	raw, err := sec.Data()
+	if err != nil {
+		return nil, fmt.Errorf("%s: section %s: %w", path, runtime.IRSection, err)
+	}
+	entries, err := runtime.DecodeIRSection(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	var found []*llvm.Module
+	var names []string
+	for _, e := range entries {
+		m, err := llvm.ParseBitcode(e.Bitcode, path+":"+e.Name)
+		if err != nil {
+			return nil, err
+		}
+		ks := m.Kernels()
+		if (kernel == "" && len(ks) > 0) || slices.Contains(ks, kernel) {
+			found = append(found, m)
+			names = append(names, e.Name)
+			continue
+		}
+		m.Dispose()
+	}
+	switch {
+	case len(found) == 1:
+		return found[0], nil
+	case len(found) == 0 && kernel != "":
+		return nil, fmt.Errorf("%s: no translation unit defines kernel %q", path, kernel)
+	case len(found) == 0:
+		return nil, fmt.Errorf("%s: its device IR holds no kernel", path)
+	}
+	for _, m := range found {
+		m.Dispose()
+	}
+	return nil, fmt.Errorf("--kernel: %s has kernels in several translation units %v; name one", path, names)
 }
 
 func parseLaunchBounds(s string) (maxThreads, minBlocks int, err error) {
