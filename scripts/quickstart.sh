@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The main job: build examples/vecadd with the mneme compiler wrapper, record it,
+# replay and tune its kernel, and print the best configuration and speedup.
+# Without a GPU it does everything up to the first GPU step (build, compile the
+# recorded kernel's IR to PTX) and then says that a GPU is needed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ -x build/bin/mneme ] || make all >/dev/null
+mneme=$PWD/build/bin/mneme
+work=$PWD/build/quickstart
+rm -rf "$work" && mkdir -p "$work"
+step() { printf '\n== %s\n' "$*"; }
+
+cuda=${CUDA_PATH:-/usr/local/cuda}
+if [ ! -f "$cuda/include/cuda_runtime.h" ]; then
+  step "no CUDA toolkit at $cuda: assembling headers and libcudart from NVIDIA's PyPI wheels"
+  cuda=$(toolchain/scripts/local-cuda.sh "$PWD/build/cuda")
+fi
+export CUDA_PATH=$cuda
+
+step "1. build examples/vecadd with the wrapper ($("$mneme" config cxx))"
+make -s -C examples/vecadd BUILD="$work/vecadd" CUDA="$cuda" CXX="$("$mneme" config cxx)"
+app=$work/vecadd/vecadd
+
+step "2. compile the kernel's embedded IR as replay will (PTX, stage times)"
+"$mneme" compile --ir "$app" --json -o "$work/vecadd.ptx"
+echo "PTX: $work/vecadd.ptx ($(grep -c . "$work/vecadd.ptx") lines)"
+
+if ! "$mneme" version | grep -q '^CUDA driver API'; then
+  step "A GPU is needed from here on"
+  echo "No CUDA driver was found on this machine, so the application cannot run and nothing can be"
+  echo "recorded, replayed or tuned. On a machine with an NVIDIA GPU, run this script again."
+  exit 0
+fi
+
+step "3. run the application under mneme record"
+"$mneme" record -rdb "$work/rdb" -- "$app"
+
+step "4. the recording"
+"$mneme" inspect "$work/rdb"
+
+step "5. replay the recorded kernel (baseline configuration, verified against the recording)"
+"$mneme" replay -rdb "$work/rdb" --iterations 20 --warmup 3 > "$work/replay.json"
+python3 - "$work/replay.json" <<'PY'
+import json, statistics, sys
+d = json.load(open(sys.argv[1])); r = d["Result"]
+print(f"verified={r['verified']} timer={r.get('timer')} median={statistics.median(r['exec_time'])/1000:.2f} us "
+      f"registers={r['reg_usage']} gpu={r.get('gpu_name')}")
+PY
+
+step "6. tune: exhaustive over 5 pipelines x blockDim.x 64..1024 step 64"
+"$mneme" tune -rdb "$work/rdb" --preset launch --sampler exhaustive --iterations 7 --output "$work/tune"
+echo; echo "best configuration: $work/tune/best.json"
+cat "$work/tune/best.json"
