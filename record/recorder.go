@@ -363,7 +363,10 @@ func (r *Recorder) recordInstance(ks *kernelState, l *Launch, dh string) (Decisi
 		RecordedAt:  time.Now().UTC().Format(time.RFC3339Nano),
 	}
 	start := time.Now()
-	opts := db.SnapshotOptions{Compress: r.cfg.Compress}
+	// No fsync: the rename alone keeps the database valid if the
+	// application crashes, which is what recording must survive; an fsync
+	// per snapshot would cost more than the copy on many file systems.
+	opts := db.SnapshotOptions{Compress: r.cfg.Compress, NoSync: true}
 	pn, err := db.WriteSnapshot(filepath.Join(r.cfg.DB, inst.Prologue), pro, opts)
 	if err == nil {
 		var en int64

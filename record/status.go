@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-
-	"github.com/mneme-gpu/mneme/db"
 )
 
 // Status is what the runtime reports to `mneme record` through the status
@@ -47,13 +45,32 @@ func (s *Status) addError(msg string) {
 	s.Errors = append(s.Errors, msg)
 }
 
-// WriteStatus replaces dir's status file atomically.
+// WriteStatus replaces dir's status file atomically (a temporary file
+// renamed over it). It is not fsynced: it only has to outlive the
+// application, not the machine.
 func WriteStatus(dir string, s *Status) error {
 	data, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		return err
 	}
-	return db.WriteFileAtomic(filepath.Join(dir, StatusFileName), append(data, '\n'))
+	path := filepath.Join(dir, StatusFileName)
+	tmp, err := os.CreateTemp(dir, StatusFileName+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	_, werr := tmp.Write(append(data, '\n'))
+	cerr := tmp.Close()
+	if werr == nil && cerr == nil {
+		werr = os.Rename(tmp.Name(), path)
+	}
+	if werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("write %s: %w", path, werr)
+	}
+	return nil
 }
 
 // ErrNoStatus means the runtime never wrote a status file: it was not loaded

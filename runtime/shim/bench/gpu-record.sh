@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# GPU check and benchmark of the in-application runtime and `mneme record`.
+# Run from anywhere on a machine with an NVIDIA GPU and CUDA 13, with a mneme
+# prefix built by `make all PREFIX=...` (default: .gpu/rt, as carried to a
+# bare GPU machine; MNEME_PREFIX_DIR overrides). Logs go to $LOGS (default
+# /tmp/gpu-record-logs), packed into $OUT/gpu-record-logs.tgz when OUT is set.
+# Steps:
+#  1. every example built plainly and with the wrapper prints the same output
+#     (the wrapped build not recording);
+#  2. `mneme record` on each example, its output compared with the plain run,
+#     and `mneme inspect` of its database;
+#  3. the paths examples do not take: pitched/3D/async allocations, managed
+#     memory, an application that aborts halfway, an arena too small,
+#     per-thread default stream launches;
+#  4. recording overhead on scalarsweep (--max-recordings 4) and the cost of
+#     one forwarded launch (launch_bench.cu plain vs wrapped).
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../../.." && pwd)
+cd "$root"
+out=${LOGS:-/tmp/gpu-record-logs}
+rm -rf "$out" && mkdir -p "$out"
+[ -f .gpu/env.sh ] && source .gpu/env.sh
+prefix=${MNEME_PREFIX_DIR:-$root/.gpu/rt}
+for w in mneme-cc mneme-cxx; do [ -x "$prefix/bin/$w" ] || cp "toolchain/bin/$w" "$prefix/bin/"; done
+export PATH=$prefix/bin:$PATH
+export CUDA_PATH=${CUDA_PATH:-/usr/local/cuda}
+arch=sm_$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n1 | tr -d .)
+work=${WORK:-/tmp/mneme-record-check}
+rm -rf "$work" && mkdir -p "$work"
+fails=0
+say() { echo "== $*"; }
+bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
+now() { date +%s.%N; }
+median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | sed 's/^/GPU: /'
+mneme version 2>&1 | sed 's/^/  /'
+
+say "1. examples: plain vs wrapped build"
+examples/build-all.sh plain "$work/plain" >"$out/build-plain.log" 2>&1 || bad "plain build (build-plain.log)"
+examples/build-all.sh wrapper "$work/wrap" >"$out/build-wrap.log" 2>&1 || bad "wrapper build (build-wrap.log)"
+tail -n 3 "$out/build-wrap.log"
+examples/run-all.sh "$work/plain" "$work/wrap" >"$out/run-all.log" 2>&1 || bad "plain and wrapped outputs (run-all.log)"
+tail -n 1 "$out/run-all.log"
+
+say "2. mneme record + inspect on every example"
+for n in vecadd stencil2d spmv devglobal dynshared saxpy_inplace scalarsweep pointers; do
+  exe=$work/wrap/$n/$n
+  [ -x "$exe" ] || { bad "$n not built"; continue; }
+  want=$("$work/plain/$n/$n" 2>/dev/null)
+  t0=$(now)
+  got=$(mneme record -rdb "$work/rdb/$n" --max-recordings 4 -- "$exe" 2>"$out/record-$n.err"); rc=$?
+  t1=$(now)
+  echo "record $n rc=$rc $(awk "BEGIN{printf \"%.2fs\", $t1-$t0}"): $(grep '^mneme' "$out/record-$n.err" | tail -n 1)"
+  [ $rc -eq 0 ] || { bad "record $n rc=$rc"; tail -n 5 "$out/record-$n.err"; }
+  [ "$got" = "$want" ] || bad "record $n: output differs from the plain build: '$got' vs '$want'"
+  mneme inspect "$work/rdb/$n" >"$out/inspect-$n.txt" 2>&1 || bad "inspect $n"
+  head -n 8 "$out/inspect-$n.txt"
+done
+
+say "3. allocation paths, managed memory, crash, small arena, per-thread stream"
+cflags=(-x cuda --cuda-path="$CUDA_PATH" --cuda-gpu-arch="$arch" -I"$CUDA_PATH/include/cccl" --no-offload-new-driver -Wno-unknown-cuda-version -O3 -std=c++17)
+lflags=(-L"$CUDA_PATH/lib64" -lcudart -Wl,-rpath,"$CUDA_PATH/lib64")
+build() { # NAME SRC CXX [extra flags...]
+  local name=$1 src=$2 cxx=$3; shift 3
+  "$cxx" "${cflags[@]}" "$@" -c "$src" -o "$work/$name.o" >"$out/build-$name.log" 2>&1 &&
+    "$cxx" "$work/$name.o" -o "$work/$name" "${lflags[@]}" >>"$out/build-$name.log" 2>&1 || bad "build $name (build-$name.log)"
+}
+build rc_plain "$here/recordcheck.cu" clang++
+build rc_wrap "$here/recordcheck.cu" mneme-cxx
+build rc_ptsz "$here/recordcheck.cu" mneme-cxx -fgpu-default-stream=per-thread -DCUDA_API_PER_THREAD_DEFAULT_STREAM=1
+for mode in alloc managed; do
+  want=$("$work/rc_plain" $mode 2>&1)
+  for exe in rc_wrap rc_ptsz; do
+    got=$(mneme record -rdb "$work/rdb-$exe-$mode" -- "$work/$exe" $mode 2>"$out/record-$exe-$mode.err"); rc=$?
+    echo "record $exe $mode rc=$rc: $got | $(grep -c 'managed memory' "$out/record-$exe-$mode.err") managed warning(s) | $(grep '^mneme' "$out/record-$exe-$mode.err" | tail -n 1)"
+    [ "$got" = "$want" ] || bad "$exe $mode output '$got' differs from plain '$want'"
+    [ $rc -eq 0 ] || bad "$exe $mode rc=$rc"
+    mneme inspect "$work/rdb-$exe-$mode" >"$out/inspect-$exe-$mode.txt" 2>&1 || bad "inspect $exe $mode"
+  done
+done
+grep -q 'cudaLaunchKernel_ptsz\|_ptsz' <(nm "$work/rc_ptsz") && echo "rc_ptsz calls the _ptsz entry points: $(nm "$work/rc_ptsz" | grep -c '__wrap_.*_ptsz') wrappers linked"
+mneme record -rdb "$work/rdb-crash" -- "$work/rc_wrap" crash >"$out/record-crash.out" 2>"$out/record-crash.err"; rc=$?
+echo "crash: rc=$rc; $(grep '^mneme' "$out/record-crash.err" | tail -n 1)"
+[ $rc -eq 134 ] || bad "crash: want the application's status 134 (SIGABRT), got $rc"
+mneme inspect "$work/rdb-crash" >"$out/inspect-crash.txt" 2>&1 && echo "crash database reads back: $(grep -c scale "$out/inspect-crash.txt") line(s) naming the kernel" || bad "crash database does not read back"
+ls -a "$work/rdb-crash" | grep -E '^\.' | grep -v -E '^\.\.?$|^\.mneme-record\.status$' && bad "temporary files left in the crash database"
+mneme record -rdb "$work/rdb-small" -vass 0.001 -- "$work/wrap/vecadd/vecadd" >"$out/record-small.out" 2>"$out/record-small.err"; rc=$?
+echo "small arena: rc=$rc; $(grep -m1 -- '-vass' "$out/record-small.err")"
+[ $rc -ne 0 ] && grep -q -- '-vass' "$out/record-small.err" || bad "small arena: want a non-zero exit naming -vass"
+mneme record -rdb "$work/rdb-plain" -- "$work/plain/vecadd/vecadd" >/dev/null 2>"$out/record-unwrapped.err"; rc=$?
+echo "unwrapped application: rc=$rc; $(tail -n 1 "$out/record-unwrapped.err")"
+
+say "4. overhead"
+ss_plain=$work/plain/scalarsweep/scalarsweep ss_wrap=$work/wrap/scalarsweep/scalarsweep
+for launches in 2000 20000; do
+  for run in plain wrapped record; do
+    for i in 1 2 3 4 5; do
+      rm -rf "$work/rdb-ovh"
+      t0=$(now)
+      case $run in
+      plain) "$ss_plain" $launches >/dev/null 2>&1 ;;
+      wrapped) "$ss_wrap" $launches >/dev/null 2>&1 ;;
+      record) mneme record -rdb "$work/rdb-ovh" --max-recordings 4 -- "$ss_wrap" $launches >/dev/null 2>"$out/record-ovh.err" ;;
+      esac
+      t1=$(now)
+      awk "BEGIN{print $t1-$t0}"
+    done | median >"$work/t-$run-$launches"
+  done
+  p=$(cat "$work/t-plain-$launches") w=$(cat "$work/t-wrapped-$launches") r=$(cat "$work/t-record-$launches")
+  echo "scalarsweep $launches launches, median of 5 wall times: plain ${p}s, wrapped (not recording) ${w}s, recording ${r}s => $(awk "BEGIN{printf \"%.3f\", $r/$p}")x"
+done
+grep '^mneme' "$out/record-ovh.err" | tail -n 1
+build lb_plain "$here/launch_bench.cu" clang++
+build lb_wrap "$here/launch_bench.cu" mneme-cxx
+for i in 1 2 3; do
+  echo "launch_bench plain:   $("$work/lb_plain")"
+  echo "launch_bench wrapped: $("$work/lb_wrap")"
+done
+[ -n "${OUT:-}" ] && tar -czf "$OUT/gpu-record-logs.tgz" -C "$out" .
+echo
+[ $fails -eq 0 ] && echo "gpu-record: all checks passed" || { echo "gpu-record: $fails failure(s)"; exit 1; }
