@@ -23,7 +23,7 @@
 package llvm
 
 /*
-#cgo CXXFLAGS: -std=c++17 -fno-exceptions
+#cgo CXXFLAGS: -std=c++17 -fexceptions
 #cgo LDFLAGS: -lLLVM-22
 #include <stdlib.h>
 #include <llvm-c/Core.h>
@@ -312,4 +312,10 @@ func provokeFatalError(message string) error {
 	cmsg := C.CString(message)
 	defer C.free(unsafe.Pointer(cmsg))
 	return shimError(C.mn_provoke_fatal_error(cmsg), "report_fatal_error")
+}
+
+// provokeCrash faults inside the trap the way a crashing LLVM would; tests
+// use it to show that the fault becomes an error.
+func provokeCrash() error {
+	return shimError(C.mn_provoke_crash(), "null write")
 }

@@ -10,6 +10,12 @@
 // longjmps back to the guarded entry point on the same thread. Objects on the
 // abandoned LLVM frames are leaked, which is the same trade-off clang's crash
 // recovery makes; the Go side stops using a module after such an error.
+//
+// The same trap catches SIGSEGV/SIGBUS/SIGFPE/SIGILL raised inside a guarded
+// call (see onSignal), chaining every other such signal to the Go runtime.
+//
+// This file is compiled with exceptions enabled (the LLVM library itself is
+// not) only so that guarded() can catch what operator new throws.
 #include "shim.h"
 
 #include <llvm-c/BitReader.h>
@@ -33,9 +39,13 @@
 #include <llvm/Transforms/Utils/ModuleUtils.h>
 
 #include <csetjmp>
+#include <csignal>
+#include <setjmp.h>
+#include <signal.h>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -45,29 +55,111 @@ using namespace llvm;
 namespace {
 
 // One trap per OS thread; a Go goroutine stays on its thread for the whole
-// of one cgo call, which is the trap's whole lifetime.
+// of one cgo call, which is the trap's whole lifetime. armedJump is plain
+// initial-exec TLS because the signal handler reads it.
+__thread sigjmp_buf *armedJump __attribute__((tls_model("initial-exec")));
+__thread int caughtSignal __attribute__((tls_model("initial-exec")));
+
 struct Trap {
-  std::jmp_buf jump;
-  bool armed = false;
+  sigjmp_buf jump;
   std::string fatal;       // message of the fatal error that sprang the trap
   std::string diagnostics; // error diagnostics reported while armed
 };
 thread_local Trap trap;
 
+enum Sprung { byFatalError = 1, bySignal = 2 };
+
+[[noreturn]] void spring(int how) {
+  sigjmp_buf *jump = armedJump;
+  armedJump = nullptr;
+  siglongjmp(*jump, how);
+}
+
 void onFatalError(void *, const char *reason, bool) {
-  if (trap.armed) {
-    trap.armed = false;
+  if (armedJump) {
     trap.fatal = reason ? reason : "unknown fatal error";
-    std::longjmp(trap.jump, 1);
+    spring(byFatalError);
   }
   // Not inside a guarded call: report as LLVM would; LLVM then exits.
   std::fprintf(stderr, "LLVM ERROR: %s\n", reason ? reason : "");
 }
 
+// LLVM's own allocation helpers (safe_malloc, used by SmallVector and the
+// bitcode reader's tables) report a failed allocation here and must not
+// return. Corrupt bitcode can ask for absurd sizes, so this is an input
+// error, not the end of the process.
+void onBadAlloc(void *, const char *reason, bool) {
+  if (armedJump) {
+    trap.fatal = std::string("out of memory: ") + (reason ? reason : "");
+    spring(byFatalError);
+  }
+  std::fprintf(stderr, "LLVM ERROR: out of memory: %s\n", reason ? reason : "");
+  std::abort();
+}
+
+// Crashes inside LLVM. LLVM's readers are not hardened against hostile input
+// in release builds (they rely on assertions that are compiled out), and
+// fuzzing finds null dereferences in the bitcode reader. A fault on a thread
+// whose trap is armed jumps back to the guarded call; any other fault is
+// passed to the handler that was installed before (the Go runtime's), called
+// as the kernel would call it, so Go's nil-pointer panics and crash reports
+// work as before. SIGABRT is left alone: glibc's abort() holds a lock that a
+// jump out of it would never release.
+const int trappedSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL};
+struct sigaction previousAction[NSIG];
+
+void onSignal(int sig, siginfo_t *info, void *context) {
+  if (armedJump) {
+    caughtSignal = sig;
+    spring(bySignal);
+  }
+  const struct sigaction &prev = previousAction[sig];
+  if (prev.sa_flags & SA_SIGINFO) {
+    if (prev.sa_sigaction)
+      prev.sa_sigaction(sig, info, context);
+    return;
+  }
+  if (prev.sa_handler == SIG_DFL) {
+    // Returning re-runs the faulting instruction, which now gets the
+    // default action.
+    sigaction(sig, &prev, nullptr);
+    return;
+  }
+  if (prev.sa_handler != SIG_IGN)
+    prev.sa_handler(sig);
+}
+
+void installSignalTrap() {
+  for (int sig : trappedSignals) {
+    if (sigaction(sig, nullptr, &previousAction[sig]) != 0)
+      continue;
+    struct sigaction action;
+    std::memset(&action, 0, sizeof action);
+    action.sa_sigaction = onSignal;
+    action.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+    action.sa_mask = previousAction[sig].sa_mask;
+    sigaction(sig, &action, nullptr);
+  }
+}
+
+const char *signalName(int sig) {
+  switch (sig) {
+  case SIGSEGV:
+    return "SIGSEGV (invalid memory access)";
+  case SIGBUS:
+    return "SIGBUS (bus error)";
+  case SIGFPE:
+    return "SIGFPE (arithmetic fault)";
+  case SIGILL:
+    return "SIGILL (illegal instruction)";
+  }
+  return "a signal";
+}
+
 void onDiagnostic(LLVMDiagnosticInfoRef info, void *) {
   // Warnings and remarks are dropped: a library must not print, and LLVM's
   // default handler would call exit(1) on an error.
-  if (LLVMGetDiagInfoSeverity(info) != LLVMDSError || !trap.armed)
+  if (LLVMGetDiagInfoSeverity(info) != LLVMDSError || !armedJump)
     return;
   char *text = LLVMGetDiagInfoDescription(info);
   if (!trap.diagnostics.empty())
@@ -81,6 +173,8 @@ std::once_flag setupOnce;
 void setup() {
   std::call_once(setupOnce, [] {
     install_fatal_error_handler(onFatalError, nullptr);
+    install_bad_alloc_error_handler(onBadAlloc, nullptr);
+    installSignalTrap();
     LLVMInitializeNVPTXTargetInfo();
     LLVMInitializeNVPTXTarget();
     LLVMInitializeNVPTXTargetMC();
@@ -103,19 +197,35 @@ char *copyMessage(const std::string &s) {
 // the call.
 template <typename Body> char *guarded(Body &&body) {
   setup();
-  if (trap.armed)
+  if (armedJump)
     return copyMessage("internal error: nested guarded LLVM call");
   trap.fatal.clear();
   trap.diagnostics.clear();
-  if (setjmp(trap.jump) != 0) {
-    std::string msg = "LLVM fatal error: " + trap.fatal;
+  // savemask=1: leaving a signal handler by jump must restore the mask.
+  if (int how = sigsetjmp(trap.jump, 1)) {
+    std::string msg = "LLVM fatal error: ";
+    if (how == bySignal)
+      msg += std::string("LLVM crashed with ") + signalName(caughtSignal) +
+             "; the state of this LLVM context is unknown";
+    else
+      msg += trap.fatal;
     if (!trap.diagnostics.empty())
       msg += " (" + trap.diagnostics + ")";
     return copyMessage(msg);
   }
-  trap.armed = true;
-  std::string err = body();
-  trap.armed = false;
+  armedJump = &trap.jump;
+  std::string err;
+  // LLVM is built without exceptions, but operator new and the standard
+  // containers it uses still throw (std::bad_alloc, std::length_error) on
+  // absurd sizes; such an exception must not reach the cgo boundary.
+  try {
+    err = body();
+  } catch (const std::exception &e) {
+    err = std::string("LLVM failed with a C++ exception: ") + e.what();
+  } catch (...) {
+    err = "LLVM failed with an unknown C++ exception";
+  }
+  armedJump = nullptr;
   if (!trap.diagnostics.empty()) {
     if (err.empty())
       err = trap.diagnostics;
@@ -242,6 +352,14 @@ char *mn_provoke_fatal_error(const char *message) {
   return guarded([&]() -> std::string {
     report_fatal_error(Twine(message), /*gen_crash_diag=*/true);
     return "report_fatal_error returned";
+  });
+}
+
+char *mn_provoke_crash(void) {
+  return guarded([&]() -> std::string {
+    volatile int *nowhere = nullptr;
+    *nowhere = 1;
+    return "writing through a null pointer did not fault";
   });
 }
 

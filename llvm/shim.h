@@ -38,6 +38,10 @@ char *mn_emit_assembly(LLVMTargetMachineRef tm, LLVMModuleRef m,
 // tests can prove the trap works without depending on a backend bug.
 char *mn_provoke_fatal_error(const char *message);
 
+// Writes through a null pointer under the trap, as a crash inside LLVM
+// would; for tests.
+char *mn_provoke_crash(void);
+
 // Checks that cpu and every "+feature" in features are known to the target
 // of triple, before a target machine is built (LLVM only warns on stderr).
 char *mn_check_subtarget(const char *triple, const char *cpu,
