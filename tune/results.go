@@ -268,7 +268,11 @@ func ReadTrials(path string) (trials []Trial, good int64, err error) {
 			}
 			trials = append(trials, t)
 		}
-		off += end + 1
+		if last {
+			off += end // trailing blanks without a newline
+		} else {
+			off += end + 1
+		}
 	}
 	return trials, int64(off), nil
 }
