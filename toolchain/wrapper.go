@@ -191,6 +191,9 @@ func translateNVCCArch(args []string) []string {
 // the user builds with -nocudainc -nocudalib or names --cuda-path; a link
 // then still needs nothing from it if it links cudart itself.
 func (w *Wrapper) cudaRoot(cl *CommandLine, compiling bool) (string, error) {
+	if compiling && !cl.Links() && cl.NoCUDAInc && cl.NoCUDALib {
+		return "", nil // the user builds without the toolkit on purpose
+	}
 	root, err := FindCUDA(w.Host)
 	if err == nil {
 		return root, nil

@@ -232,6 +232,11 @@ func TestPlanLauncherAndErrors(t *testing.T) {
 		!strings.Contains(err.Error(), "nvcc") {
 		t.Fatalf("nvcc launcher: %v", err)
 	}
+	// -nocudainc -nocudalib opt out of the toolkit even where there is one.
+	p = plan(t, m, true, "-nocudainc", "-nocudalib", "-c", "k.cu")
+	if slices.Contains(p.Steps[0].Argv, "--cuda-path=/cuda") {
+		t.Fatalf("-nocudainc with a toolkit present: %q", p.Steps[0].Argv)
+	}
 	delete(m.env, "CUDA_PATH")
 	if _, err := NewWrapper(m.host(), true, Layout{Prefix: "/p"}, "/t").Plan([]string{"-c", "k.cu"}); err == nil ||
 		!strings.Contains(err.Error(), "CUDA_PATH") {
