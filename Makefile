@@ -12,6 +12,7 @@ all: mneme runtime cmake
 
 mneme:
 	$(GO) build -trimpath -o $(PREFIX)/bin/mneme ./cmd/mneme
+	install -m 755 toolchain/bin/mneme-cc toolchain/bin/mneme-cxx $(PREFIX)/bin/
 
 runtime:
 	@mkdir -p $(PREFIX)/lib $(PREFIX)/obj
