@@ -36,11 +36,66 @@ done
 if [ -n "${GPU_BENCH:-}" ]; then
   for pkg in jit replay; do
     [ -d "$pkg" ] || continue
-    if command -v go >/dev/null; then (go test -run XXX -bench . -benchtime 2s "./$pkg" 2>&1); else (cd "$pkg" && "$root/.gpu/tests/$pkg.test" -test.run XXX -test.bench . -test.benchtime 2s 2>&1); fi | tee "$logs/bench-$pkg.log" | grep -E '^Benchmark'
+    if command -v go >/dev/null; then (CUDA_CACHE_DISABLE=1 go test -run XXX -bench . -benchtime 2s "./$pkg" 2>&1); else (cd "$pkg" && CUDA_CACHE_DISABLE=1 "$root/.gpu/tests/$pkg.test" -test.run XXX -test.bench . -test.benchtime 2s 2>&1); fi | tee "$logs/bench-$pkg.log" | grep -E '^Benchmark'
   done
 fi
 
-if [ -x examples/gpu-check.sh ]; then
-  examples/gpu-check.sh "$logs" && note "examples: PASS" || note "examples: FAIL (see $logs)"
+# End to end on our examples: build plainly and with the wrapper, same output;
+# record each; inspect; replay every instance (baseline and specialized).
+ids() { mneme inspect --json "$1" | python3 -c 'import json,sys; [print(i["id"]) for k in json.load(sys.stdin)["kernels"] for i in k["instances"]]'; }
+field() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); r=d["Result"]; print(sys.argv[2], "=", r.get(sys.argv[2]))' "$@" 2>/dev/null; }
+if [ -z "${SKIP_E2E:-}" ]; then
+  w=$logs/e2e; rm -rf "$w"; mkdir -p "$w"
+  export MNEME=$prefix/bin/mneme CLANGXX=$(command -v clang++-22 || command -v clang++)
+  examples/build-all.sh plain "$w/plain" > "$logs/build-plain.log" 2>&1 && note "examples build plain: PASS" || note "examples build plain: FAIL"
+  examples/build-all.sh wrapper "$w/wrapper" > "$logs/build-wrapper.log" 2>&1 && note "examples build wrapper: PASS" || note "examples build wrapper: FAIL"
+  examples/run-all.sh "$w/plain" "$w/wrapper" > "$logs/run-all.log" 2>&1 && note "examples plain vs wrapper output: SAME" || note "examples plain vs wrapper: FAIL (run-all.log)"
+  for n in ${EXAMPLES:-vecadd stencil2d spmv devglobal dynshared saxpy_inplace scalarsweep pointers}; do
+    rdb=$w/rdb/$n
+    if ! mneme record -rdb "$rdb" --max-recordings 2 -- "$w/wrapper/$n/$n" > "$logs/record-$n.log" 2>&1; then
+      note "record $n: FAIL (record-$n.log)"; tail -5 "$logs/record-$n.log"; continue
+    fi
+    mneme inspect "$rdb" > "$logs/inspect-$n.txt" 2>&1
+    cat "$logs/inspect-$n.txt"
+    nok=0; nall=0; bad=""
+    for id in $(ids "$rdb"); do
+      for cfg in base spec; do
+        flags=(); [ $cfg = spec ] && flags=(--specialize --specialize-dims)
+        nall=$((nall+1))
+        if mneme replay -rdb "$rdb" -rid "$id" --iterations 5 "${flags[@]}" > "$logs/replay-$n-$id-$cfg.json" 2> "$logs/replay-$n-$id-$cfg.err"; then
+          nok=$((nok+1))
+        else bad="$bad $id/$cfg(rc=$?)"; tail -3 "$logs/replay-$n-$id-$cfg.err"; fi
+      done
+    done
+    note "record+replay $n: $nok/$nall verified$bad"
+  done
+  # A block size that keeps the grid covering the data verifies; one that leaves data uncovered must fail verification (exit 3), not crash.
+  rdb=$w/rdb/vecadd
+  if [ -d "$rdb" ]; then
+    mneme replay -rdb "$rdb" --block 512 --grid 2048 > "$logs/replay-cover.json" 2>&1; c1=$?
+    mneme replay -rdb "$rdb" --block 128 --grid 2048 > "$logs/replay-uncover.json" 2>&1; c2=$?
+    note "vecadd block 512 x grid 2048 (covers): rc=$c1 (want 0); block 128 x grid 2048 (uncovered): rc=$c2 (want 3)"
+  fi
+  # The in-place kernel verifies on every timed iteration: replay it with many iterations and full checking.
+  rdb=$w/rdb/saxpy_inplace
+  [ -d "$rdb" ] && { mneme replay -rdb "$rdb" -rid "$(ids "$rdb" | head -1)" --iterations 50 > "$logs/replay-inplace.json" 2>&1; note "saxpy_inplace 50 iterations: rc=$?"; }
+  # Recording overhead: an application with 2000 launches, --max-recordings 4, against its plain run (best of 3).
+  app=$w/wrapper/scalarsweep/scalarsweep
+  if [ -x "$app" ]; then
+    best() { local b=999999; for i in 1 2 3; do s=$(date +%s%N); "$@" >/dev/null 2>&1; e=$(( ($(date +%s%N)-s)/1000000 )); [ $e -lt $b ] && b=$e; done; echo $b; }
+    plain_ms=$(best "$app"); rec_ms=$(best mneme record -rdb "$w/rdb-overhead" --max-recordings 4 -- "$app")
+    note "recording overhead scalarsweep: plain ${plain_ms} ms, recorded ${rec_ms} ms (ratio $(python3 -c "print(round($rec_ms/max($plain_ms,1),3))"))"
+  fi
+  # Tuning: the 80-configuration vector-add space, 7 timed iterations each.
+  rdb=$w/rdb/vecadd
+  if [ -d "$rdb" ] && [ -z "${SKIP_TUNE:-}" ]; then
+    s=$(date +%s%N)
+    mneme tune -rdb "$rdb" --space examples/vecadd/tune-80.yaml --sampler exhaustive --iterations 7 --output "$w/tune-vecadd" > "$logs/tune-vecadd.log" 2>&1; rc=$?
+    e=$(( ($(date +%s%N)-s)/1000000 ))
+    tail -15 "$logs/tune-vecadd.log"
+    n=$(wc -l < "$w/tune-vecadd/trials.jsonl" 2>/dev/null || echo 0)
+    note "tune vecadd 80 configs: rc=$rc, $n trials in ${e} ms ($(python3 -c "print(round($n/max($e,1)*1000,1))") configs/s)"
+    cp "$w/tune-vecadd/summary.json" "$logs/tune-summary.json" 2>/dev/null
+  fi
 fi
 echo; echo "== summary"; printf '%s\n' "${summary[@]}"
