@@ -10,7 +10,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-logs=${OUT:-$root/gpu-test-logs}; mkdir -p "$logs"
+logs=${GPU_TEST_LOGS:-$root/gpu-test-logs}; rm -rf "$logs"; mkdir -p "$logs"
 [ -f .gpu/env.sh ] && source .gpu/env.sh
 export CUDA_PATH=${CUDA_PATH:-/usr/local/cuda}
 summary=()
@@ -98,4 +98,7 @@ if [ -z "${SKIP_E2E:-}" ]; then
     cp "$w/tune-vecadd/summary.json" "$logs/tune-summary.json" 2>/dev/null
   fi
 fi
-echo; echo "== summary"; printf '%s\n' "${summary[@]}"
+echo; echo "== summary"; printf '%s\n' "${summary[@]}" | tee "$logs/summary.txt"
+# Where a collection folder is given (OUT), leave the logs there as one archive.
+[ -n "${OUT:-}" ] && tar czf "$OUT/gpu-test-logs.tgz" -C "$logs" . 2>/dev/null
+exit 0
