@@ -6,7 +6,8 @@
 #  - Without Go (a bare GPU machine): uses what scripts/gpu-bundle.sh put in
 #    .gpu/ (the prefix and prebuilt test binaries; .gpu/env.sh for clang-22).
 # Then it builds the examples plainly and with the wrapper, records, inspects,
-# replays and tunes, and prints a summary. Logs go to $OUT or ./gpu-test-logs.
+# replays and tunes, and prints a summary. Logs go to ./gpu-test-logs
+# ($GPU_TEST_LOGS), and as one archive into $OUT when that is set.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
