@@ -13,6 +13,7 @@ cd "$(dirname "$0")/.."
 root=$PWD
 logs=${GPU_TEST_LOGS:-$root/gpu-test-logs}; rm -rf "$logs"; mkdir -p "$logs"
 [ -f .gpu/env.sh ] && source .gpu/env.sh
+if [ -f .gpu/mneme-bundle.tar.xz ] && [ ! -d .gpu/prefix ]; then xz -dc .gpu/mneme-bundle.tar.xz | tar xf - -C .gpu; fi
 export CUDA_PATH=${CUDA_PATH:-/usr/local/cuda}
 summary=()
 note() { summary+=("$1"); echo "== $1"; }
