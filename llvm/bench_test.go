@@ -23,6 +23,22 @@ func BenchmarkCompileVectorAdd(b *testing.B) {
 	}
 }
 
+// BenchmarkParseUnseenBitcode measures the first parse of bytes not seen
+// before, which reads them once in a forked child for safety.
+func BenchmarkParseUnseenBitcode(b *testing.B) {
+	bc := cudaBitcode(b, "vecadd")
+	for b.Loop() {
+		checkedMu.Lock()
+		clear(checkedBitcode)
+		checkedMu.Unlock()
+		m, err := ParseBitcode(bc, "vecadd.bc")
+		if err != nil {
+			b.Fatal(err)
+		}
+		m.Dispose()
+	}
+}
+
 // BenchmarkStages splits the cold compile into its stages.
 func BenchmarkStages(b *testing.B) {
 	bc := cudaBitcode(b, "kernels")

@@ -37,7 +37,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"unsafe"
+
+	"github.com/zeebo/xxh3"
 )
 
 // fatalPrefix starts every message shim.cpp returns for a trapped
@@ -170,6 +173,9 @@ func ParseBitcode(data []byte, name string) (*Module, error) {
 	if reason := magicProblem(data); reason != "" {
 		return nil, notBitcode(name, reason)
 	}
+	if err := checkBitcodeIsolated(data, name); err != nil {
+		return nil, err
+	}
 	m, err := parseBitcode(data, name)
 	if err != nil {
 		return nil, err
@@ -179,6 +185,52 @@ func ParseBitcode(data []byte, name string) (*Module, error) {
 		return nil, err
 	}
 	return m, nil
+}
+
+// LLVM's bitcode reader trusts its input: on corrupt bytes it can crash,
+// which the trap in shim.cpp turns into an error, but it can also ask for
+// tens of gigabytes (an attribute index of 2^32, say) and be killed for it,
+// which no in-process trap can stop. So bytes not seen before are first
+// read in a forked child under memory and time limits; only bitcode the
+// child read is parsed here. Reading is deterministic, so a verdict is
+// remembered by content hash and repeated parses of one recording (the JIT's
+// common case) pay for the child once.
+const (
+	isolatedReadMinMemory = 1 << 30 // address space the child may add, at least
+	isolatedReadPerByte   = 256     // ... or this many bytes per input byte
+	isolatedReadTimeout   = 60      // seconds
+	checkedBitcodeLimit   = 4096    // remembered verdicts before forgetting all
+)
+
+var (
+	checkedMu      sync.Mutex
+	checkedBitcode = map[xxh3.Uint128]bool{}
+)
+
+// checkBitcodeIsolated returns nil when data reads as bitcode in a child
+// process (or did before), else an error wrapping ErrNotBitcode.
+func checkBitcodeIsolated(data []byte, name string) error {
+	sum := xxh3.Hash128(data)
+	checkedMu.Lock()
+	ok := checkedBitcode[sum]
+	checkedMu.Unlock()
+	if ok {
+		return nil
+	}
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	budget := max(isolatedReadMinMemory, isolatedReadPerByte*len(data))
+	msg := C.mn_check_bitcode_isolated((*C.char)(unsafe.Pointer(unsafe.SliceData(data))), C.size_t(len(data)), cname, C.size_t(budget), isolatedReadTimeout)
+	if msg != nil {
+		return notBitcode(name, oneLine(takeMessage(msg)))
+	}
+	checkedMu.Lock()
+	if len(checkedBitcode) >= checkedBitcodeLimit {
+		clear(checkedBitcode)
+	}
+	checkedBitcode[sum] = true
+	checkedMu.Unlock()
+	return nil
 }
 
 // parseBitcode reads bitcode without verifying the result.

@@ -755,6 +755,20 @@ func TestCorruptBitcodeThatCrashedTheReader(t *testing.T) {
 	}
 }
 
+func TestCorruptBitcodeThatExhaustedMemory(t *testing.T) {
+	// Found by FuzzParseBitcode: the reader sizes an attribute list by an
+	// index from the file and asks for tens of gigabytes; in-process it was
+	// killed by the OOM killer, in the isolated reader it is an error.
+	data, err := os.ReadFile("testdata/fuzz/FuzzParseBitcode/94b302a789072504")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = ParseBitcode(fuzzCorpusBytes(t, data), "huge.bc")
+	if !errors.Is(err, ErrNotBitcode) || !strings.Contains(err.Error(), "out of memory") {
+		t.Fatalf("ParseBitcode: %v", err)
+	}
+}
+
 // clusterKernel reads a register that exists from sm_90 on: on sm_80 the
 // NVPTX instruction selector cannot select it and calls report_fatal_error.
 const clusterKernel = `target triple = "nvptx64-nvidia-cuda"

@@ -38,7 +38,12 @@
 #include <llvm/Transforms/Utils/Cloning.h>
 #include <llvm/Transforms/Utils/ModuleUtils.h>
 
+#include <cerrno>
 #include <csetjmp>
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <csignal>
 #include <setjmp.h>
 #include <signal.h>
@@ -267,6 +272,81 @@ char *mn_parse_bitcode(LLVMContextRef ctx, const char *data, size_t len,
     }
     return "";
   });
+}
+
+char *mn_check_bitcode_isolated(const char *data, size_t len,
+                                const char *name, size_t memory_budget,
+                                unsigned timeout_seconds) {
+  setup(); // finish one-time setup here, not in the child
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0)
+    return copyMessage(std::string("cannot check the bitcode: pipe: ") +
+                       std::strerror(errno));
+  pid_t pid = fork();
+  if (pid < 0) {
+    int e = errno;
+    close(fds[0]);
+    close(fds[1]);
+    return copyMessage(std::string("cannot check the bitcode: fork: ") +
+                       std::strerror(e));
+  }
+  if (pid == 0) {
+    // The child: one thread, plain C and LLVM only, then _exit. It reads the
+    // bytes under an address-space limit and a time limit, so allocation
+    // bombs fail fast and a reader loop ends.
+    close(fds[0]);
+    long pages = 0;
+    if (FILE *statm = std::fopen("/proc/self/statm", "r")) {
+      if (std::fscanf(statm, "%ld", &pages) != 1)
+        pages = 0;
+      std::fclose(statm);
+    }
+    if (pages > 0) {
+      rlim_t limit = rlim_t(pages) * rlim_t(sysconf(_SC_PAGESIZE)) + memory_budget;
+      struct rlimit rl = {limit, limit};
+      setrlimit(RLIMIT_AS, &rl);
+    }
+    alarm(timeout_seconds);
+    LLVMContextRef ctx = LLVMContextCreate();
+    LLVMContextSetDiagnosticHandler(ctx, onDiagnostic, nullptr);
+    LLVMModuleRef mod = nullptr;
+    char *err = mn_parse_bitcode(ctx, data, len, name, &mod);
+    if (err) {
+      ssize_t ignored = write(fds[1], err, std::strlen(err));
+      (void)ignored;
+      _exit(1);
+    }
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string message;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = read(fds[0], buf, sizeof buf);
+    if (n > 0)
+      message.append(buf, size_t(n));
+    else if (n == 0 || errno != EINTR)
+      break;
+  }
+  close(fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+    return nullptr;
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 1 && !message.empty())
+    return copyMessage(message);
+  if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    if (sig == SIGALRM)
+      return copyMessage("the bitcode reader did not finish within " +
+                         std::to_string(timeout_seconds) + " s");
+    return copyMessage(std::string("the bitcode reader was killed by ") +
+                       (sig == SIGKILL ? "SIGKILL (out of memory?)"
+                                       : strsignal(sig)));
+  }
+  return copyMessage("the bitcode reader failed (exit status " +
+                     std::to_string(WEXITSTATUS(status)) + ")");
 }
 
 char *mn_parse_ir(LLVMContextRef ctx, const char *text, size_t len,

@@ -23,6 +23,13 @@ LLVMContextRef mn_context_create(void);
 // thread: report_fatal_error inside them returns here as an error message.
 char *mn_parse_bitcode(LLVMContextRef ctx, const char *data, size_t len,
                        const char *name, LLVMModuleRef *out);
+// Reads the bitcode in a forked child process limited to memory_budget
+// bytes of new address space and timeout_seconds of time, and reports the
+// child's verdict: NULL when it read, else why not (reader error, crash,
+// memory exhaustion, time-out). The parent process is never at risk.
+char *mn_check_bitcode_isolated(const char *data, size_t len,
+                                const char *name, size_t memory_budget,
+                                unsigned timeout_seconds);
 char *mn_parse_ir(LLVMContextRef ctx, const char *text, size_t len,
                   const char *name, LLVMModuleRef *out);
 char *mn_verify(LLVMModuleRef m);
