@@ -134,6 +134,14 @@ func (r *Recorder) SetRegistered(fatbins, kernels, globals int) {
 	r.writeStatus()
 }
 
+// SetLoadSeconds records how long loading the runtime into the application took.
+func (r *Recorder) SetLoadSeconds(s float64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.status.LoadSeconds = s
+	r.writeStatus()
+}
+
 // Status returns a copy of the current status.
 func (r *Recorder) Status() Status {
 	r.mu.Lock()
@@ -178,7 +186,9 @@ func (r *Recorder) Malloc(size uint64) (uint64, error) {
 	defer r.mu.Unlock()
 	r.status.Allocations++
 	if r.arena == nil && r.arenaErr == nil {
-		r.arena, r.arenaErr = arena.New(r.vm, r.cfg.VABase, r.cfg.VASize)
+		start := time.Now()
+		r.arena, r.arenaErr = arena.NewReserving(r.vm, r.cfg.VABase, r.cfg.VASize, r.reservation())
+		r.status.ArenaSeconds += time.Since(start).Seconds()
 		if r.arenaErr != nil {
 			r.status.ArenaError = r.arenaErr.Error()
 			r.reportError(r.arenaErr.Error())
@@ -187,7 +197,9 @@ func (r *Recorder) Malloc(size uint64) (uint64, error) {
 	if r.arenaErr != nil {
 		return 0, r.arenaErr
 	}
+	start := time.Now()
 	addr, err := r.arena.Alloc(size)
+	r.status.ArenaSeconds += time.Since(start).Seconds()
 	if err != nil {
 		var ex *arena.ExhaustedError
 		if errors.As(err, &ex) && r.status.ArenaError == "" {
@@ -197,6 +209,21 @@ func (r *Recorder) Malloc(size uint64) (uint64, error) {
 		return 0, err
 	}
 	return addr, nil
+}
+
+// MinReservation is the smallest virtual range the arena reserves: the
+// driver honours the fixed base address for a reservation of this size
+// (measured on an H200) but not for every smaller one.
+const MinReservation = arena.DefaultSize
+
+// reservation is the size of the range the arena reserves and a replay must
+// reserve: -vass, at least MinReservation, in whole 2 MiB units.
+func (r *Recorder) reservation() uint64 {
+	if r.arena != nil {
+		return r.arena.Reserved()
+	}
+	const unit = 2 << 20
+	return max((r.cfg.VASize+unit-1)/unit*unit, MinReservation)
 }
 
 // Free returns an arena block. ours is false for addresses the arena did
@@ -268,7 +295,9 @@ func (r *Recorder) Launch(l *Launch) (Decision, error) {
 
 // describeKernel builds the kernel's database entry and writes its IR.
 func (r *Recorder) describeKernel(l *Launch) (*db.Kernel, error) {
+	start := time.Now()
 	ir, err := r.proc.KernelIR(l.Kernel.Name)
+	r.status.IRSeconds += time.Since(start).Seconds()
 	if err != nil {
 		return nil, err
 	}
@@ -287,7 +316,7 @@ func (r *Recorder) describeKernel(l *Launch) (*db.Kernel, error) {
 	k := &db.Kernel{
 		StaticHash:    sh,
 		VAddr:         db.FormatVAddr(r.cfg.VABase),
-		VASize:        r.cfg.VASize,
+		VASize:        r.reservation(),
 		KernelName:    l.Kernel.Name,
 		DemangledName: l.Kernel.Demangled,
 		Modules:       []string{db.IRFileName(sh)},
@@ -312,7 +341,7 @@ func (r *Recorder) describeKernel(l *Launch) (*db.Kernel, error) {
 		k.ArgSizes = append(k.ArgSizes, uint64(len(a)))
 		k.Specializations = append(k.Specializations, kind != "ptr" && !isByval(kind))
 	}
-	if err := db.WriteFileAtomic(filepath.Join(r.cfg.DB, db.IRFileName(sh)), ir.Bitcode); err != nil {
+	if err := writeRenamed(filepath.Join(r.cfg.DB, db.IRFileName(sh)), ir.Bitcode); err != nil {
 		return nil, err
 	}
 	return k, nil
@@ -380,7 +409,10 @@ func (r *Recorder) recordInstance(ks *kernelState, l *Launch, dh string) (Decisi
 	r.status.SnapshotBytes += int64(inst.PrologueBytes + inst.EpilogueBytes)
 	r.status.SnapshotSeconds += time.Since(start).Seconds()
 	k.Instances[dh] = inst
-	if err := db.WriteKernel(r.cfg.DB, k); err != nil {
+	start = time.Now()
+	err = r.writeKernel(k)
+	r.status.DBWriteSeconds += time.Since(start).Seconds()
+	if err != nil {
 		delete(k.Instances, dh)
 		r.reportError(fmt.Sprintf("kernel %s: write %s: %v", name, db.KernelFileName(k.StaticHash), err))
 		return Launched, nil
@@ -394,9 +426,21 @@ func (r *Recorder) recordInstance(ks *kernelState, l *Launch, dh string) (Decisi
 	return Launched, nil
 }
 
+// writeKernel replaces the kernel's JSON file. Like the snapshots it is
+// renamed into place without an fsync: valid whenever the application dies.
+func (r *Recorder) writeKernel(k *db.Kernel) error {
+	data, err := db.MarshalKernel(k)
+	if err != nil {
+		return err
+	}
+	return writeRenamed(filepath.Join(r.cfg.DB, db.KernelFileName(k.StaticHash)), data)
+}
+
 // snapshot copies every live arena block, the kernel module's device
 // globals and the argument bytes.
 func (r *Recorder) snapshot(l *Launch) (*db.Snapshot, error) {
+	start := time.Now()
+	defer func() { r.status.CopySeconds += time.Since(start).Seconds() }()
 	s := &db.Snapshot{Args: l.Args}
 	if r.arena != nil {
 		for _, b := range r.arena.Live() {
@@ -433,7 +477,7 @@ func (r *Recorder) Finish() {
 		if ks.meta == nil || !ks.dirty {
 			continue
 		}
-		if err := db.WriteKernel(r.cfg.DB, ks.meta); err != nil {
+		if err := r.writeKernel(ks.meta); err != nil {
 			r.reportError(fmt.Sprintf("kernel %s: write occurrence counts: %v", ks.meta.DemangledName, err))
 			continue
 		}

@@ -249,7 +249,7 @@ func TestRecordsPrologueEpilogueAndMetadata(t *testing.T) {
 	if fmt.Sprint(k.ArgKinds) != "[f32 ptr ptr i32]" || fmt.Sprint(k.ArgSizes) != "[4 8 8 4]" || fmt.Sprint(k.Specializations) != "[true false false true]" || fmt.Sprint(k.ArgNames) != "[a x y n]" {
 		t.Errorf("argument metadata %v %v %v %v", k.ArgKinds, k.ArgSizes, k.Specializations, k.ArgNames)
 	}
-	if k.VAddr != "0x153940000000" || k.VASize != 64<<20 || k.Device.Name != "Simulated GPU" || k.Toolchain.LLVM != "22.1.8" {
+	if k.VAddr != "0x153940000000" || k.VASize != MinReservation || k.Device.Name != "Simulated GPU" || k.Toolchain.LLVM != "22.1.8" {
 		t.Errorf("arena/device/toolchain %s %d %+v %+v", k.VAddr, k.VASize, k.Device, k.Toolchain)
 	}
 	ir, err := os.ReadFile(d.IRPath(k))

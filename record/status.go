@@ -6,31 +6,38 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // Status is what the runtime reports to `mneme record` through the status
 // file. It is rewritten atomically whenever something worth reporting
 // happens, so it is current even when the application crashes.
 type Status struct {
-	PID                int      `json:"pid"`
-	Finished           bool     `json:"finished"` // the application exited through exit()
-	Fatbinaries        int      `json:"fatbinaries"`
-	KernelsRegistered  int      `json:"kernels_registered"`
-	GlobalsRegistered  int      `json:"globals_registered"`
-	LaunchesSeen       int64    `json:"launches_seen"`
-	LaunchesSelected   int64    `json:"launches_selected"`
-	InstancesRecorded  int      `json:"instances_recorded"`
-	KernelsRecorded    int      `json:"kernels_recorded"`
-	Allocations        int64    `json:"allocations"`
-	ManagedAllocations int64    `json:"managed_allocations"`
-	ArenaBase          string   `json:"arena_base,omitempty"`
-	ArenaSize          uint64   `json:"arena_size,omitempty"`
-	ArenaPeak          uint64   `json:"arena_peak,omitempty"` // physical bytes mapped
-	SnapshotBytes      int64    `json:"snapshot_bytes"`       // written to snapshot files
-	SnapshotSeconds    float64  `json:"snapshot_seconds"`     // spent writing them
-	ArenaError         string   `json:"arena_error,omitempty"`
-	Errors             []string `json:"errors,omitempty"`
-	ErrorsDropped      int      `json:"errors_dropped,omitempty"`
+	PID                int     `json:"pid"`
+	Finished           bool    `json:"finished"` // the application exited through exit()
+	Fatbinaries        int     `json:"fatbinaries"`
+	KernelsRegistered  int     `json:"kernels_registered"`
+	GlobalsRegistered  int     `json:"globals_registered"`
+	LaunchesSeen       int64   `json:"launches_seen"`
+	LaunchesSelected   int64   `json:"launches_selected"`
+	InstancesRecorded  int     `json:"instances_recorded"`
+	KernelsRecorded    int     `json:"kernels_recorded"`
+	Allocations        int64   `json:"allocations"`
+	ManagedAllocations int64   `json:"managed_allocations"`
+	ArenaBase          string  `json:"arena_base,omitempty"`
+	ArenaSize          uint64  `json:"arena_size,omitempty"`
+	ArenaPeak          uint64  `json:"arena_peak,omitempty"` // physical bytes mapped
+	SnapshotBytes      int64   `json:"snapshot_bytes"`       // written to snapshot files
+	SnapshotSeconds    float64 `json:"snapshot_seconds"`     // spent writing them
+	// Where recording time went (seconds), for the overhead report.
+	LoadSeconds    float64  `json:"load_seconds"`     // loading this library into the application and starting it
+	ArenaSeconds   float64  `json:"arena_seconds"`    // reserving and mapping the arena, allocating
+	IRSeconds      float64  `json:"ir_seconds"`       // finding and extracting kernels' IR
+	CopySeconds    float64  `json:"copy_seconds"`     // device-to-host snapshot copies
+	DBWriteSeconds float64  `json:"db_write_seconds"` // kernel JSON files
+	ArenaError     string   `json:"arena_error,omitempty"`
+	Errors         []string `json:"errors,omitempty"`
+	ErrorsDropped  int      `json:"errors_dropped,omitempty"`
 }
 
 // maxStatusErrors bounds the error list, so an application that fails the
@@ -53,12 +60,27 @@ func WriteStatus(dir string, s *Status) error {
 	if err != nil {
 		return err
 	}
-	path := filepath.Join(dir, StatusFileName)
-	tmp, err := os.CreateTemp(dir, StatusFileName+".*.tmp")
+	return writeRenamed(filepath.Join(dir, StatusFileName), append(data, '\n'))
+}
+
+// writeRenamed replaces path with data through a temporary file in the same
+// directory (a dot name ending in .tmp, never taken for a database file)
+// renamed over it, so a reader sees the old or the new file, never a part.
+// There is no fsync: recordings must survive the application, not the
+// machine, and an fsync per file can cost more than the whole snapshot.
+func writeRenamed(path string, data []byte) error {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	tmp, err := os.CreateTemp(dir, "."+strings.TrimPrefix(base, ".")+".*.tmp")
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	_, werr := tmp.Write(append(data, '\n'))
+	_, werr := tmp.Write(data)
+	if werr == nil {
+		werr = tmp.Chmod(0o644)
+	}
 	cerr := tmp.Close()
 	if werr == nil && cerr == nil {
 		werr = os.Rename(tmp.Name(), path)

@@ -158,8 +158,8 @@ func runRecord(stderr io.Writer, args []string, f *recordFlags) error {
 			d.NumInstances(), len(d.Kernels), rdb, status.LaunchesSelected, status.LaunchesSeen)
 	}
 	if status.SnapshotSeconds > 0 {
-		summary += fmt.Sprintf("; snapshots %.1f MiB written at %.0f MiB/s",
-			float64(status.SnapshotBytes)/(1<<20), float64(status.SnapshotBytes)/(1<<20)/status.SnapshotSeconds)
+		summary += fmt.Sprintf("; snapshots: %s written at %.0f MiB/s",
+			humanBytes(uint64(status.SnapshotBytes)), float64(status.SnapshotBytes)/(1<<20)/status.SnapshotSeconds)
 	}
 	if status.ManagedAllocations > 0 {
 		summary += fmt.Sprintf("; %d managed allocation(s) not replayable", status.ManagedAllocations)
@@ -175,6 +175,8 @@ func runRecord(stderr io.Writer, args []string, f *recordFlags) error {
 		return fail(fmt.Sprintf("nothing was recorded: %s (does --kernels match a launched kernel?)", summary))
 	}
 	fmt.Fprintln(stderr, "mneme record:", summary)
+	fmt.Fprintf(stderr, "mneme record: time spent recording: loading the runtime %.3fs, arena %.3fs, IR %.3fs, device-to-host copies %.3fs, snapshot writes %.3fs, kernel files %.3fs\n",
+		status.LoadSeconds, status.ArenaSeconds, status.IRSeconds, status.CopySeconds, status.SnapshotSeconds, status.DBWriteSeconds)
 	return nil
 }
 

@@ -62,20 +62,28 @@ type hole struct{ addr, size uint64 }
 
 // Arena hands out granularity-rounded blocks first-fit from the reserved range.
 type Arena struct {
-	mu      sync.Mutex
-	backend Backend
-	base    uint64
-	size    uint64
-	gran    uint64
-	holes   []hole           // free spans, sorted by address, never adjacent
-	live    map[uint64]Block // by address
-	mapped  map[uint64]bool  // granularity chunks already backed, by index
-	highest uint64           // bytes from base ever handed out (for reports)
+	mu       sync.Mutex
+	backend  Backend
+	base     uint64
+	size     uint64 // usable bytes from base
+	reserved uint64 // reserved bytes from base (>= size)
+	gran     uint64
+	holes    []hole           // free spans, sorted by address, never adjacent
+	live     map[uint64]Block // by address
+	mapped   map[uint64]bool  // granularity chunks already backed, by index
+	highest  uint64           // bytes from base ever handed out (for reports)
 }
 
-// New reserves [base, base+size) through b. size is rounded up to the
-// granularity.
-func New(b Backend, base, size uint64) (*Arena, error) {
+// New reserves [base, base+size) through b and serves blocks from all of
+// it. size is rounded up to the granularity.
+func New(b Backend, base, size uint64) (*Arena, error) { return NewReserving(b, base, size, size) }
+
+// NewReserving reserves [base, base+reserve) but serves blocks only from
+// [base, base+size). The CUDA driver does not honour a fixed address for
+// every reservation size (measured: 2 MiB at 0x153940000000 was placed
+// elsewhere while 4 GiB was not), so a small arena sits inside a
+// reservation of a size known to work.
+func NewReserving(b Backend, base, size, reserve uint64) (*Arena, error) {
 	if size == 0 {
 		return nil, errors.New("recording arena size (-vass) must be positive")
 	}
@@ -90,14 +98,15 @@ func New(b Backend, base, size uint64) (*Arena, error) {
 		return nil, fmt.Errorf("recording arena: base address %#x is not a multiple of the granularity %s (MNEME_VA_BASE)", base, human(gran))
 	}
 	size = roundUp(size, gran)
-	if base+size < base {
-		return nil, fmt.Errorf("recording arena: %#x + %s overflows the address space", base, human(size))
+	reserve = max(roundUp(reserve, gran), size)
+	if base+reserve < base {
+		return nil, fmt.Errorf("recording arena: %#x + %s overflows the address space", base, human(reserve))
 	}
-	if err := b.Reserve(base, size); err != nil {
-		return nil, fmt.Errorf("recording arena: reserve %s at %#x (-vass %s): %w", human(size), base, gib(size), err)
+	if err := b.Reserve(base, reserve); err != nil {
+		return nil, fmt.Errorf("recording arena: reserve %s at %#x (-vass %s): %w", human(reserve), base, gib(size), err)
 	}
 	return &Arena{
-		backend: b, base: base, size: size, gran: gran,
+		backend: b, base: base, size: size, reserved: reserve, gran: gran,
 		holes:  []hole{{base, size}},
 		live:   map[uint64]Block{},
 		mapped: map[uint64]bool{},
@@ -107,8 +116,12 @@ func New(b Backend, base, size uint64) (*Arena, error) {
 // Base is the fixed start address of the range.
 func (a *Arena) Base() uint64 { return a.base }
 
-// Size is the size of the range in bytes.
+// Size is the usable size of the range in bytes.
 func (a *Arena) Size() uint64 { return a.size }
+
+// Reserved is the size of the reservation, at least Size; a replay must
+// reserve the same range.
+func (a *Arena) Reserved() uint64 { return a.reserved }
 
 // Granularity is the rounding unit of every block.
 func (a *Arena) Granularity() uint64 { return a.gran }

@@ -178,6 +178,24 @@ func TestNewRejectsBadInput(t *testing.T) {
 	}
 }
 
+func TestSmallArenaInsideLargerReservation(t *testing.T) {
+	vm := &hostVM{gran: 2 * mib}
+	a, err := NewReserving(vm, DefaultBase, 3*mib, 4<<30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vm.size != 4<<30 || a.Size() != 4*mib || a.Reserved() != 4<<30 {
+		t.Fatalf("reserved %d, usable %d", vm.size, a.Size())
+	}
+	if _, err := a.Alloc(4 * mib); err != nil {
+		t.Fatal(err)
+	}
+	var ex *ExhaustedError
+	if _, err := a.Alloc(1); !errors.As(err, &ex) || ex.Size != 4*mib {
+		t.Fatalf("allocation beyond the usable size: %v", err)
+	}
+}
+
 // TestRandomAgainstInvariants drives random allocations and frees and checks
 // after each step that blocks never overlap, stay in range, and that live
 // spans plus holes account for the whole range with no adjacent holes.

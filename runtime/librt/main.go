@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/mneme-gpu/mneme/cuda"
@@ -52,6 +53,7 @@ func mneme_rt_init(api *C.struct_mneme_host_api) C.int {
 		fmt.Fprintf(os.Stderr, "mneme record: the application's shim speaks interface version %d, this runtime library %d: rebuild the application with this mneme\n", int(api.abi_version), int(C.MNEME_RT_ABI_VERSION))
 		return -1
 	}
+	start := time.Now()
 	C.rth_set_api(api)
 	cfg, err := record.ConfigFromEnv(os.Getenv)
 	if err != nil {
@@ -88,6 +90,7 @@ func mneme_rt_init(api *C.struct_mneme_host_api) C.int {
 	}
 	proc, rec = p, r
 	registered()
+	rec.SetLoadSeconds(float64(api.load_seconds) + time.Since(start).Seconds())
 	return 0
 }
 

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ---- the real CUDA runtime (bound by --wrap) and a few unwrapped calls ---- */
 
@@ -344,6 +345,16 @@ static void load_failed(const char *what, const char *detail) {
   rt_ready = -1;
 }
 
+static void *timed_dlopen(const char *path) {
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  host_api.load_seconds =
+      (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+  return lib;
+}
+
 /* load_runtime dlopens the library and initializes it. init_cuda makes the
  * CUDA runtime create its context first (cudaFree(NULL)), so the library's
  * driver-API calls see the same primary context as the application; it is
@@ -357,7 +368,7 @@ static int load_runtime(int init_cuda) {
     void *lib = NULL;
     if (path == NULL || path[0] == '\0') {
       load_failed("MNEME_RT_LIB is not set", NULL);
-    } else if ((lib = dlopen(path, RTLD_NOW | RTLD_LOCAL)) == NULL) {
+    } else if ((lib = timed_dlopen(path)) == NULL) {
       load_failed("cannot load the runtime library", dlerror());
     } else {
       mneme_rt_init_fn init = (mneme_rt_init_fn)dlsym(lib, "mneme_rt_init");

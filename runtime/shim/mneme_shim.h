@@ -41,7 +41,7 @@ enum {
 
 /* Bumped whenever a structure or signature below changes; the library
  * refuses a shim of another version instead of misreading it. */
-#define MNEME_RT_ABI_VERSION 1
+#define MNEME_RT_ABI_VERSION 2
 
 /* One __cudaRegisterFunction call. */
 struct mneme_kernel_reg {
@@ -69,6 +69,9 @@ struct mneme_host_api {
   /* 0 when the library is loaded only at exit, before the application made
    * any CUDA call: it must then make none either. */
   int cuda_initialized;
+  /* Seconds spent in dlopen of the library (its dependencies and the Go
+   * runtime's start included), for the recording overhead report. */
+  double load_seconds;
   const char *ir_start; /* __start_mneme_ir, or NULL when absent */
   size_t ir_size;
 

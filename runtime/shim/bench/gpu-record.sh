@@ -86,11 +86,18 @@ echo "crash: rc=$rc; $(grep '^mneme' "$out/record-crash.err" | tail -n 1)"
 [ $rc -eq 134 ] || bad "crash: want the application's status 134 (SIGABRT), got $rc"
 mneme inspect "$work/rdb-crash" >"$out/inspect-crash.txt" 2>&1 && echo "crash database reads back: $(grep -c scale "$out/inspect-crash.txt") line(s) naming the kernel" || bad "crash database does not read back"
 ls -a "$work/rdb-crash" | grep -E '^\.' | grep -v -E '^\.\.?$|^\.mneme-record\.status$' && bad "temporary files left in the crash database"
-mneme record -rdb "$work/rdb-small" -vass 0.001 -- "$work/wrap/vecadd/vecadd" >"$out/record-small.out" 2>"$out/record-small.err"; rc=$?
+mneme record -rdb "$work/rdb-small" -vass 0.01 -- "$work/wrap/vecadd/vecadd" >"$out/record-small.out" 2>"$out/record-small.err"; rc=$?
 echo "small arena: rc=$rc; $(grep -m1 -- '-vass' "$out/record-small.err")"
 [ $rc -ne 0 ] && grep -q -- '-vass' "$out/record-small.err" || bad "small arena: want a non-zero exit naming -vass"
 mneme record -rdb "$work/rdb-plain" -- "$work/plain/vecadd/vecadd" >/dev/null 2>"$out/record-unwrapped.err"; rc=$?
 echo "unwrapped application: rc=$rc; $(tail -n 1 "$out/record-unwrapped.err")"
+[ $rc -ne 0 ] && grep -q 'no kernels were registered' "$out/record-unwrapped.err" || bad "unwrapped application not diagnosed"
+mneme record -rdb "$work/rdb-sel" --kernels '^relax' --skip 10 --max-recordings 2 -- "$work/wrap/scalarsweep/scalarsweep" >/dev/null 2>"$out/record-sel.err"; rc=$?
+echo "selection (--kernels ^relax --skip 10 --max-recordings 2): rc=$rc; $(grep '^mneme' "$out/record-sel.err" | head -n 1)"
+mneme inspect "$work/rdb-sel" 2>&1 | grep -E 'relax|KERNEL'
+mneme record -rdb "$work/rdb-zstd" --zstd -- "$work/wrap/stencil2d/stencil2d" >/dev/null 2>"$out/record-zstd.err"; rc=$?
+echo "stencil2d with --zstd: rc=$rc; $(grep '^mneme' "$out/record-zstd.err" | head -n 1)"
+du -sh "$work/rdb/stencil2d" "$work/rdb-zstd"
 
 say "4. overhead"
 ss_plain=$work/plain/scalarsweep/scalarsweep ss_wrap=$work/wrap/scalarsweep/scalarsweep
@@ -111,7 +118,7 @@ for launches in 2000 20000; do
   p=$(cat "$work/t-plain-$launches") w=$(cat "$work/t-wrapped-$launches") r=$(cat "$work/t-record-$launches")
   echo "scalarsweep $launches launches, median of 5 wall times: plain ${p}s, wrapped (not recording) ${w}s, recording ${r}s => $(awk "BEGIN{printf \"%.3f\", $r/$p}")x"
 done
-grep '^mneme' "$out/record-ovh.err" | tail -n 1
+grep '^mneme' "$out/record-ovh.err"
 build lb_plain "$here/launch_bench.cu" clang++
 build lb_wrap "$here/launch_bench.cu" mneme-cxx
 for i in 1 2 3; do
