@@ -74,7 +74,7 @@ invalid launch, 5 compile error, 6 no GPU, 1 other failures.`,
 			if help, _ := fl.GetBool("help"); help {
 				return cmd.Help()
 			}
-			return runReplay(cmd.OutOrStdout(), cmd.ErrOrStderr(), fl.Changed, fl.Args(), &f)
+			return runReplay(cmd.OutOrStdout(), fl.Changed, fl.Args(), &f)
 		},
 	}
 	fl := cmd.Flags()
@@ -200,7 +200,7 @@ func replayVerify(f *replayFlags, changed func(string) bool) (replay.VerifyOptio
 	return v, nil
 }
 
-func runReplay(stdout, stderr io.Writer, changed func(string) bool, positional []string, f *replayFlags) error {
+func runReplay(stdout io.Writer, changed func(string) bool, positional []string, f *replayFlags) error {
 	if f.rdb == "" {
 		return withExit(exitUsage, errors.New("-rdb: a recording database (directory or kernel .json) is required"))
 	}
@@ -241,10 +241,6 @@ func runReplay(stdout, stderr io.Writer, changed func(string) bool, positional [
 		if err := saveOutput(s, f.saveOutput); err != nil {
 			return withExit(exitFailure, fmt.Errorf("--save-output: %w", err))
 		}
-	}
-	if res.Status == spec.StatusFailedVerification {
-		// Keep the document small: the mismatch names where it differs.
-		fmt.Fprintln(stderr, "mneme: replay:", res.Mismatch)
 	}
 	if err := printReplay(stdout, f.jsonOut, s.Recording().Resolve(cfg), res); err != nil {
 		return err
