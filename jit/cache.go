@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/zeebo/xxh3"
@@ -54,6 +56,10 @@ func (c *Compiler) Key(req *Request) string {
 	write([]byte(req.Kernel))
 	cj, _ := json.Marshal(cfg) // plain data: cannot fail
 	write(cj)
+	if cfg.Internalize {
+		keep := slices.Sorted(slices.Values(req.Keep))
+		write([]byte(strings.Join(keep, "\x00")))
+	}
 	for i, a := range req.Args {
 		if cfg.Specializes(i) {
 			write([]byte{1})

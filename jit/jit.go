@@ -29,6 +29,9 @@ type Request struct {
 	Kernel string // mangled name; empty means the module's only kernel
 	Config spec.Config
 	Args   [][]byte // recorded argument bytes; needed when Config specializes
+	// Keep names symbols besides the kernel that internalization must leave
+	// visible: device globals that the host (or replay) looks up by name.
+	Keep []string
 }
 
 // Times are the durations of the compile stages.
@@ -285,7 +288,7 @@ func rewrite(mod *llvm.Module, kernel string, req *Request) error {
 		}
 	}
 	if cfg.Internalize {
-		mod.Internalize(kernel)
+		mod.Internalize(append([]string{kernel}, req.Keep...)...)
 		if err := mod.DropDead(); err != nil {
 			return err
 		}

@@ -216,3 +216,27 @@ func TestDamagedCacheEntryIsRecompiled(t *testing.T) {
 		t.Fatalf("damaged entry: hit=%q err=%v", again.CacheHit, err)
 	}
 }
+
+// Internalization must leave the device globals named in Keep visible, so
+// they can be found by name in the loaded module.
+func TestInternalizeKeepsNamedGlobals(t *testing.T) {
+	c := NewCompiler(Options{})
+	visible := regexp.MustCompile(`\.visible \.global .*g_total`)
+	hidden, err := c.Compile(&Request{IR: testIR(t), Kernel: "accumulate", Config: baseConfig()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if visible.Match(hidden.PTX) {
+		t.Fatalf("without Keep the global should be internal:\n%s", hidden.PTX)
+	}
+	kept, err := c.Compile(&Request{IR: testIR(t), Kernel: "accumulate", Config: baseConfig(), Keep: []string{"g_total"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !visible.Match(kept.PTX) {
+		t.Fatalf("a kept global must stay visible:\n%s", kept.PTX)
+	}
+	if hidden.Key == kept.Key {
+		t.Fatal("Keep did not change the cache key")
+	}
+}

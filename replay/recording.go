@@ -34,9 +34,9 @@ type Recording struct {
 	Prologue *db.Snapshot
 	Epilogue *db.Snapshot
 	VAddr    uint64
-	// internalIR is IR with everything but the kernel and the recorded
-	// globals internalized; nil when the recording has no globals.
-	internalIR []byte
+	// globalNames are the recorded device globals, which internalization
+	// must keep visible so replay can restore and compare them by name.
+	globalNames []string
 }
 
 // Load reads the database at path (a directory or one kernel's JSON file),
@@ -90,10 +90,8 @@ func Load(path, kernel, instance string) (*Recording, error) {
 	if err := matchSnapshots(r.Prologue, r.Epilogue, d.Path(inst.Prologue), d.Path(inst.Epilogue)); err != nil {
 		return nil, err
 	}
-	if len(r.Prologue.Globals) > 0 {
-		if r.internalIR, err = internalizeKeepingGlobals(r.IRPath, r.IR, k.KernelName, r.Prologue.Globals); err != nil {
-			return nil, err
-		}
+	for _, g := range r.Prologue.Globals {
+		r.globalNames = append(r.globalNames, g.Name)
 	}
 	if n := len(r.Prologue.Args); n > 0 && n != len(r.Args) {
 		return nil, inputErr("%s: %d arguments, but the instance records %d", d.Path(inst.Prologue), n, len(r.Args))
@@ -115,29 +113,6 @@ func checkIR(path string, ir []byte, kernel string) error {
 		}
 	}
 	return inputErr("%s: holds no kernel named %s (it has %v)", path, kernel, mod.Kernels())
-}
-
-// internalizeKeepingGlobals gives internal linkage to every symbol but the
-// kernel and the recorded device globals. The compiler's own internalization
-// keeps only the kernel, and an internal global is invisible in the PTX (or
-// deleted when the kernel only writes it), so replay could neither restore
-// nor verify it: for recordings with globals, replay internalizes here and
-// asks the compiler for none.
-func internalizeKeepingGlobals(path string, ir []byte, kernel string, globals []db.Global) ([]byte, error) {
-	mod, err := llvm.ParseBitcode(ir, path)
-	if err != nil {
-		return nil, &InputError{Err: err}
-	}
-	defer mod.Dispose()
-	keep := []string{kernel}
-	for _, g := range globals {
-		keep = append(keep, g.Name)
-	}
-	mod.Internalize(keep...)
-	if err := mod.Verify(); err != nil {
-		return nil, fmt.Errorf("%s: after internalizing: %w", path, err)
-	}
-	return mod.Bitcode(), nil
 }
 
 // matchSnapshots requires the epilogue to describe the same allocations and

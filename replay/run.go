@@ -38,11 +38,7 @@ func finish(res *spec.Result, status string, err error) *spec.Result {
 }
 
 func (s *Session) request(cfg spec.Config) *jit.Request {
-	ir := s.rec.IR
-	if cfg.Internalize && s.rec.internalIR != nil {
-		ir, cfg.Internalize = s.rec.internalIR, false // see internalizeKeepingGlobals
-	}
-	return &jit.Request{Name: s.rec.IRPath, IR: ir, Kernel: s.rec.Kernel.KernelName, Config: cfg, Args: s.rec.Args}
+	return &jit.Request{Name: s.rec.IRPath, IR: s.rec.IR, Kernel: s.rec.Kernel.KernelName, Config: cfg, Args: s.rec.Args, Keep: s.rec.globalNames}
 }
 
 // fillCompile copies the compiler's report into the Result.

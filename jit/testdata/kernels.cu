@@ -19,3 +19,10 @@ extern "C" __global__ void vecadd(const float* a, const float* b, float* c, int 
   int i = __nvvm_read_ptx_sreg_ctaid_x() * __nvvm_read_ptx_sreg_ntid_x() + __nvvm_read_ptx_sreg_tid_x();
   if (i < n) c[i] = a[i] + b[i];
 }
+
+// A device global the host reads and writes by name.
+__device__ float g_total;
+extern "C" __global__ void accumulate(const float* x, int n) {
+  int i = __nvvm_read_ptx_sreg_ctaid_x() * __nvvm_read_ptx_sreg_ntid_x() + __nvvm_read_ptx_sreg_tid_x();
+  if (i < n) __nvvm_atom_add_gen_f(&g_total, x[i]);
+}
