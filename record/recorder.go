@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,8 +26,8 @@ type Process interface {
 	// Globals lists the device globals registered by a module, with their
 	// device addresses.
 	Globals(module int) ([]Global, error)
-	// KernelIR extracts a kernel, with everything it uses, from the IR
-	// embedded in the application.
+	// KernelIR finds the IR embedded in the application that defines a
+	// kernel.
 	KernelIR(mangled string) (*KernelIR, error)
 	// Device describes the GPU the application runs on.
 	Device() (db.DeviceInfo, error)
@@ -60,7 +61,10 @@ type Global struct {
 	Constant bool
 }
 
-// KernelIR is one kernel's extracted IR.
+// KernelIR is the IR of one kernel: either the kernel extracted with what
+// it uses and its parameters analyzed, or (inside the application, which
+// does not load LLVM) the bitcode of the translation unit that defines it,
+// with ArgKinds empty until Finalize analyzes it.
 type KernelIR struct {
 	Bitcode  []byte
 	ArgNames []string
@@ -301,8 +305,13 @@ func (r *Recorder) describeKernel(l *Launch) (*db.Kernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(ir.ArgKinds) != len(l.Args) {
-		return nil, fmt.Errorf("its IR has %d parameters but the launch passes %d", len(ir.ArgKinds), len(l.Args))
+	sizes := make([]uint64, len(l.Args))
+	for i, a := range l.Args {
+		sizes[i] = uint64(len(a))
+	}
+	names, kinds, specs, err := argMeta(ir, sizes)
+	if err != nil {
+		return nil, err
 	}
 	if r.device == nil {
 		dev, err := r.proc.Device()
@@ -325,29 +334,41 @@ func (r *Recorder) describeKernel(l *Launch) (*db.Kernel, error) {
 		FormatVersion: db.FormatVersion,
 		Instances:     map[string]*db.Instance{},
 	}
-	for i, a := range l.Args {
-		kind := ir.ArgKinds[i]
-		// The launch's parameter size is the truth (cuFuncGetParamInfo); a
-		// kind that disagrees (bool as i1, a struct) is kept as raw bytes.
-		if n, err := db.ArgKindSize(kind); err != nil || n != uint64(len(a)) {
-			kind = fmt.Sprintf("byval:%d", len(a))
-		}
-		name := fmt.Sprintf("arg%d", i)
-		if i < len(ir.ArgNames) && ir.ArgNames[i] != "" {
-			name = ir.ArgNames[i]
-		}
-		k.ArgNames = append(k.ArgNames, name)
-		k.ArgKinds = append(k.ArgKinds, kind)
-		k.ArgSizes = append(k.ArgSizes, uint64(len(a)))
-		k.Specializations = append(k.Specializations, kind != "ptr" && !isByval(kind))
-	}
+	k.ArgNames, k.ArgKinds, k.ArgSizes, k.Specializations = names, kinds, sizes, specs
 	if err := writeRenamed(filepath.Join(r.cfg.DB, db.IRFileName(sh)), ir.Bitcode); err != nil {
 		return nil, err
 	}
 	return k, nil
 }
 
-func isByval(kind string) bool { return len(kind) > 6 && kind[:6] == "byval:" }
+// argMeta names and classifies a kernel's arguments. The launch's parameter
+// sizes (cuFuncGetParamInfo) are the truth: a kind from the IR that
+// disagrees with its size (bool as i1, a struct) is kept as raw bytes
+// (byval:N). Without kinds (IR not yet analyzed, see Finalize) every
+// argument is raw bytes, which replay restores as is.
+func argMeta(ir *KernelIR, sizes []uint64) (names, kinds []string, specs []bool, err error) {
+	if len(ir.ArgKinds) != 0 && len(ir.ArgKinds) != len(sizes) {
+		return nil, nil, nil, fmt.Errorf("its IR has %d parameters but the launch passes %d", len(ir.ArgKinds), len(sizes))
+	}
+	for i, size := range sizes {
+		kind := fmt.Sprintf("byval:%d", size)
+		if i < len(ir.ArgKinds) {
+			if n, err := db.ArgKindSize(ir.ArgKinds[i]); err == nil && n == size {
+				kind = ir.ArgKinds[i]
+			}
+		}
+		name := fmt.Sprintf("arg%d", i)
+		if i < len(ir.ArgNames) && ir.ArgNames[i] != "" {
+			name = ir.ArgNames[i]
+		}
+		names = append(names, name)
+		kinds = append(kinds, kind)
+		specs = append(specs, kind != "ptr" && !isByval(kind))
+	}
+	return names, kinds, specs, nil
+}
+
+func isByval(kind string) bool { return strings.HasPrefix(kind, "byval:") }
 
 // recordInstance performs the launch between two snapshots and writes the
 // instance. Files appear in an order that keeps the database valid at every

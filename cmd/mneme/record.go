@@ -12,11 +12,14 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/mneme-gpu/mneme/db"
 	"github.com/mneme-gpu/mneme/record"
+	"github.com/mneme-gpu/mneme/record/llvmir"
+	mnemert "github.com/mneme-gpu/mneme/runtime"
 	"github.com/mneme-gpu/mneme/toolchain"
 )
 
@@ -148,6 +151,18 @@ func runRecord(stderr io.Writer, args []string, f *recordFlags) error {
 	}
 	summary := fmt.Sprintf("%d instance(s) of %d kernel(s) recorded in %s (%d of %d launches selected)",
 		status.InstancesRecorded, status.KernelsRecorded, rdb, status.LaunchesSelected, status.LaunchesSeen)
+	var finalizeErrs []string
+	if status.KernelsRecorded > 0 {
+		// The application wrote each kernel's translation unit; extract and
+		// analyze the kernels here, where LLVM is loaded anyway.
+		start := time.Now()
+		for _, r := range record.Finalize(rdb, llvmir.Tools{}, func() ([]mnemert.IREntry, error) { return record.ExecutableIR(app) }) {
+			if r.Err != nil {
+				finalizeErrs = append(finalizeErrs, r.Err.Error())
+			}
+		}
+		status.IRSeconds += time.Since(start).Seconds()
+	}
 	if status.InstancesRecorded > 0 {
 		// What was recorded must read back, whatever happened afterwards.
 		d, err := db.Open(rdb)
@@ -169,13 +184,15 @@ func runRecord(stderr io.Writer, args []string, f *recordFlags) error {
 		return fail(fmt.Sprintf("%s\nthe application ran out of recording arena: %s", summary, status.ArenaError))
 	case appExit != 0:
 		return fail(fmt.Sprintf("the application %s; %s", appDesc, summary))
+	case len(finalizeErrs) > 0:
+		return fail(fmt.Sprintf("%s; the IR of %d kernel(s) could not be analyzed (their arguments stay raw bytes), first: %s", summary, len(finalizeErrs), finalizeErrs[0]))
 	case len(status.Errors) > 0:
 		return fail(fmt.Sprintf("%s; %d error(s) while recording, first: %s", summary, len(status.Errors)+status.ErrorsDropped, status.Errors[0]))
 	case status.InstancesRecorded == 0:
 		return fail(fmt.Sprintf("nothing was recorded: %s (does --kernels match a launched kernel?)", summary))
 	}
 	fmt.Fprintln(stderr, "mneme record:", summary)
-	fmt.Fprintf(stderr, "mneme record: time spent recording: loading the runtime %.3fs, arena %.3fs, IR %.3fs, device-to-host copies %.3fs, snapshot writes %.3fs, kernel files %.3fs\n",
+	fmt.Fprintf(stderr, "mneme record: time spent recording: loading the runtime %.3fs, arena %.3fs, IR (after the run) %.3fs, device-to-host copies %.3fs, snapshot writes %.3fs, kernel files %.3fs\n",
 		status.LoadSeconds, status.ArenaSeconds, status.IRSeconds, status.CopySeconds, status.SnapshotSeconds, status.DBWriteSeconds)
 	return nil
 }

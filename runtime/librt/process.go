@@ -8,6 +8,7 @@ package main
 import "C"
 
 import (
+	"bytes"
 	"fmt"
 	"runtime/debug"
 	"sync"
@@ -15,7 +16,6 @@ import (
 
 	"github.com/mneme-gpu/mneme/cuda"
 	"github.com/mneme-gpu/mneme/db"
-	"github.com/mneme-gpu/mneme/llvm"
 	"github.com/mneme-gpu/mneme/record"
 	mnemert "github.com/mneme-gpu/mneme/runtime"
 )
@@ -58,7 +58,6 @@ type process struct {
 	irOnce  sync.Once
 	irErr   error
 	entries []mnemert.IREntry
-	parsed  map[int]*llvm.Module // entry index -> parsed module, kept for later kernels
 
 	globals map[int][]record.Global // module -> resolved globals
 }
@@ -81,7 +80,7 @@ func newProcess() (*process, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &process{dev: dev, ctx: ctx, parsed: map[int]*llvm.Module{}, globals: map[int][]record.Global{}}, nil
+	return &process{dev: dev, ctx: ctx, globals: map[int][]record.Global{}}, nil
 }
 
 // enter makes the application's context current on the calling thread,
@@ -135,8 +134,12 @@ func (p *process) Globals(module int) ([]record.Global, error) {
 	return out, nil
 }
 
-// KernelIR finds the embedded module that defines the kernel and extracts
-// the kernel with everything it uses.
+// KernelIR returns the embedded translation unit whose bitcode names the
+// kernel. Bitcode keeps symbol names verbatim in its string table, so a
+// byte search finds the defining unit without loading LLVM into the
+// application; `mneme record` extracts and analyzes the kernel afterwards
+// (record.Finalize) and falls back to the other units if this one only
+// declares it.
 func (p *process) KernelIR(mangled string) (*record.KernelIR, error) {
 	p.irOnce.Do(func() {
 		start, size := C.rth_ir_start(), C.rth_ir_size()
@@ -150,70 +153,13 @@ func (p *process) KernelIR(mangled string) (*record.KernelIR, error) {
 	if p.irErr != nil && len(p.entries) == 0 {
 		return nil, p.irErr
 	}
-	for i, e := range p.entries {
-		m := p.parsed[i]
-		if m == nil {
-			var err error
-			if m, err = llvm.ParseBitcode(e.Bitcode, e.Name); err != nil {
-				return nil, fmt.Errorf("embedded IR of %s: %w", e.Name, err)
-			}
-			p.parsed[i] = m
+	name := []byte(mangled)
+	for _, e := range p.entries {
+		if bytes.Contains(e.Bitcode, name) {
+			return &record.KernelIR{Bitcode: e.Bitcode}, nil
 		}
-		defined := false
-		for _, k := range m.Kernels() {
-			if k == mangled {
-				defined = true
-				break
-			}
-		}
-		if !defined {
-			continue
-		}
-		params, err := m.KernelParams(mangled)
-		if err != nil {
-			return nil, err
-		}
-		ext, err := m.ExtractKernel(mangled)
-		if err != nil {
-			return nil, fmt.Errorf("extract %s from the IR of %s: %w", mangled, e.Name, err)
-		}
-		defer ext.Dispose()
-		ir := &record.KernelIR{Bitcode: ext.Bitcode()}
-		for _, prm := range params {
-			ir.ArgNames = append(ir.ArgNames, prm.Name)
-			ir.ArgKinds = append(ir.ArgKinds, argKind(prm))
-		}
-		return ir, nil
 	}
-	return nil, fmt.Errorf("no embedded IR defines it (%d translation units searched); was its source compiled with `mneme config cxx`?", len(p.entries))
-}
-
-// argKind names a parameter the way the database does.
-func argKind(prm llvm.Param) string {
-	switch prm.Kind {
-	case llvm.ParamInt:
-		switch {
-		case prm.Bits <= 8:
-			return "i8"
-		case prm.Bits <= 16:
-			return "i16"
-		case prm.Bits <= 32:
-			return "i32"
-		case prm.Bits <= 64:
-			return "i64"
-		}
-	case llvm.ParamFloat:
-		return "f32"
-	case llvm.ParamDouble:
-		return "f64"
-	case llvm.ParamHalf:
-		return "f16"
-	case llvm.ParamBFloat:
-		return "bf16"
-	case llvm.ParamPointer:
-		return "ptr"
-	}
-	return fmt.Sprintf("byval:%d", prm.Bytes())
+	return nil, fmt.Errorf("no embedded IR names it (%d translation units searched); was its source compiled with `mneme config cxx`?", len(p.entries))
 }
 
 func (p *process) Device() (db.DeviceInfo, error) {
@@ -233,7 +179,8 @@ func (p *process) Device() (db.DeviceInfo, error) {
 }
 
 func (p *process) Toolchain() db.Toolchain {
-	t := db.Toolchain{Mneme: mnemeVersion(), LLVM: llvm.Version()}
+	// The LLVM version is filled in by `mneme record`, which analyzes the IR.
+	t := db.Toolchain{Mneme: mnemeVersion()}
 	var drv, rt C.int
 	C.rth_driver_version(&drv)
 	C.rth_runtime_version(&rt)

@@ -1,0 +1,74 @@
+// Package llvmir analyzes recorded kernel IR with LLVM for the recorder: it
+// implements record.IRTools with the llvm package. It is used by
+// `mneme record` after the application has run, so the application itself
+// never loads LLVM.
+package llvmir
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/mneme-gpu/mneme/llvm"
+	"github.com/mneme-gpu/mneme/record"
+)
+
+// Tools is the LLVM implementation of record.IRTools.
+type Tools struct{}
+
+// ExtractKernel implements record.IRTools.
+func (Tools) ExtractKernel(bitcode []byte, moduleName, kernel string) (*record.KernelIR, bool, error) {
+	m, err := llvm.ParseBitcode(bitcode, moduleName)
+	if err != nil {
+		return nil, false, err
+	}
+	defer m.Dispose()
+	if !slices.Contains(m.Kernels(), kernel) {
+		return nil, false, nil
+	}
+	params, err := m.KernelParams(kernel)
+	if err != nil {
+		return nil, true, err
+	}
+	ext, err := m.ExtractKernel(kernel)
+	if err != nil {
+		return nil, true, fmt.Errorf("extract %s from %s: %w", kernel, moduleName, err)
+	}
+	defer ext.Dispose()
+	ir := &record.KernelIR{Bitcode: ext.Bitcode()}
+	for _, p := range params {
+		ir.ArgNames = append(ir.ArgNames, p.Name)
+		ir.ArgKinds = append(ir.ArgKinds, ArgKind(p))
+	}
+	return ir, true, nil
+}
+
+// ArgKind names a parameter the way the database does (db.ArgKindSize).
+func ArgKind(p llvm.Param) string {
+	switch p.Kind {
+	case llvm.ParamInt:
+		switch {
+		case p.Bits <= 8:
+			return "i8"
+		case p.Bits <= 16:
+			return "i16"
+		case p.Bits <= 32:
+			return "i32"
+		case p.Bits <= 64:
+			return "i64"
+		}
+	case llvm.ParamFloat:
+		return "f32"
+	case llvm.ParamDouble:
+		return "f64"
+	case llvm.ParamHalf:
+		return "f16"
+	case llvm.ParamBFloat:
+		return "bf16"
+	case llvm.ParamPointer:
+		return "ptr"
+	}
+	return fmt.Sprintf("byval:%d", p.Bytes())
+}
+
+// Version implements record.IRTools: the LLVM version the IR is analyzed with.
+func (Tools) Version() string { return llvm.Version() }
