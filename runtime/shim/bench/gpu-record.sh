@@ -56,8 +56,11 @@ for n in vecadd stencil2d spmv devglobal dynshared saxpy_inplace scalarsweep poi
   [ $rc -eq 0 ] || { bad "record $n rc=$rc"; tail -n 5 "$out/record-$n.err"; }
   [ "$got" = "$want" ] || bad "record $n: output differs from the plain build: '$got' vs '$want'"
   mneme inspect "$work/rdb/$n" >"$out/inspect-$n.txt" 2>&1 || bad "inspect $n"
-  head -n 8 "$out/inspect-$n.txt"
+  sed -n '3,8p' "$out/inspect-$n.txt"
 done
+
+grep -q 'arg1=2.5' "$out/inspect-saxpy_inplace.txt" || bad "saxpy_inplace: the float argument is not shown as 2.5 (kinds not analyzed?)"
+ls -la "$work/rdb/saxpy_inplace"
 
 say "3. allocation paths, managed memory, crash, small arena, per-thread stream"
 cflags=(-x cuda --cuda-path="$CUDA_PATH" --cuda-gpu-arch="$arch" -I"$CUDA_PATH/include/cccl" --no-offload-new-driver -Wno-unknown-cuda-version -O3 -std=c++17)
