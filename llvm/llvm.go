@@ -27,8 +27,11 @@
 package llvm
 
 /*
+// Debian's LLVM 22 location, so a plain `go build` works there; elsewhere
+// CGO_CPPFLAGS/CGO_LDFLAGS from llvm-config-22 add the right paths.
+#cgo CPPFLAGS: -I/usr/lib/llvm-22/include -D_GNU_SOURCE -D__STDC_CONSTANT_MACROS -D__STDC_FORMAT_MACROS -D__STDC_LIMIT_MACROS
 #cgo CXXFLAGS: -std=c++17 -fexceptions
-#cgo LDFLAGS: -lLLVM-22
+#cgo LDFLAGS: -L/usr/lib/llvm-22/lib -Wl,-rpath,/usr/lib/llvm-22/lib -lLLVM-22
 #include <stdlib.h>
 #include <llvm-c/Core.h>
 #include <llvm-c/BitWriter.h>
