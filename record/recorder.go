@@ -428,6 +428,7 @@ func (r *Recorder) recordInstance(ks *kernelState, l *Launch, dh string) (Decisi
 		return Launched, nil
 	}
 	r.status.SnapshotBytes += int64(inst.PrologueBytes + inst.EpilogueBytes)
+	r.status.SnapshotRawBytes += int64(pro.RawSize() + epi.RawSize())
 	r.status.SnapshotSeconds += time.Since(start).Seconds()
 	k.Instances[dh] = inst
 	start = time.Now()

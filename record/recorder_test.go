@@ -283,7 +283,7 @@ func TestRecordsPrologueEpilogueAndMetadata(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.InstancesRecorded != 1 || st.KernelsRecorded != 1 || st.LaunchesSeen != 1 || st.SnapshotBytes == 0 || len(st.Errors) != 0 {
+	if st.InstancesRecorded != 1 || st.KernelsRecorded != 1 || st.LaunchesSeen != 1 || st.SnapshotBytes == 0 || st.SnapshotRawBytes != 2*(16+16+8+24) || len(st.Errors) != 0 {
 		t.Errorf("status %+v", st)
 	}
 	assertNoTempFiles(t, f.dir)

@@ -173,8 +173,8 @@ func runRecord(stderr io.Writer, args []string, f *recordFlags) error {
 			d.NumInstances(), len(d.Kernels), rdb, status.LaunchesSelected, status.LaunchesSeen)
 	}
 	if status.SnapshotSeconds > 0 {
-		summary += fmt.Sprintf("; snapshots: %s written at %.0f MiB/s",
-			humanBytes(uint64(status.SnapshotBytes)), float64(status.SnapshotBytes)/(1<<20)/status.SnapshotSeconds)
+		summary += fmt.Sprintf("; snapshots: %s of device data written as %s at %.0f MiB/s",
+			humanBytes(uint64(status.SnapshotRawBytes)), humanBytes(uint64(status.SnapshotBytes)), float64(status.SnapshotRawBytes)/(1<<20)/status.SnapshotSeconds)
 	}
 	if status.ManagedAllocations > 0 {
 		summary += fmt.Sprintf("; %d managed allocation(s) not replayable", status.ManagedAllocations)

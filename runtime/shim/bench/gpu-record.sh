@@ -89,7 +89,7 @@ echo "crash: rc=$rc; $(grep '^mneme' "$out/record-crash.err" | tail -n 1)"
 [ $rc -eq 134 ] || bad "crash: want the application's status 134 (SIGABRT), got $rc"
 mneme inspect "$work/rdb-crash" >"$out/inspect-crash.txt" 2>&1 && echo "crash database reads back: $(grep -c scale "$out/inspect-crash.txt") line(s) naming the kernel" || bad "crash database does not read back"
 ls -a "$work/rdb-crash" | grep -E '^\.' | grep -v -E '^\.\.?$|^\.mneme-record\.status$' && bad "temporary files left in the crash database"
-mneme record -rdb "$work/rdb-small" -vass 0.01 -- "$work/wrap/vecadd/vecadd" >"$out/record-small.out" 2>"$out/record-small.err"; rc=$?
+mneme record -rdb "$work/rdb-small" -vass 0.005 -- "$work/wrap/vecadd/vecadd" >"$out/record-small.out" 2>"$out/record-small.err"; rc=$?
 echo "small arena: rc=$rc; $(grep -m1 -- '-vass' "$out/record-small.err")"
 [ $rc -ne 0 ] && grep -q -- '-vass' "$out/record-small.err" || bad "small arena: want a non-zero exit naming -vass"
 mneme record -rdb "$work/rdb-plain" -- "$work/plain/vecadd/vecadd" >/dev/null 2>"$out/record-unwrapped.err"; rc=$?
@@ -104,9 +104,15 @@ du -sh "$work/rdb/stencil2d" "$work/rdb-zstd"
 
 say "4. overhead"
 ss_plain=$work/plain/scalarsweep/scalarsweep ss_wrap=$work/wrap/scalarsweep/scalarsweep
+for i in 1 2 3 4 5 6 7 8 9; do
+  t0=$(now); mneme record --help >/dev/null 2>&1; t1=$(now); awk "BEGIN{print $t1-$t0}"
+done | median >"$work/t-cli"
+echo "mneme CLI start (record --help), median of 9: $(cat "$work/t-cli")s"
 for launches in 2000 20000; do
-  for run in plain wrapped record; do
-    for i in 1 2 3 4 5; do
+  rm -f "$work"/t-*-$launches.all
+  # Interleaved, so drift of the machine affects every variant alike.
+  for i in 1 2 3 4 5 6 7 8 9; do
+    for run in plain wrapped record; do
       rm -rf "$work/rdb-ovh"
       t0=$(now)
       case $run in
@@ -115,11 +121,12 @@ for launches in 2000 20000; do
       record) mneme record -rdb "$work/rdb-ovh" --max-recordings 4 -- "$ss_wrap" $launches >/dev/null 2>"$out/record-ovh.err" ;;
       esac
       t1=$(now)
-      awk "BEGIN{print $t1-$t0}"
-    done | median >"$work/t-$run-$launches"
+      awk "BEGIN{print $t1-$t0}" >>"$work/t-$run-$launches.all"
+    done
   done
+  for run in plain wrapped record; do median <"$work/t-$run-$launches.all" >"$work/t-$run-$launches"; done
   p=$(cat "$work/t-plain-$launches") w=$(cat "$work/t-wrapped-$launches") r=$(cat "$work/t-record-$launches")
-  echo "scalarsweep $launches launches, median of 5 wall times: plain ${p}s, wrapped (not recording) ${w}s, recording ${r}s => $(awk "BEGIN{printf \"%.3f\", $r/$p}")x"
+  echo "scalarsweep $launches launches, median of 9 wall times: plain ${p}s, wrapped (not recording) ${w}s, recording ${r}s => $(awk "BEGIN{printf \"%.3f\", $r/$p}")x"
 done
 grep '^mneme' "$out/record-ovh.err"
 build lb_plain "$here/launch_bench.cu" clang++
@@ -128,6 +135,10 @@ for i in 1 2 3; do
   echo "launch_bench plain:   $("$work/lb_plain")"
   echo "launch_bench wrapped: $("$work/lb_wrap")"
 done
+if [ -x "$prefix/bin/record.test" ]; then
+  say "5. snapshot write throughput (record package benchmark, 64 MiB of allocations per instance)"
+  (cd "$work" && "$prefix/bin/record.test" -test.run XXX -test.bench RecordInstance -test.benchtime 4x 2>&1 | grep -E '^Benchmark')
+fi
 [ -n "${OUT:-}" ] && tar -czf "$OUT/gpu-record-logs.tgz" -C "$out" .
 echo
 [ $fails -eq 0 ] && echo "gpu-record: all checks passed" || { echo "gpu-record: $fails failure(s)"; exit 1; }
