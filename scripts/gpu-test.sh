@@ -81,6 +81,17 @@ if [ -z "${SKIP_E2E:-}" ]; then
   # The in-place kernel verifies on every timed iteration: replay it with many iterations and full checking.
   rdb=$w/rdb/saxpy_inplace
   [ -d "$rdb" ] && { mneme replay -rdb "$rdb" -rid "$(ids "$rdb" | head -1)" --iterations 50 > "$logs/replay-inplace.json" 2>&1; note "saxpy_inplace 50 iterations: rc=$?"; }
+  # Fidelity: the stencil replayed with default<O3> against its time inside the application (medians of 20, events both sides).
+  rdb=$w/rdb/stencil2d
+  if [ -d "$rdb" ]; then
+    app_us=$(STENCIL_TIMING=1 "$w/plain/stencil2d/stencil2d" 2>&1 >/dev/null | sed -n 's/.*(events): \([0-9.]*\) us/\1/p')
+    id=$(ids "$rdb" | head -1)
+    mneme replay -rdb "$rdb" -rid "$id" --passes 'default<O3>' --timer events --iterations 20 --warmup 3 > "$logs/fidelity-events.json" 2>&1
+    mneme replay -rdb "$rdb" -rid "$id" --passes 'default<O3>' --iterations 20 --warmup 3 > "$logs/fidelity-cupti.json" 2>&1
+    med() { python3 -c 'import json,statistics,sys; print(round(statistics.median(json.load(open(sys.argv[1]))["Result"]["exec_time"])/1000,2))' "$1" 2>/dev/null; }
+    ev=$(med "$logs/fidelity-events.json"); cu=$(med "$logs/fidelity-cupti.json")
+    note "fidelity stencil: application ${app_us} us (events); replay ${ev} us (events), ${cu} us (cupti); ratio $(python3 -c "print(round(float('$ev')/float('$app_us'),3))" 2>/dev/null)"
+  fi
   # Recording overhead: an application with 2000 launches, --max-recordings 4, against its plain run (best of 3).
   app=$w/wrapper/scalarsweep/scalarsweep
   if [ -x "$app" ]; then
