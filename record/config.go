@@ -30,7 +30,7 @@ const (
 	EnvKernels       = "MNEME_KERNELS"        // regular expression on kernel names
 	EnvMaxRecordings = "MNEME_MAX_RECORDINGS" // instances per kernel, 0 = no cap
 	EnvSkip          = "MNEME_SKIP"           // matching launches to skip first
-	EnvCompress      = "MNEME_SNAPSHOT_ZSTD"  // 1: zstd-compress snapshots
+	EnvCompress      = "MNEME_SNAPSHOT_ZSTD"  // 0: store snapshots raw (default 1: zstd)
 	EnvRuntimeLib    = "MNEME_RT_LIB"         // path of libmneme_rt.so
 )
 
@@ -50,7 +50,7 @@ type Config struct {
 	Kernels       *regexp.Regexp // selects kernels by mangled or demangled name; nil selects all
 	MaxRecordings int            // distinct instances per kernel; 0 means no cap
 	Skip          int            // matching launches to let pass before recording
-	Compress      bool           // zstd-compress snapshot files
+	Compress      bool           // zstd-compress snapshot chunks where it pays
 	Log           io.Writer      // where errors are reported as they happen (the application's stderr)
 }
 
@@ -99,9 +99,13 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if c.Skip, err = nonNegative(getenv, EnvSkip, "--skip"); err != nil {
 		return c, err
 	}
+	// zstd by default: measured on an H200 machine (16 cores), snapshots of
+	// structured data (a 2D stencil) were written at 13.8 GB/s of device data
+	// instead of 2.1 GB/s and 500x smaller; random floats at 0.99 GB/s
+	// instead of 1.5 GB/s.
 	switch getenv(EnvCompress) {
-	case "", "0":
-	case "1":
+	case "0":
+	case "", "1":
 		c.Compress = true
 	default:
 		return c, fmt.Errorf("%s %q: want 0 or 1", EnvCompress, getenv(EnvCompress))

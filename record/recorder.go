@@ -97,6 +97,9 @@ type Recorder struct {
 	status    Status
 	device    *db.DeviceInfo
 	toolchain db.Toolchain
+
+	buffers     [2][][]byte // snapshot buffers: prologue, epilogue
+	bufferBytes uint64
 }
 
 type kernelKey struct {
@@ -382,7 +385,7 @@ func (r *Recorder) recordInstance(ks *kernelState, l *Launch, dh string) (Decisi
 		r.reportError(fmt.Sprintf("kernel %s: synchronize before recording: %v", name, err))
 		return Forward, nil
 	}
-	pro, err := r.snapshot(l)
+	pro, err := r.snapshot(l, 0)
 	if err != nil {
 		r.reportError(fmt.Sprintf("kernel %s: prologue snapshot: %v", name, err))
 		return Forward, nil
@@ -395,7 +398,7 @@ func (r *Recorder) recordInstance(ks *kernelState, l *Launch, dh string) (Decisi
 		r.reportError(fmt.Sprintf("kernel %s faulted while recording: %v", name, err))
 		return Launched, err
 	}
-	epi, err := r.snapshot(l)
+	epi, err := r.snapshot(l, 1)
 	if err != nil {
 		r.reportError(fmt.Sprintf("kernel %s: epilogue snapshot: %v", name, err))
 		return Launched, nil
@@ -460,13 +463,16 @@ func (r *Recorder) writeKernel(k *db.Kernel) error {
 
 // snapshot copies every live arena block, the kernel module's device
 // globals and the argument bytes.
-func (r *Recorder) snapshot(l *Launch) (*db.Snapshot, error) {
+// set picks the buffers (0: prologue, 1: epilogue), reused from one
+// instance to the next: first touches of fresh host pages, not the
+// transfer, dominate the copy time of large snapshots.
+func (r *Recorder) snapshot(l *Launch, set int) (*db.Snapshot, error) {
 	start := time.Now()
 	defer func() { r.status.CopySeconds += time.Since(start).Seconds() }()
 	s := &db.Snapshot{Args: l.Args}
 	if r.arena != nil {
-		for _, b := range r.arena.Live() {
-			data := make([]byte, b.Size)
+		for i, b := range r.arena.Live() {
+			data := r.buffer(set, i, b.Size)
 			if err := r.proc.CopyToHost(data, b.Addr); err != nil {
 				return nil, fmt.Errorf("copy allocation %#x (%d bytes): %w", b.Addr, b.Size, err)
 			}
@@ -481,13 +487,36 @@ func (r *Recorder) snapshot(l *Launch) (*db.Snapshot, error) {
 		if g.Managed {
 			continue // not in device memory we can restore; the shim warned
 		}
-		data := make([]byte, g.Size)
+		data := r.buffer(set, len(s.Blobs)+len(s.Globals), g.Size)
 		if err := r.proc.CopyToHost(data, g.Addr); err != nil {
 			return nil, fmt.Errorf("copy global %s (%d bytes): %w", g.Name, g.Size, err)
 		}
 		s.Globals = append(s.Globals, db.Global{Name: g.Name, Addr: g.Addr, Size: g.Size, Data: data})
 	}
 	return s, nil
+}
+
+// maxReusedBuffers bounds the snapshot buffers kept between instances; an
+// application with more live memory than this gets fresh buffers each time,
+// so recording does not pin twice its device memory in host memory for good.
+const maxReusedBuffers = 8 << 30
+
+// buffer returns buffer i of a set with length n, reusing its memory.
+func (r *Recorder) buffer(set, i int, n uint64) []byte {
+	bufs := &r.buffers[set]
+	for len(*bufs) <= i {
+		*bufs = append(*bufs, nil)
+	}
+	if uint64(cap((*bufs)[i])) < n {
+		r.bufferBytes += n - uint64(cap((*bufs)[i]))
+		(*bufs)[i] = make([]byte, n)
+	}
+	b := (*bufs)[i][:n]
+	if r.bufferBytes > maxReusedBuffers {
+		r.buffers = [2][][]byte{}
+		r.bufferBytes = 0
+	}
+	return b
 }
 
 // Finish writes what changed since the last instance (occurrence counts)

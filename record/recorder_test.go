@@ -461,8 +461,11 @@ func TestConfigFromEnv(t *testing.T) {
 	if c.DB != "/tmp/x" || c.VASize != 512<<20 || c.VABase != 0x7f0000000000 || c.MaxRecordings != 4 || c.Skip != 2 || !c.Compress || !c.Selects("_Z5saxpyv", "") || c.Selects("_Z3addv", "add()") {
 		t.Errorf("config %+v", c)
 	}
+	if c, err := ConfigFromEnv(env(EnvDB, "d", EnvCompress, "0")); err != nil || c.Compress {
+		t.Errorf("%s=0: compress %v, %v", EnvCompress, c.Compress, err)
+	}
 	c, err = ConfigFromEnv(env(EnvDB, "d"))
-	if err != nil || c.VASize != 4<<30 || c.VABase != arena.DefaultBase || !c.Selects("anything", "") {
+	if err != nil || c.VASize != 4<<30 || c.VABase != arena.DefaultBase || !c.Selects("anything", "") || !c.Compress {
 		t.Errorf("defaults %+v %v", c, err)
 	}
 	for _, bad := range [][]string{

@@ -80,7 +80,7 @@ the application crashes: every recorded launch is complete on disk.`,
 	fl.IntVar(&f.maxRecordings, "max-recordings", 0, "distinct launches to record per kernel (0: no limit)")
 	fl.IntVar(&f.skip, "skip", 0, "let this many matching launches pass before recording")
 	fl.BoolVar(&f.overwrite, "overwrite", false, "replace a recording already in -rdb")
-	fl.BoolVar(&f.compress, "zstd", false, "zstd-compress snapshot chunks where that saves space")
+	fl.BoolVar(&f.compress, "zstd", true, "zstd-compress snapshot chunks where that saves at least 1/8 of them (--zstd=false stores them raw)")
 	fl.BoolP("help", "h", false, "help for record")
 	rootCmd.AddCommand(cmd)
 }

@@ -66,10 +66,6 @@ cudaError_t cudaDeviceSynchronize(void);
 cudaError_t cudaStreamSynchronize(cudaStream_t stream);
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, int kind);
 cudaError_t cudaGetDevice(int *device);
-cudaError_t cudaMallocHost(void **ptr, size_t size);
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned flags);
-cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, int kind,
-                            cudaStream_t stream);
 cudaError_t cudaDriverGetVersion(int *version);
 cudaError_t cudaRuntimeGetVersion(int *version);
 const char *cudaGetErrorString(cudaError_t err);
@@ -305,62 +301,11 @@ static cudaError_t api_func_handle(const void *host_fun, void **cu_function) {
   return cudaGetFuncBySymbol((cudaFunction_t *)cu_function, host_fun);
 }
 
-/* Snapshot copies go through two pinned staging buffers: a device-to-host
- * copy into pageable memory runs at a fraction of the bus speed, while a
- * pinned one runs at full speed and the copy of one chunk out of its
- * buffer overlaps the transfer of the next. Small copies go directly. */
-#define MNEME_STAGE_CHUNK ((size_t)32 << 20)
-static pthread_mutex_t stage_lock = PTHREAD_MUTEX_INITIALIZER;
-static char *stage[2];
-static cudaStream_t stage_stream;
-static int stage_state; /* 0: not tried, 1: ready, -1: unavailable */
-
-static int stage_ready(void) {
-  if (stage_state == 0) {
-    void *a = NULL, *b = NULL;
-    stage_state = -1;
-    if (cudaMallocHost(&a, MNEME_STAGE_CHUNK) == mneme_cudaSuccess &&
-        cudaMallocHost(&b, MNEME_STAGE_CHUNK) == mneme_cudaSuccess &&
-        cudaStreamCreateWithFlags(&stage_stream, 1 /* non-blocking */) ==
-            mneme_cudaSuccess) {
-      stage[0] = a;
-      stage[1] = b;
-      stage_state = 1;
-    }
-  }
-  return stage_state > 0;
-}
-
+/* A plain copy: measured on an H200, pinned double-buffered staging was no
+ * faster (the cost is in first-touching the destination pages) and its
+ * cudaMallocHost added ~35 ms to every recording. */
 static cudaError_t api_memcpy_dtoh(void *dst, const void *src, size_t n) {
-  if (n < ((size_t)1 << 20))
-    return cudaMemcpy(dst, src, n, mneme_cudaMemcpyDeviceToHost);
-  pthread_mutex_lock(&stage_lock);
-  cudaError_t e = mneme_cudaSuccess;
-  if (!stage_ready()) {
-    e = cudaMemcpy(dst, src, n, mneme_cudaMemcpyDeviceToHost);
-    pthread_mutex_unlock(&stage_lock);
-    return e;
-  }
-  size_t chunks = (n + MNEME_STAGE_CHUNK - 1) / MNEME_STAGE_CHUNK;
-#define CHUNK_LEN(i)                                                           \
-  ((i) + 1 < chunks ? MNEME_STAGE_CHUNK : n - (i) * MNEME_STAGE_CHUNK)
-  e = cudaMemcpyAsync(stage[0], src, CHUNK_LEN(0),
-                      mneme_cudaMemcpyDeviceToHost, stage_stream);
-  for (size_t i = 0; i < chunks && e == mneme_cudaSuccess; i++) {
-    e = cudaStreamSynchronize(stage_stream);
-    if (e == mneme_cudaSuccess && i + 1 < chunks)
-      e = cudaMemcpyAsync(stage[(i + 1) % 2],
-                          (const char *)src + (i + 1) * MNEME_STAGE_CHUNK,
-                          CHUNK_LEN(i + 1), mneme_cudaMemcpyDeviceToHost,
-                          stage_stream);
-    if (e == mneme_cudaSuccess)
-      memcpy((char *)dst + i * MNEME_STAGE_CHUNK, stage[i % 2], CHUNK_LEN(i));
-  }
-#undef CHUNK_LEN
-  if (e != mneme_cudaSuccess)
-    cudaStreamSynchronize(stage_stream);
-  pthread_mutex_unlock(&stage_lock);
-  return e;
+  return cudaMemcpy(dst, src, n, mneme_cudaMemcpyDeviceToHost);
 }
 
 static struct mneme_host_api host_api = {

@@ -98,9 +98,10 @@ echo "unwrapped application: rc=$rc; $(tail -n 1 "$out/record-unwrapped.err")"
 mneme record -rdb "$work/rdb-sel" --kernels '^relax' --skip 10 --max-recordings 2 -- "$work/wrap/scalarsweep/scalarsweep" >/dev/null 2>"$out/record-sel.err"; rc=$?
 echo "selection (--kernels ^relax --skip 10 --max-recordings 2): rc=$rc; $(grep '^mneme' "$out/record-sel.err" | head -n 1)"
 mneme inspect "$work/rdb-sel" 2>&1 | grep -E 'relax|KERNEL'
-mneme record -rdb "$work/rdb-zstd" --zstd -- "$work/wrap/stencil2d/stencil2d" >/dev/null 2>"$out/record-zstd.err"; rc=$?
-echo "stencil2d with --zstd: rc=$rc; $(grep '^mneme' "$out/record-zstd.err" | head -n 1)"
-du -sh "$work/rdb/stencil2d" "$work/rdb-zstd"
+mneme record -rdb "$work/rdb-raw" --zstd=false -- "$work/wrap/stencil2d/stencil2d" >/dev/null 2>"$out/record-raw.err"; rc=$?
+echo "stencil2d with --zstd=false: rc=$rc; $(grep '^mneme' "$out/record-raw.err" | head -n 2 | tr '\n' ' ')"
+echo "stencil2d with zstd (default): $(grep '^mneme' "$out/record-stencil2d.err" | head -n 2 | tr '\n' ' ')"
+du -sh "$work/rdb/stencil2d" "$work/rdb-raw"
 
 say "4. overhead"
 ss_plain=$work/plain/scalarsweep/scalarsweep ss_wrap=$work/wrap/scalarsweep/scalarsweep

@@ -62,9 +62,6 @@ int cudaGetFuncBySymbol(void **f, const void *s) { (void)f; (void)s; return 100;
 int cudaDeviceSynchronize(void) { return 100; }
 int cudaStreamSynchronize(void *s) { (void)s; return 100; }
 int cudaMemcpy(void *d, const void *s, size_t n, int k) { (void)d; (void)s; (void)n; (void)k; return 100; }
-int cudaMallocHost(void **p, size_t n) { (void)p; (void)n; return 100; }
-int cudaStreamCreateWithFlags(void **s, unsigned f) { (void)s; (void)f; return 100; }
-int cudaMemcpyAsync(void *d, const void *s, size_t n, int k, void *st) { (void)d; (void)s; (void)n; (void)k; (void)st; return 100; }
 int cudaGetDevice(int *d) { *d = 0; return 100; }
 int cudaDriverGetVersion(int *v) { *v = 0; return 0; }
 int cudaRuntimeGetVersion(int *v) { *v = 13000; return 0; }
