@@ -29,7 +29,7 @@ fi
 export PATH=$prefix/bin:$PATH
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | sed 's/^/GPU: /'
 
-for pkg in ${GPU_TEST_PACKAGES:-cuda jit replay record tune}; do
+for pkg in ${GPU_TEST_PACKAGES-cuda jit replay record}; do
   [ -d "$pkg" ] || continue
   if run_tests "$pkg" > "$logs/test-$pkg.log"; then note "go test $pkg: PASS"; else note "go test $pkg: FAIL (see test-$pkg.log)"; fi
   grep -E '^(--- (FAIL|SKIP)|\s+.*_test.go:[0-9]+: )' "$logs/test-$pkg.log" | head -20
@@ -61,12 +61,13 @@ if [ -z "${SKIP_E2E:-}" ]; then
     cat "$logs/inspect-$n.txt"
     nok=0; nall=0; bad=""
     for id in $(ids "$rdb"); do
+      f=${id//\//_}
       for cfg in base spec; do
         flags=(); [ $cfg = spec ] && flags=(--specialize --specialize-dims)
         nall=$((nall+1))
-        if mneme replay -rdb "$rdb" -rid "$id" --iterations 5 "${flags[@]}" > "$logs/replay-$n-$id-$cfg.json" 2> "$logs/replay-$n-$id-$cfg.err"; then
+        if mneme replay -rdb "$rdb" -rid "$id" --iterations 5 "${flags[@]}" > "$logs/replay-$n-$f-$cfg.json" 2> "$logs/replay-$n-$f-$cfg.err"; then
           nok=$((nok+1))
-        else bad="$bad $id/$cfg(rc=$?)"; tail -3 "$logs/replay-$n-$id-$cfg.err"; fi
+        else bad="$bad $id/$cfg(rc=$?)"; tail -3 "$logs/replay-$n-$f-$cfg.err"; fi
       done
     done
     note "record+replay $n: $nok/$nall verified$bad"
@@ -96,7 +97,7 @@ if [ -z "${SKIP_E2E:-}" ]; then
   app=$w/wrapper/scalarsweep/scalarsweep
   if [ -x "$app" ]; then
     best() { local b=999999; for i in 1 2 3; do s=$(date +%s%N); "$@" >/dev/null 2>&1; e=$(( ($(date +%s%N)-s)/1000000 )); [ $e -lt $b ] && b=$e; done; echo $b; }
-    plain_ms=$(best "$app"); rec_ms=$(best mneme record -rdb "$w/rdb-overhead" --max-recordings 4 -- "$app")
+    plain_ms=$(best "$app"); rec_ms=$(best mneme record -rdb "$w/rdb-overhead" --overwrite --max-recordings 4 -- "$app")
     note "recording overhead scalarsweep: plain ${plain_ms} ms, recorded ${rec_ms} ms (ratio $(python3 -c "print(round($rec_ms/max($plain_ms,1),3))"))"
   fi
   # Tuning: the 80-configuration vector-add space, 7 timed iterations each.
@@ -113,5 +114,5 @@ if [ -z "${SKIP_E2E:-}" ]; then
 fi
 echo; echo "== summary"; printf '%s\n' "${summary[@]}" | tee "$logs/summary.txt"
 # Where a collection folder is given (OUT), leave the logs there as one archive.
-[ -n "${OUT:-}" ] && tar czf "$OUT/gpu-test-logs.tgz" -C "$logs" . 2>/dev/null
+[ -n "${OUT:-}" ] && tar czf "$OUT/gpu-test-logs.tgz" --exclude=./e2e -C "$logs" . 2>/dev/null
 exit 0
