@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The tuning checks of the GPU test (called by gpu-test.sh): failures of every
+# kind end with one trial per configuration; kill -9 then --resume loses and
+# duplicates nothing; TPE against exhaustive search on the stencil; and, on a
+# machine with two or more GPUs, the two-GPU throughput.
+# Usage: gpu-tune-checks.sh WORKDIR (holding wrapper/ and rdb/ from gpu-test.sh)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+w=${1:?usage: gpu-tune-checks.sh WORKDIR}
+say() { echo "== $*"; }
+trials() { python3 - "$@" <<'PY'
+import json, sys, collections
+path, want = sys.argv[1], int(sys.argv[2])
+rows = []
+for line in open(path):
+    try: rows.append(json.loads(line))
+    except ValueError: pass  # a torn last line after kill -9
+keys = collections.Counter(r["config_key"] for r in rows)
+dups = sum(c - 1 for c in keys.values())
+st = collections.Counter(r["status"] for r in rows)
+ok = [r for r in rows if r["status"] == "verified" and r["time_ns"] > 0]
+best = min(ok, key=lambda r: r["time_ns"]) if ok else None
+print(f"{len(rows)} trials for {want} configurations, {len(keys)} distinct, {dups} duplicates; statuses {dict(st)}; "
+      f"best {best['time_ns']/1000:.2f} us (trial {best['number']})" if best else "no verified trial")
+PY
+}
+
+# 1. Faults, traps and hangs: every configuration gets exactly one trial with a status.
+app=$w/hazards/hazards
+mkdir -p "$w/hazards"
+mneme cxx -O3 tune/testdata/gpu/hazards.cu -o "$app" > "$w/hazards/build.log" 2>&1 || { say "hazards: build failed"; tail "$w/hazards/build.log"; }
+if [ -x "$app" ] && mneme record -rdb "$w/rdb/hazards" --overwrite -- "$app" > "$w/hazards/record.log" 2>&1; then
+  s=$(date +%s)
+  mneme tune -rdb "$w/rdb/hazards" --space tune/testdata/gpu/hazards.yaml --trial-timeout 10s --output "$w/tune-hazards" > "$w/hazards/tune.log" 2>&1
+  say "tune hazards: rc=$? in $(( $(date +%s)-s )) s; $(trials "$w/tune-hazards/trials.jsonl" 6)"
+  python3 -c 'import json,sys; [print("   bx=%s: %s %s" % (r["params"]["bx"], r["status"], (r.get("error") or "")[:90])) for r in map(json.loads, open(sys.argv[1]))]' "$w/tune-hazards/trials.jsonl"
+else
+  say "hazards: record failed"; tail -5 "$w/hazards/record.log"
+fi
+
+# 2. kill -9 halfway, then --resume: same set of configurations, no duplicates.
+rdb=$w/rdb/stencil2d
+id=$(mneme inspect --json "$rdb" | python3 -c 'import json,sys; print(json.load(sys.stdin)["kernels"][0]["instances"][0]["id"])')
+out=$w/tune-kill
+mneme tune -rdb "$rdb" -rid "$id" --preset standard --iterations 20 --output "$out" > "$w/tune-kill.log" 2>&1 &
+pid=$!
+for _ in $(seq 100); do sleep 0.2; n=$(wc -l < "$out/trials.jsonl" 2>/dev/null || echo 0); [ "$n" -ge 60 ] && break; done
+kill -9 $pid; wait $pid 2>/dev/null
+before=$(wc -l < "$out/trials.jsonl")
+size=$(mneme tune -rdb "$rdb" -rid "$id" --preset standard --dry-run 2>/dev/null | sed -n 's/.*points, \([0-9]*\) feasible.*/\1/p')
+mneme tune -rdb "$rdb" -rid "$id" --preset standard --iterations 20 --output "$out" --resume > "$w/tune-resume.log" 2>&1
+say "kill -9 after $before trials, then --resume (rc=$?): $(trials "$out/trials.jsonl" "$size")"
+tail -3 "$w/tune-resume.log"
+
+# 3. TPE against exhaustive search on the stencil (seeded), a quarter of the trials.
+mneme tune -rdb "$rdb" -rid "$id" --space tune/testdata/gpu/stencil-tiles.yaml --sampler exhaustive --output "$w/tune-exh" > "$w/tune-exh.log" 2>&1
+total=$(wc -l < "$w/tune-exh/trials.jsonl")
+budget=$(( total / 4 ))
+say "exhaustive: $(trials "$w/tune-exh/trials.jsonl" "$total")"
+for seed in 1 2 3; do
+  mneme tune -rdb "$rdb" -rid "$id" --space tune/testdata/gpu/stencil-tiles.yaml --sampler tpe --seed $seed --trials $budget --output "$w/tune-tpe-$seed" > "$w/tune-tpe-$seed.log" 2>&1
+  say "tpe seed $seed, $budget trials: $(trials "$w/tune-tpe-$seed/trials.jsonl" "$budget")"
+done
+
+# 4. Two GPUs against one, on a compute-bound recording (the stencil at O3 with 20 iterations).
+ngpu=$(nvidia-smi -L | wc -l)
+if [ "$ngpu" -ge 2 ]; then
+  for g in 0 0,1; do
+    s=$(date +%s%N)
+    mneme tune -rdb "$rdb" -rid "$id" --space tune/testdata/gpu/stencil-tiles.yaml --iterations 200 --gpus $g --output "$w/tune-gpus-$g" > "$w/tune-gpus-$g.log" 2>&1
+    e=$(( ($(date +%s%N)-s)/1000000 )); n=$(wc -l < "$w/tune-gpus-$g/trials.jsonl")
+    say "gpus $g: $n trials in $e ms = $(python3 -c "print(round($n*1000/$e,1))") configs/s"
+  done
+fi
