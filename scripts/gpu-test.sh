@@ -111,8 +111,11 @@ if [ -z "${SKIP_E2E:-}" ]; then
     note "tune vecadd 80 configs: rc=$rc, $n trials in ${e} ms ($(python3 -c "print(round($n/max($e,1)*1000,1))") configs/s)"
     cp "$w/tune-vecadd/summary.json" "$logs/tune-summary.json" 2>/dev/null
   fi
-  [ -z "${SKIP_TUNE_CHECKS:-}" ] && scripts/gpu-tune-checks.sh "$w" 2>&1 | tee "$logs/tune-checks.log" | grep '^=='
-  [ -f "$logs/tune-checks.log" ] && while read -r l; do note "${l#== }"; done < <(grep '^==' "$logs/tune-checks.log")
+  if [ -z "${SKIP_TUNE_CHECKS:-}" ]; then
+    scripts/gpu-tune-checks.sh "$w" > "$logs/tune-checks.log" 2>&1
+    grep -E '^   ' "$logs/tune-checks.log"
+    while read -r l; do note "${l#== }"; done < <(grep '^==' "$logs/tune-checks.log")
+  fi
 fi
 echo; echo "== summary"; printf '%s\n' "${summary[@]}" | tee "$logs/summary.txt"
 # Where a collection folder is given (OUT), leave the logs there as one archive.

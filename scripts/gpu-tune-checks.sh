@@ -8,6 +8,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 w=${1:?usage: gpu-tune-checks.sh WORKDIR}
 say() { echo "== $*"; }
+checks=" ${TUNE_CHECKS:-hazards resume tpe gpus} "
+want() { [[ $checks == *" $1 "* ]]; }
 trials() { python3 - "$@" <<'PY'
 import json, sys, collections
 path, want = sys.argv[1], int(sys.argv[2])
@@ -26,6 +28,7 @@ PY
 }
 
 # 1. Faults, traps and hangs: every configuration gets exactly one trial with a status.
+if want hazards; then
 app=$w/hazards/hazards
 mkdir -p "$w/hazards"
 mneme cxx -O3 tune/testdata/gpu/hazards.cu -o "$app" > "$w/hazards/build.log" 2>&1 || { say "hazards: build failed"; tail "$w/hazards/build.log"; }
@@ -37,11 +40,13 @@ if [ -x "$app" ] && mneme record -rdb "$w/rdb/hazards" --overwrite -- "$app" > "
 else
   say "hazards: record failed"; tail -5 "$w/hazards/record.log"
 fi
+fi
 
 # 2. kill -9 halfway, then --resume: same set of configurations, no duplicates.
 rdb=$w/rdb/stencil2d
 id=$(mneme inspect --json "$rdb" | python3 -c 'import json,sys; print(json.load(sys.stdin)["kernels"][0]["instances"][0]["id"])')
 out=$w/tune-kill
+if want resume; then
 mneme tune -rdb "$rdb" -rid "$id" --preset standard --iterations 20 --output "$out" > "$w/tune-kill.log" 2>&1 &
 pid=$!
 for _ in $(seq 100); do sleep 0.2; n=$(wc -l < "$out/trials.jsonl" 2>/dev/null || echo 0); [ "$n" -ge 60 ] && break; done
@@ -51,8 +56,10 @@ size=$(mneme tune -rdb "$rdb" -rid "$id" --preset standard --dry-run 2>/dev/null
 mneme tune -rdb "$rdb" -rid "$id" --preset standard --iterations 20 --output "$out" --resume > "$w/tune-resume.log" 2>&1
 say "kill -9 after $before trials, then --resume (rc=$?): $(trials "$out/trials.jsonl" "$size")"
 tail -3 "$w/tune-resume.log"
+fi
 
 # 3. TPE against exhaustive search on the stencil (seeded), a quarter of the trials.
+if want tpe; then
 mneme tune -rdb "$rdb" -rid "$id" --space tune/testdata/gpu/stencil-tiles.yaml --sampler exhaustive --output "$w/tune-exh" > "$w/tune-exh.log" 2>&1
 total=$(wc -l < "$w/tune-exh/trials.jsonl")
 budget=$(( total / 4 ))
@@ -61,10 +68,11 @@ for seed in 1 2 3; do
   mneme tune -rdb "$rdb" -rid "$id" --space tune/testdata/gpu/stencil-tiles.yaml --sampler tpe --seed $seed --trials $budget --output "$w/tune-tpe-$seed" > "$w/tune-tpe-$seed.log" 2>&1
   say "tpe seed $seed, $budget trials: $(trials "$w/tune-tpe-$seed/trials.jsonl" "$budget")"
 done
+fi
 
 # 4. Two GPUs against one, on a compute-bound recording (the stencil at O3 with 20 iterations).
 ngpu=$(nvidia-smi -L | wc -l)
-if [ "$ngpu" -ge 2 ]; then
+if want gpus && [ "$ngpu" -ge 2 ]; then
   for g in 0 0,1; do
     s=$(date +%s%N)
     mneme tune -rdb "$rdb" -rid "$id" --space tune/testdata/gpu/stencil-tiles.yaml --iterations 200 --gpus $g --output "$w/tune-gpus-$g" > "$w/tune-gpus-$g.log" 2>&1
