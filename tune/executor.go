@@ -324,6 +324,11 @@ func (w *worker) do(ctx context.Context, j Job) (JobResult, bool) {
 	case !resp.OK || resp.Result == nil:
 		res.Status, res.Error = spec.StatusInternalError, fmt.Sprintf("%s: %s", op, resp.Error)
 	default:
+		if resp.Closing {
+			// The worker exits after this answer: let it go now so the next
+			// job goes to a restarted worker, not to a dying one.
+			w.stop()
+		}
 		res.Result = *resp.Result
 		res.Status = resp.Result.Status
 		if res.Status == "" {

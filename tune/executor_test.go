@@ -122,9 +122,35 @@ func TestExecutorSurvivesCrashesHangsAndNoise(t *testing.T) {
 			}
 		}
 	}
-	// 2 initial workers + one restart per crash or timeout (4).
-	if opens := strings.Count(string(data), " open "); opens != 6 {
-		t.Errorf("%d worker opens, want 6 (2 + 4 restarts)", opens)
+	// 2 initial workers + one restart per crash or timeout (4) + one after the fault.
+	if opens := strings.Count(string(data), " open "); opens != 7 {
+		t.Errorf("%d worker opens, want 7 (2 + 5 restarts)", opens)
+	}
+}
+
+// A run that leaves the worker's context unusable is answered (closing) and
+// the worker exits: the next job must go to a restarted worker and verify,
+// not be charged with the dying worker's exit.
+func TestExecutorRestartsAfterClosingAnswer(t *testing.T) {
+	e, logPath := newTestExecutor(t)
+	e.WorkersPerGPU = 1
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	jobs := []Job{job(0, "fault", 64), job(1, "default<O3>", 128), job(2, "fault", 64), job(3, "default<O2>", 256)}
+	for _, j := range jobs {
+		e.Submit(j)
+	}
+	got := collectResults(t, e, len(jobs))
+	for id, want := range []string{"runtime_error", "verified", "runtime_error", "verified"} {
+		if got[id].Status != want {
+			t.Errorf("job %d (%s): status %q (%s), want %q", id, jobs[id].Config.Passes, got[id].Status, got[id].Error, want)
+		}
+	}
+	data, _ := os.ReadFile(logPath)
+	if opens := strings.Count(string(data), " open "); opens != 3 {
+		t.Errorf("%d worker opens, want 3 (1 + a restart after each fault)", opens)
 	}
 }
 

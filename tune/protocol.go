@@ -96,7 +96,21 @@ type Response struct {
 	Result *spec.Result  `json:"result,omitempty"`
 	Device *DeviceLimits `json:"device,omitempty"`
 	Kernel string        `json:"kernel,omitempty"`
+	// Closing says the worker exits after this answer (the run left its
+	// CUDA context unusable); the client sends it nothing more.
+	Closing bool `json:"closing,omitempty"`
 }
+
+// UnusableSession is implemented by sessions that can become unusable (a
+// sticky CUDA error); Serve then marks the answer Closing and returns
+// ErrSessionUnusable.
+type UnusableSession interface {
+	Unusable() bool
+}
+
+// ErrSessionUnusable is Serve's result after it answered a request that left
+// the session unusable.
+var ErrSessionUnusable = errors.New("the session became unusable")
 
 // OpenInfo is what a Session reports after opening.
 type OpenInfo struct {
@@ -180,6 +194,9 @@ func Serve(in io.Reader, out io.Writer, s Session) error {
 					r = s.Compile(*req.Config)
 				}
 				resp.OK, resp.Result = true, &r
+				if u, ok := s.(UnusableSession); ok && u.Unusable() {
+					resp.Closing = true
+				}
 			}
 		case OpClose:
 			closing = true
@@ -195,6 +212,9 @@ func Serve(in io.Reader, out io.Writer, s Session) error {
 		}
 		if err := enc.Encode(resp); err != nil {
 			return err
+		}
+		if resp.Closing {
+			return ErrSessionUnusable
 		}
 		if closing {
 			return nil

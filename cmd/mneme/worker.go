@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/spf13/cobra"
 
@@ -25,8 +24,8 @@ worker answers that run and exits with code 4 so its client can restart it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			w := &replayWorker{log: cmd.ErrOrStderr()}
-			err := tune.Serve(cmd.InOrStdin(), &brokenSessionWriter{w: cmd.OutOrStdout(), worker: w}, w)
-			if errors.Is(err, errWorkerBroken) {
+			err := tune.Serve(cmd.InOrStdin(), cmd.OutOrStdout(), w)
+			if errors.Is(err, tune.ErrSessionUnusable) {
 				return withExit(exitKernelFault, fmt.Errorf("worker: %w", w.broken))
 			}
 			return err
@@ -86,6 +85,10 @@ func (w *replayWorker) Run(c spec.Config) spec.Result {
 	return *res
 }
 
+// Unusable tells Serve that a run left the CUDA context unusable: the answer
+// says so and the worker exits, to be restarted by its client.
+func (w *replayWorker) Unusable() bool { return w.broken != nil }
+
 func (w *replayWorker) Close() error {
 	if w.session == nil {
 		return nil
@@ -93,29 +96,4 @@ func (w *replayWorker) Close() error {
 	err := w.session.Close()
 	w.session = nil
 	return err
-}
-
-// errWorkerBroken ends Serve after the answer to a run that broke the context.
-var errWorkerBroken = errors.New("CUDA context unusable")
-
-// brokenSessionWriter passes responses through and, once a response has been
-// written while the session is broken, fails so Serve returns and the worker
-// exits: a client sees the faulting run's answer, then end of stream.
-type brokenSessionWriter struct {
-	w      io.Writer
-	worker *replayWorker
-}
-
-func (b *brokenSessionWriter) Write(p []byte) (int, error) {
-	n, err := b.w.Write(p)
-	if err != nil {
-		return n, err
-	}
-	if b.worker.broken != nil {
-		if f, ok := b.w.(*os.File); ok {
-			f.Sync()
-		}
-		return n, errWorkerBroken
-	}
-	return n, nil
 }

@@ -6,7 +6,7 @@
 // Pipeline texts: "crash" exits mid-request; "hang" never answers; "hang-child"
 // starts a child process and never answers (the kill must reach the child);
 // "noise" writes a non-protocol line before answering; "fault" answers
-// runtime_error; "compile-error" fails compile and run with compile_error;
+// runtime_error marked closing, then exits 4 (a sticky CUDA error); "compile-error" fails compile and run with compile_error;
 // "slow:MS" sleeps MS milliseconds then answers. Anything else verifies with
 // exec times of block.x nanoseconds.
 //
@@ -15,6 +15,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -28,7 +29,12 @@ import (
 
 type session struct {
 	params tune.OpenParams
+	broken bool // a "fault" run left the (pretend) CUDA context unusable
 }
+
+// Unusable is true after a fault, as for the replay worker: Serve marks the
+// answer closing and the process exits 4.
+func (s *session) Unusable() bool { return s.broken }
 
 func logEvent(format string, a ...any) {
 	path := os.Getenv("TESTWORKER_LOG")
@@ -72,6 +78,7 @@ func (s *session) behave(c spec.Config, op string) (spec.Result, bool) {
 		fmt.Println("this line is not part of the protocol")
 	case c.Passes == "fault":
 		if op == tune.OpRun {
+			s.broken = true
 			return spec.Result{Status: spec.StatusRuntimeError, Failed: true, Error: "CUDA_ERROR_ILLEGAL_ADDRESS"}, true
 		}
 	case c.Passes == "compile-error":
@@ -106,7 +113,11 @@ func (s *session) Run(c spec.Config) spec.Result {
 func (s *session) Close() error { logEvent("close"); return nil }
 
 func main() {
-	if err := tune.Serve(os.Stdin, os.Stdout, &session{}); err != nil {
+	err := tune.Serve(os.Stdin, os.Stdout, &session{})
+	if errors.Is(err, tune.ErrSessionUnusable) {
+		os.Exit(4)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "testworker:", err)
 		os.Exit(1)
 	}
