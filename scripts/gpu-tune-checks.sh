@@ -56,6 +56,16 @@ size=$(mneme tune -rdb "$rdb" -rid "$id" --preset standard --dry-run 2>/dev/null
 mneme tune -rdb "$rdb" -rid "$id" --preset standard --iterations 20 --output "$out" --resume > "$w/tune-resume.log" 2>&1
 say "kill -9 after $before trials, then --resume (rc=$?): $(trials "$out/trials.jsonl" "$size")"
 tail -3 "$w/tune-resume.log"
+# The same run without interruption, for the best configuration.
+mneme tune -rdb "$rdb" -rid "$id" --preset standard --iterations 20 --output "$w/tune-nokill" > "$w/tune-nokill.log" 2>&1
+say "uninterrupted: $(trials "$w/tune-nokill/trials.jsonl" "$size")"
+python3 - "$out/best.json" "$w/tune-nokill/best.json" <<'PY'
+import json, sys
+a, b = (json.load(open(p))["best"] for p in sys.argv[1:3])
+ka, kb = a.get("config_key") or json.dumps(a.get("config"), sort_keys=True), b.get("config_key") or json.dumps(b.get("config"), sort_keys=True)
+ta, tb = a.get("time_ns", 0), b.get("time_ns", 0)
+print(f"== best after resume {ta/1000:.2f} us vs uninterrupted {tb/1000:.2f} us: " + ("same configuration" if ka == kb else f"different configurations, {abs(ta-tb)/max(tb,1)*100:.1f}% apart"))
+PY
 fi
 
 # 3. TPE against exhaustive search on the stencil (seeded), a quarter of the trials.
