@@ -4,7 +4,7 @@
 # CMake). Usage: examples/run-all.sh OUTDIR...
 set -uo pipefail
 [ $# -ge 1 ] || { echo "usage: run-all.sh OUTDIR..." >&2; exit 2; }
-examples="vecadd stencil2d spmv devglobal dynshared saxpy_inplace scalarsweep pointers"
+examples=${EXAMPLES:-"vecadd stencil2d spmv devglobal dynshared saxpy_inplace scalarsweep pointers"}
 bad=0
 for n in $examples; do
   ref=""
