@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"debug/elf"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -244,21 +243,12 @@ func parseIRFile(path string, data []byte, kernel string) (*llvm.Module, error) 
 	if !bytes.HasPrefix(data, []byte("\x7fELF")) {
 		return llvm.ParseBitcode(data, path)
 	}
-	ef, err := elf.NewFile(bytes.NewReader(data))
+	entries, err := runtime.ExecutableIR(path)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, err
 	}
-	sec := ef.Section(runtime.IRSection)
-	if sec == nil {
+	if entries == nil {
 		return nil, fmt.Errorf("%s: an ELF file without device IR (no %s section): was it built with `mneme config cxx`?", path, runtime.IRSection)
-	}
-	raw, err := sec.Data()
-	if err != nil {
-		return nil, fmt.Errorf("%s: section %s: %w", path, runtime.IRSection, err)
-	}
-	entries, err := runtime.DecodeIRSection(raw)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	var found []*llvm.Module
 	var names []string

@@ -156,7 +156,7 @@ func runRecord(stderr io.Writer, args []string, f *recordFlags) error {
 		// The application wrote each kernel's translation unit; extract and
 		// analyze the kernels here, where LLVM is loaded anyway.
 		start := time.Now()
-		for _, r := range record.Finalize(rdb, llvmir.Tools{}, func() ([]mnemert.IREntry, error) { return record.ExecutableIR(app) }) {
+		for _, r := range record.Finalize(rdb, llvmir.Tools{}, func() ([]mnemert.IREntry, error) { return mnemert.ExecutableIR(app) }) {
 			if r.Err != nil {
 				finalizeErrs = append(finalizeErrs, r.Err.Error())
 			}

@@ -1,4 +1,4 @@
-package record
+package runtime
 
 import (
 	"bytes"
@@ -7,8 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	mnemert "github.com/mneme-gpu/mneme/runtime"
 )
 
 func TestExecutableIR(t *testing.T) {
@@ -21,9 +19,9 @@ func TestExecutableIR(t *testing.T) {
 		t.Skip("no objcopy: ", err)
 	}
 	dir := t.TempDir()
-	a := mnemert.IREntry{Name: "a.cu", Bitcode: []byte("BC\xc0\xde first")}
-	b := mnemert.IREntry{Name: "b.cu", Bitcode: []byte("BC\xc0\xde second unit")}
-	sec := append(mnemert.EncodeIREntry(a), mnemert.EncodeIREntry(b)...)
+	a := IREntry{Name: "a.cu", Bitcode: []byte("BC\xc0\xde first")}
+	b := IREntry{Name: "b.cu", Bitcode: []byte("BC\xc0\xde second unit")}
+	sec := append(EncodeIREntry(a), EncodeIREntry(b)...)
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
