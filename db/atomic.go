@@ -18,6 +18,18 @@ func WriteFileAtomic(path string, data []byte) error {
 	return err
 }
 
+// ReplaceFile replaces path with data like WriteFileAtomic but without the
+// fsyncs: readers still see the old or the complete new file, and the file
+// survives the death of the writing process, not of the machine. The
+// recorder uses it because an fsync per file can cost more than a snapshot.
+func ReplaceFile(path string, data []byte) error {
+	_, err := writeAtomic(path, false, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+	return err
+}
+
 // writeAtomic runs fill on a temporary file beside path and renames it into
 // place; on any failure the temporary file is removed and path is untouched.
 // It returns the number of bytes written.

@@ -89,7 +89,7 @@ func Finalize(dir string, tools IRTools, fallback func() ([]mnemert.IREntry, err
 			out = append(out, res)
 			continue
 		}
-		if err := writeRenamed(irPath, ir.Bitcode); err != nil {
+		if err := db.ReplaceFile(irPath, ir.Bitcode); err != nil {
 			res.Err = err
 			out = append(out, res)
 			continue
@@ -98,7 +98,7 @@ func Finalize(dir string, tools IRTools, fallback func() ([]mnemert.IREntry, err
 		k.Toolchain.LLVM = tools.Version()
 		data, err := db.MarshalKernel(k)
 		if err == nil {
-			err = writeRenamed(f, data)
+			err = db.ReplaceFile(f, data)
 		}
 		res.Err = err
 		out = append(out, res)

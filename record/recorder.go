@@ -338,7 +338,7 @@ func (r *Recorder) describeKernel(l *Launch) (*db.Kernel, error) {
 		Instances:     map[string]*db.Instance{},
 	}
 	k.ArgNames, k.ArgKinds, k.ArgSizes, k.Specializations = names, kinds, sizes, specs
-	if err := writeRenamed(filepath.Join(r.cfg.DB, db.IRFileName(sh)), ir.Bitcode); err != nil {
+	if err := db.ReplaceFile(filepath.Join(r.cfg.DB, db.IRFileName(sh)), ir.Bitcode); err != nil {
 		return nil, err
 	}
 	return k, nil
@@ -458,7 +458,7 @@ func (r *Recorder) writeKernel(k *db.Kernel) error {
 	if err != nil {
 		return err
 	}
-	return writeRenamed(filepath.Join(r.cfg.DB, db.KernelFileName(k.StaticHash)), data)
+	return db.ReplaceFile(filepath.Join(r.cfg.DB, db.KernelFileName(k.StaticHash)), data)
 }
 
 // snapshot copies every live arena block, the kernel module's device

@@ -6,7 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
+
+	"github.com/mneme-gpu/mneme/db"
 )
 
 // Status is what the runtime reports to `mneme record` through the status
@@ -61,39 +62,7 @@ func WriteStatus(dir string, s *Status) error {
 	if err != nil {
 		return err
 	}
-	return writeRenamed(filepath.Join(dir, StatusFileName), append(data, '\n'))
-}
-
-// writeRenamed replaces path with data through a temporary file in the same
-// directory (a dot name ending in .tmp, never taken for a database file)
-// renamed over it, so a reader sees the old or the new file, never a part.
-// There is no fsync: recordings must survive the application, not the
-// machine, and an fsync per file can cost more than the whole snapshot.
-func writeRenamed(path string, data []byte) error {
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	tmp, err := os.CreateTemp(dir, "."+strings.TrimPrefix(base, ".")+".*.tmp")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	_, werr := tmp.Write(data)
-	if werr == nil {
-		werr = tmp.Chmod(0o644)
-	}
-	cerr := tmp.Close()
-	if werr == nil && cerr == nil {
-		werr = os.Rename(tmp.Name(), path)
-	}
-	if werr == nil {
-		werr = cerr
-	}
-	if werr != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", path, werr)
-	}
-	return nil
+	return db.ReplaceFile(filepath.Join(dir, StatusFileName), append(data, '\n'))
 }
 
 // ErrNoStatus means the runtime never wrote a status file: it was not loaded
