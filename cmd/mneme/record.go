@@ -62,14 +62,10 @@ the application crashes: every recorded launch is complete on disk.`,
 		// would read as shorthand clusters; they are normalized first.
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			fl := cmd.Flags()
-			if err := fl.Parse(normalizeSingleDash(args, "rdb", "vass", "kernels", "max-recordings", "skip")); err != nil {
-				return withExit(exitUsage, err)
+			if helped, err := parseMnemeFlags(cmd, args, "rdb", "vass", "kernels", "max-recordings", "skip"); helped || err != nil {
+				return err
 			}
-			if help, _ := fl.GetBool("help"); help {
-				return cmd.Help()
-			}
-			return runRecord(cmd.ErrOrStderr(), fl.Args(), &f)
+			return runRecord(cmd.ErrOrStderr(), cmd.Flags().Args(), &f)
 		},
 	}
 	fl := cmd.Flags()

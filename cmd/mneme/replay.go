@@ -67,13 +67,10 @@ invalid launch, 5 compile error, 6 no GPU, 1 other failures.`,
 		// after normalizing them.
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if helped, err := parseMnemeFlags(cmd, args, "rdb", "rid"); helped || err != nil {
+				return err
+			}
 			fl := cmd.Flags()
-			if err := fl.Parse(normalizeSingleDash(args, "rdb", "rid")); err != nil {
-				return withExit(exitUsage, err)
-			}
-			if help, _ := fl.GetBool("help"); help {
-				return cmd.Help()
-			}
 			return runReplay(cmd.OutOrStdout(), fl.Changed, fl.Args(), &f)
 		},
 	}
@@ -108,6 +105,21 @@ invalid launch, 5 compile error, 6 no GPU, 1 other failures.`,
 	fl.StringVar(&f.cacheDir, "cache-dir", "", "directory of the on-disk compile cache (default: memory only)")
 	fl.BoolP("help", "h", false, "help for replay")
 	rootCmd.AddCommand(cmd)
+}
+
+// parseMnemeFlags parses the flags of a command that accepts Mneme's
+// single-dash long flags (names), which pflag would read as shorthand
+// clusters, so such commands set DisableFlagParsing and call this. It
+// reports whether --help was asked (and printed).
+func parseMnemeFlags(cmd *cobra.Command, args []string, names ...string) (helped bool, err error) {
+	fl := cmd.Flags()
+	if err := fl.Parse(normalizeSingleDash(args, names...)); err != nil {
+		return false, withExit(exitUsage, err)
+	}
+	if help, _ := fl.GetBool("help"); help {
+		return true, cmd.Help()
+	}
+	return false, nil
 }
 
 // normalizeSingleDash rewrites Mneme's single-dash long flags (-rdb X,

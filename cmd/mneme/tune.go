@@ -73,13 +73,10 @@ given on the command line win. --print-space and --dry-run need no GPU.
 Exit codes: 0 done, 2 bad input, 6 no GPU, 1 other failures.`,
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if helped, err := parseMnemeFlags(cmd, args, "rdb", "rid"); helped || err != nil {
+				return err
+			}
 			fl := cmd.Flags()
-			if err := fl.Parse(normalizeSingleDash(args, "rdb", "rid")); err != nil {
-				return withExit(exitUsage, err)
-			}
-			if help, _ := fl.GetBool("help"); help {
-				return cmd.Help()
-			}
 			if fl.NArg() > 0 {
 				return withExit(exitUsage, fmt.Errorf("tune: unexpected arguments %q", fl.Args()))
 			}
