@@ -14,4 +14,4 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 go mod download
 make all >/dev/null
-echo "mneme: built $(pwd)/build/bin/mneme ($(build/bin/mneme version 2>/dev/null || echo dev))"
+echo "mneme: built $(pwd)/build/bin/mneme ($(build/bin/mneme version 2>/dev/null | head -1))"
