@@ -221,6 +221,7 @@ func runCompile(stdout io.Writer, f *compileFlags) error {
 	}
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // pipelines read default<O3>, not default\u003cO3\u003e
 	if f.out != "-" {
 		code := out.PTX
 		if f.emit == "cubin" {
