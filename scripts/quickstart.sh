@@ -52,4 +52,9 @@ PY
 step "6. tune: exhaustive over 5 pipelines x blockDim.x 64..1024 step 64"
 "$mneme" tune -rdb "$work/rdb" --space examples/vecadd/tune-80.yaml --sampler exhaustive --iterations 7 --output "$work/tune"
 echo; echo "best configuration and speedup ($work/tune/best.json):"
-python3 -c 'import json,sys; b=json.load(open(sys.argv[1]))["best"]; c=b["config"]; print(f"block {c["block"]["x"]}, grid {c["grid"]["x"]}, passes {c["passes"]}: {b["time_ns"]/1000:.2f} us, speedup {b["speedup"]:.3f}x")' "$work/tune/best.json"
+python3 - "$work/tune/best.json" <<'PY'
+import json, sys
+b = json.load(open(sys.argv[1]))["best"]; c = b["config"]
+print("block %d, grid %d, passes %s: %.2f us, speedup %.3fx over the recorded configuration"
+      % (c["block"]["x"], c["grid"]["x"], c["passes"], b["time_ns"] / 1000, b["speedup"]))
+PY
