@@ -93,12 +93,23 @@ if [ -z "${SKIP_E2E:-}" ]; then
     ev=$(med "$logs/fidelity-events.json"); cu=$(med "$logs/fidelity-cupti.json")
     note "fidelity stencil: application ${app_us} us (events); replay ${ev} us (events), ${cu} us (cupti); ratio $(python3 -c "print(round(float('$ev')/float('$app_us'),3))" 2>/dev/null)"
   fi
-  # Recording overhead: an application with 2000 launches, --max-recordings 4, against its plain run (best of 3).
+  # Recording overhead: an application with 2000 launches, --max-recordings 4,
+  # against its plain run: medians of 9 interleaved runs.
   app=$w/wrapper/scalarsweep/scalarsweep
   if [ -x "$app" ]; then
-    best() { local b=999999; for i in 1 2 3; do s=$(date +%s%N); "$@" >/dev/null 2>&1; e=$(( ($(date +%s%N)-s)/1000000 )); [ $e -lt $b ] && b=$e; done; echo $b; }
-    plain_ms=$(best "$app"); rec_ms=$(best mneme record -rdb "$w/rdb-overhead" --overwrite --max-recordings 4 -- "$app")
-    note "recording overhead scalarsweep: plain ${plain_ms} ms, recorded ${rec_ms} ms (ratio $(python3 -c "print(round($rec_ms/max($plain_ms,1),3))"))"
+    python3 - "$app" "$w/rdb-overhead" > "$logs/overhead.txt" <<'PY'
+import statistics, subprocess, sys, time
+app, rdb = sys.argv[1:3]
+def run(cmd):
+    s = time.perf_counter(); subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); return time.perf_counter() - s
+plain, rec = [], []
+for _ in range(9):
+    plain.append(run([app]))
+    rec.append(run(["mneme", "record", "-rdb", rdb, "--overwrite", "--max-recordings", "4", "--", app]))
+p, r = statistics.median(plain), statistics.median(rec)
+print(f"plain {p*1000:.0f} ms, recorded {r*1000:.0f} ms (medians of 9 interleaved), ratio {r/p:.3f}")
+PY
+    note "recording overhead scalarsweep: $(cat "$logs/overhead.txt")"
   fi
   # Tuning: the 80-configuration vector-add space, 7 timed iterations each.
   rdb=$w/rdb/vecadd
