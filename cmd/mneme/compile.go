@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -204,11 +205,9 @@ func runCompile(stdout io.Writer, f *compileFlags) error {
 		return compileFailure(err)
 	}
 	if !f.jsonOut {
+		fmt.Fprintln(os.Stderr, "mneme:", compileSummary(out, note))
 		if f.emit == "cubin" {
 			return writeOutput(stdout, f.out, out.Cubin)
-		}
-		if note != "" {
-			fmt.Fprintln(os.Stderr, "mneme:", note)
 		}
 		return writeOutput(stdout, f.out, out.PTX)
 	}
@@ -232,6 +231,25 @@ func runCompile(stdout io.Writer, f *compileFlags) error {
 		}
 	}
 	return enc.Encode(rep)
+}
+
+// compileSummary is the one-line report printed beside the code: stage
+// times and, when ptxas ran, the resources it reported.
+func compileSummary(out *jit.Output, note string) string {
+	ms := func(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/1e6) }
+	s := fmt.Sprintf("%s for %s: preprocess %s, optimize %s, codegen %s", out.Kernel, out.Arch,
+		ms(out.Times.Preprocess), ms(out.Times.Optimize), ms(out.Times.Codegen))
+	if out.Cubin != nil {
+		s += fmt.Sprintf(", ptxas %s; %d registers, %d B spill stores, %d B spill loads, %d B local, cubin %d B",
+			ms(out.Times.Ptxas), out.Registers, out.SpillStores, out.SpillLoads, out.LocalBytes, out.ObjSize)
+	}
+	if out.CacheHit != "" {
+		s += " (from the " + out.CacheHit + " cache)"
+	}
+	if note != "" {
+		s += "; " + note
+	}
+	return s
 }
 
 // parseIRFile reads bitcode, textual IR (.ll), or an object file or
