@@ -215,6 +215,10 @@ func TestGPUInPlaceUpdateIsResetBeforeEveryIteration(t *testing.T) {
 			sameMemory(t, "axpy after 24 launches", out, s.rec.Epilogue)
 		}
 		s.Close()
+		// The device memory is gone: reading it must fail, not touch freed memory.
+		if _, err := s.Snapshot(); err == nil {
+			t.Fatal("Snapshot after Close succeeded")
+		}
 	}
 }
 

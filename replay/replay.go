@@ -430,8 +430,9 @@ func (s *Session) BrokenError() error {
 // ErrBroken is returned by Run after a sticky CUDA error.
 var ErrBroken = errors.New("the CUDA context is unusable after an earlier kernel fault; restart the process")
 
-// Close releases the device resources. After a sticky error it releases only
-// what does not need the broken context.
+// Close releases the device resources. After a sticky error it releases
+// nothing: every release would go through the broken context, and the
+// process must exit to use the GPU again anyway.
 func (s *Session) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -18,6 +18,9 @@ func (s *Session) Snapshot() (*db.Snapshot, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		return nil, errors.New("replay: Snapshot after Close")
+	}
 	if s.broken != nil {
 		return nil, ErrBroken
 	}
