@@ -301,7 +301,7 @@ func (s *Session) timedRuns(res *spec.Result, lk *loadedKernel, cfg spec.Config,
 		}
 		times := kernelTimes(recs, lk.out.Kernel)
 		if len(times) < iters {
-			return fmt.Errorf("CUPTI reported %d launches of %s, expected %d", len(times), lk.out.Kernel, total)
+			return fmt.Errorf("CUPTI reported %d launches of %s, expected at least the %d timed ones", len(times), lk.out.Kernel, iters)
 		}
 		res.ExecTime = times[len(times)-iters:]
 		return nil
