@@ -330,12 +330,11 @@ func (w *worker) do(ctx context.Context, j Job) (JobResult, bool) {
 			w.stop()
 		}
 		res.Result = *resp.Result
-		res.Status = resp.Result.Status
+		res.Status, res.Error = resp.Result.Status, resp.Result.Error
 		if res.Status == "" {
 			res.Status = spec.StatusInternalError
 			res.Error = op + ": the worker's result has no status"
 		}
-		res.Error = resp.Result.Error
 	}
 	if res.Crashes > 0 {
 		w.ex.logf("%s %d (gpu %d): job %d: %s", w.role(), w.id, w.gpu, j.ID, res.Error)

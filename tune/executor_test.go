@@ -154,6 +154,20 @@ func TestExecutorRestartsAfterClosingAnswer(t *testing.T) {
 	}
 }
 
+// A result without a status is an internal error, and its message says why.
+func TestExecutorRejectsResultWithoutStatus(t *testing.T) {
+	e, _ := newTestExecutor(t)
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	e.Submit(job(0, "no-status", 64))
+	r := collectResults(t, e, 1)[0]
+	if r.Status != spec.StatusInternalError || !strings.Contains(r.Error, "has no status") {
+		t.Errorf("status %q, error %q; want internal_error saying the result has no status", r.Status, r.Error)
+	}
+}
+
 func isZombie(pid int) bool {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {

@@ -6,9 +6,10 @@
 // Pipeline texts: "crash" exits mid-request; "hang" never answers; "hang-child"
 // starts a child process and never answers (the kill must reach the child);
 // "noise" writes a non-protocol line before answering; "fault" answers
-// runtime_error marked closing, then exits 4 (a sticky CUDA error); "compile-error" fails compile and run with compile_error;
-// "slow:MS" sleeps MS milliseconds then answers. Anything else verifies with
-// exec times of block.x nanoseconds.
+// runtime_error marked closing, then exits 4 (a sticky CUDA error);
+// "compile-error" fails compile and run with compile_error; "slow:MS" sleeps
+// MS milliseconds then answers; "no-status" answers a result without a
+// status. Anything else verifies with exec times of block.x nanoseconds.
 //
 // Environment: TESTWORKER_LOG appends one line per event (open, compile, run)
 // to that file; TESTWORKER_FAIL_OPEN=1 makes every open fail.
@@ -83,6 +84,8 @@ func (s *session) behave(c spec.Config, op string) (spec.Result, bool) {
 		}
 	case c.Passes == "compile-error":
 		return spec.Result{Status: spec.StatusCompileError, Failed: true, Error: "invalid pipeline"}, true
+	case c.Passes == "no-status":
+		return spec.Result{Error: "the answer lacks a status"}, true
 	case strings.HasPrefix(c.Passes, "slow:"):
 		ms, _ := strconv.Atoi(strings.TrimPrefix(c.Passes, "slow:"))
 		time.Sleep(time.Duration(ms) * time.Millisecond)
