@@ -161,9 +161,12 @@ type Session struct {
 	cmpFn    *cuda.Function
 	partial  []resetCopy // reset of the ranges the kernel changes
 	full     []resetCopy // reset of everything
-	timer    *cuda.KernelTimer
-	timerErr error // why CUPTI is not used, for timer "cupti"
-	events   []*cuda.Event
+	// unchanged holds, per blob, the spans outside the partial reset, which
+	// tolerance verification checks bitwise before trusting that reset.
+	unchanged [][]span
+	timer     *cuda.KernelTimer
+	timerErr  error // why CUPTI is not used, for timer "cupti"
+	events    []*cuda.Event
 
 	mu      sync.Mutex
 	loaded  map[string]*loadedKernel
@@ -192,8 +195,9 @@ type loadedKernel struct {
 
 // boundGlobal is a recorded device global found in a loaded module.
 type boundGlobal struct {
-	slot globalSlot
-	addr uint64
+	slot  globalSlot
+	index int // of the global in the layout and in both snapshots
+	addr  uint64
 }
 
 // maxLoaded bounds the modules kept loaded: a tuning run visits thousands of
@@ -215,6 +219,9 @@ func Open(opts Options) (*Session, error) {
 	s.lay = planLayout(rec.Prologue, rec.Epilogue)
 	s.full = planFullReset(s.lay.blobs)
 	s.partial = planPartialReset(s.lay.blobs, db.ChangedRanges(rec.Prologue, rec.Epilogue))
+	for _, b := range s.lay.blobs {
+		s.unchanged = append(s.unchanged, unchangedSpans(b, s.partial))
+	}
 	if opts.CompileOnly {
 		arch := rec.Kernel.Device.Arch
 		if arch == "" {
@@ -352,8 +359,8 @@ func (s *Session) uploadImages() error {
 	// One result word per comparison: blobs, globals, and the bitwise
 	// checks of unchanged spans in tolerance mode.
 	s.nResults = len(s.lay.blobs) + len(s.lay.globals)
-	for _, b := range s.lay.blobs {
-		s.nResults += len(unchangedSpans(b, s.partial))
+	for _, u := range s.unchanged {
+		s.nResults += len(u)
 	}
 	s.nResults = max(s.nResults, 1)
 	if s.results, err = cuda.MemAlloc(uint64(8 * s.nResults)); err != nil {

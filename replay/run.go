@@ -462,7 +462,7 @@ func (s *Session) bind(lk *loadedKernel) error {
 			return fmt.Errorf("parameter %d is %d bytes in the compiled kernel, %d bytes in the recording", i, p.Size, len(s.rec.Args[i]))
 		}
 	}
-	for _, g := range s.lay.globals {
+	for i, g := range s.lay.globals {
 		addr, size, err := lk.mod.Global(g.Name)
 		if err != nil {
 			if cuda.IsNotFound(err) {
@@ -473,7 +473,7 @@ func (s *Session) bind(lk *loadedKernel) error {
 		if uint64(size) != g.Size {
 			return fmt.Errorf("device global %s: %d bytes in the compiled module, %d in the recording", g.Name, size, g.Size)
 		}
-		lk.globals = append(lk.globals, boundGlobal{slot: g, addr: uint64(addr)})
+		lk.globals = append(lk.globals, boundGlobal{slot: g, index: i, addr: uint64(addr)})
 	}
 	return nil
 }

@@ -44,17 +44,17 @@ func (s *Session) Snapshot() (*db.Snapshot, error) {
 	}
 	for i, g := range s.lay.globals {
 		rg := s.rec.Epilogue.Globals[i]
-		data := append([]byte(nil), rg.Data...)
-		if s.last != nil {
-			for _, bg := range s.last.globals {
-				if bg.slot.Name == g.Name && g.Size > 0 {
-					if err := cuda.MemcpyDtoH(data, bg.addr); err != nil {
-						return nil, err
-					}
-				}
+		out.Globals = append(out.Globals, db.Global{Name: g.Name, Addr: rg.Addr, Size: g.Size, Data: append([]byte(nil), rg.Data...)})
+	}
+	if s.last != nil {
+		for _, bg := range s.last.globals {
+			if bg.slot.Size == 0 {
+				continue
+			}
+			if err := cuda.MemcpyDtoH(out.Globals[bg.index].Data, bg.addr); err != nil {
+				return nil, err
 			}
 		}
-		out.Globals = append(out.Globals, db.Global{Name: g.Name, Addr: rg.Addr, Size: g.Size, Data: data})
 	}
 	return out, nil
 }

@@ -51,15 +51,14 @@ func (s *Session) verify(lk *loadedKernel) (verified, safe bool, mismatch string
 		add(b.Addr, s.epiCopy+b.Off, b.Size, mode, comparison{
 			what: fmt.Sprintf("allocation 0x%x (%d bytes)", b.Addr, b.Size), base: b.Addr, expect: epi.Blobs[i].Data})
 		if mode != compare.ModeBitwise {
-			for _, u := range unchangedSpans(b, s.partial) {
+			for _, u := range s.unchanged[i] {
 				add(u.Addr, s.epiCopy+b.Off+(u.Addr-b.Addr), u.Size, compare.ModeBitwise, comparison{safety: true})
 			}
 		}
 	}
 	for _, g := range lk.globals {
-		idx := globalIndex(s.lay.globals, g.slot.Name)
 		add(g.addr, s.epiCopy+g.slot.Off, g.slot.Size, mode, comparison{
-			what: fmt.Sprintf("device global %s (%d bytes)", g.slot.Name, g.slot.Size), expect: epi.Globals[idx].Data})
+			what: fmt.Sprintf("device global %s (%d bytes)", g.slot.Name, g.slot.Size), expect: epi.Globals[g.index].Data})
 	}
 	if len(cmps) > s.nResults {
 		return false, false, "", fmt.Errorf("verification: %d comparisons, room for %d results", len(cmps), s.nResults)
@@ -105,15 +104,6 @@ func (s *Session) verify(lk *loadedKernel) (verified, safe bool, mismatch string
 		verified = false
 	}
 	return verified, verified && safe, mismatch, nil
-}
-
-func globalIndex(gs []globalSlot, name string) int {
-	for i, g := range gs {
-		if g.Name == name {
-			return i
-		}
-	}
-	return -1
 }
 
 // describeMismatch names the memory and offset and quotes a few bytes of
