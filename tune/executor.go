@@ -2,6 +2,7 @@ package tune
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,8 +21,8 @@ type WorkerFactory interface {
 	Command(gpu int, compileOnly bool) (*exec.Cmd, error)
 }
 
-// ExecWorkerFactory runs `Path Args... [--gpu N]` — for mneme, the binary
-// itself with "worker".
+// ExecWorkerFactory runs `Path Args...` — for mneme, the binary itself with
+// "worker". The GPU and the compile-only role travel in the open request.
 type ExecWorkerFactory struct {
 	Path string
 	Args []string
@@ -92,8 +93,6 @@ type Executor struct {
 	fatalMu   sync.Mutex
 	devices   *DeviceLimits
 	kernel    string
-	started   bool
-	inFlight  int
 }
 
 // Start launches and opens every worker. It fails when no run worker can
@@ -160,7 +159,6 @@ func (e *Executor) Start(ctx context.Context) error {
 		e.Close()
 		return runErr
 	}
-	e.started = true
 	return nil
 }
 
@@ -180,9 +178,6 @@ func (e *Executor) Capacity() int {
 
 // Submit queues a job; its result comes on Results.
 func (e *Executor) Submit(j Job) {
-	e.mu.Lock()
-	e.inFlight++
-	e.mu.Unlock()
 	if e.CompileWorkers > 0 {
 		e.compileQ <- j
 	} else {
@@ -212,13 +207,6 @@ func (e *Executor) logf(format string, a ...any) {
 	e.logMu.Lock()
 	defer e.logMu.Unlock()
 	fmt.Fprintf(e.Log, time.Now().Format("15:04:05.000")+" "+format+"\n", a...)
-}
-
-func (e *Executor) deliver(r JobResult) {
-	e.mu.Lock()
-	e.inFlight--
-	e.mu.Unlock()
-	e.results <- r
 }
 
 type openOutcome struct {
@@ -268,14 +256,15 @@ func (w *worker) loop(ctx context.Context, q chan Job, opened chan<- openOutcome
 					w.ex.runQ <- j // let the run workers compile it themselves
 					continue
 				}
-				w.ex.deliver(JobResult{Job: j, Status: spec.StatusInternalError, Error: broken.Error(), Worker: w.id, GPU: w.gpu, Start: time.Now(), End: time.Now()})
+				now := time.Now()
+				w.ex.results <- JobResult{Job: j, Status: spec.StatusInternalError, Error: broken.Error(), Worker: w.id, GPU: w.gpu, Start: now, End: now}
 				continue
 			}
 			res, forward := w.do(ctx, j)
 			if forward {
 				w.ex.runQ <- j
 			} else {
-				w.ex.deliver(res)
+				w.ex.results <- res
 			}
 			if w.cmd == nil && ctx.Err() == nil {
 				// The process died with this job: restart it for the next one.
@@ -503,7 +492,7 @@ func (p *prefixWriter) Write(b []byte) (int, error) {
 	defer p.mu.Unlock()
 	p.buf = append(p.buf, b...)
 	for {
-		i := indexByte(p.buf, '\n')
+		i := bytes.IndexByte(p.buf, '\n')
 		if i < 0 {
 			break
 		}
@@ -511,13 +500,4 @@ func (p *prefixWriter) Write(b []byte) (int, error) {
 		p.buf = p.buf[i+1:]
 	}
 	return len(b), nil
-}
-
-func indexByte(b []byte, c byte) int {
-	for i, x := range b {
-		if x == c {
-			return i
-		}
-	}
-	return -1
 }

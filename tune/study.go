@@ -27,7 +27,8 @@ type Study struct {
 	Opts     Options
 	Prior    []Trial // finished trials read back by --resume
 	Progress func(Progress)
-	// MinTrialTimeout and CompileBudget shape the default per-trial timeout.
+	// CompileBudget is the compile allowance of the default per-trial
+	// timeout (DefaultTrialTimeout; 30 s when zero).
 	CompileBudget time.Duration
 
 	baseline Trial
