@@ -18,6 +18,7 @@ func EncodeArg(p llvm.Param, text string) ([]byte, error) {
 	switch p.Kind {
 	case llvm.ParamInt:
 		n, err := strconv.ParseInt(text, 0, 64)
+		signed := err == nil
 		if err != nil {
 			u, uerr := strconv.ParseUint(text, 0, 64)
 			if uerr != nil {
@@ -25,16 +26,25 @@ func EncodeArg(p llvm.Param, text string) ([]byte, error) {
 			}
 			n = int64(u)
 		}
-		bytes := (p.Bits + 7) / 8
 		if p.Bits < 64 {
+			// Only values of 2^63 and more reach here through ParseUint (n
+			// wraps negative); none of them fits a narrower integer.
 			lo, hi := -(int64(1) << (p.Bits - 1)), int64(1)<<p.Bits-1
-			if n < lo || n > hi {
+			if !signed || n < lo || n > hi {
 				return nil, fmt.Errorf("%q does not fit in i%d", text, p.Bits)
 			}
 		}
-		var b [8]byte
-		binary.LittleEndian.PutUint64(b[:], uint64(n))
-		return b[:bytes], nil
+		b := binary.LittleEndian.AppendUint64(make([]byte, 0, max(8, p.Bytes())), uint64(n))
+		// Integers wider than 64 bits (i128) are sign-extended from a
+		// negative value, zero-extended otherwise.
+		extension := byte(0)
+		if signed && n < 0 {
+			extension = 0xff
+		}
+		for len(b) < p.Bytes() {
+			b = append(b, extension)
+		}
+		return b[:p.Bytes()], nil
 	case llvm.ParamFloat:
 		f, err := strconv.ParseFloat(text, 32)
 		if err != nil {
