@@ -164,6 +164,21 @@ func tryShuffle(raw []byte) ([]byte, *[]byte, bool) {
 	return dst, out, true
 }
 
+// decodeZstd decompresses src into dst, which it must fill exactly.
+func decodeZstd(dst, src []byte) error {
+	out, err := zstdDecoder().DecodeAll(src, dst[:0])
+	if err != nil {
+		return fmt.Errorf("zstd: %v", err)
+	}
+	if len(out) != len(dst) {
+		return fmt.Errorf("decompressed to %d bytes, want %d", len(out), len(dst))
+	}
+	if len(out) > 0 && &out[0] != &dst[0] {
+		copy(dst, out)
+	}
+	return nil
+}
+
 // decodeShuffle reverses tryShuffle into dst, using scratch for the planes.
 func decodeShuffle(dst, src []byte, scratch *[]byte) error {
 	if len(dst)%4 != 0 {
@@ -193,15 +208,8 @@ func decodeShuffle(dst, src []byte, scratch *[]byte) error {
 			}
 			copy(pl, in)
 		case codecZstd:
-			out, err := zstdDecoder().DecodeAll(in, pl[:0])
-			if err != nil {
-				return fmt.Errorf("plane %d: zstd: %v", p, err)
-			}
-			if len(out) != n {
-				return fmt.Errorf("plane %d decompressed to %d bytes, want %d", p, len(out), n)
-			}
-			if n > 0 && &out[0] != &pl[0] {
-				copy(pl, out)
+			if err := decodeZstd(pl, in); err != nil {
+				return fmt.Errorf("plane %d: %v", p, err)
 			}
 		default:
 			return fmt.Errorf("plane %d: unknown codec %d", p, codec)

@@ -816,7 +816,7 @@ func decodeChunk(m *metaReader, p *plan, datas [][]byte, c *chunkPlan, scratch *
 		if _, err := m.ra.ReadAt(dst, c.dataOff); err != nil && !(errors.Is(err, io.EOF)) {
 			return fmt.Errorf("%s: read at %d: %w", m.name, c.dataOff, err)
 		}
-	case codecZstd:
+	case codecZstd, codecShuffle4:
 		if cap(*scratch) < c.stored {
 			*scratch = make([]byte, c.stored)
 		}
@@ -824,27 +824,14 @@ func decodeChunk(m *metaReader, p *plan, datas [][]byte, c *chunkPlan, scratch *
 		if _, err := m.ra.ReadAt(src, c.dataOff); err != nil && !(errors.Is(err, io.EOF)) {
 			return fmt.Errorf("%s: read at %d: %w", m.name, c.dataOff, err)
 		}
-		out, err := zstdDecoder().DecodeAll(src, dst[:0])
-		if err != nil {
-			return m.errf(c.dataOff, "%s chunk %d: zstd: %v", ref.what, idx, err)
+		var err error
+		if c.codec == codecZstd {
+			err = decodeZstd(dst, src)
+		} else {
+			planes := getBuf(len(dst))
+			err = decodeShuffle(dst, src, planes)
+			putBuf(planes)
 		}
-		if len(out) != len(dst) {
-			return m.errf(c.dataOff, "%s chunk %d: decompressed to %d bytes, want %d", ref.what, idx, len(out), len(dst))
-		}
-		if len(out) > 0 && &out[0] != &dst[0] {
-			copy(dst, out)
-		}
-	case codecShuffle4:
-		if cap(*scratch) < c.stored {
-			*scratch = make([]byte, c.stored)
-		}
-		src := (*scratch)[:c.stored]
-		if _, err := m.ra.ReadAt(src, c.dataOff); err != nil && !(errors.Is(err, io.EOF)) {
-			return fmt.Errorf("%s: read at %d: %w", m.name, c.dataOff, err)
-		}
-		planes := scratch2Pool.Get().(*[]byte)
-		err := decodeShuffle(dst, src, planes)
-		scratch2Pool.Put(planes)
 		if err != nil {
 			return m.errf(c.dataOff, "%s chunk %d: %v", ref.what, idx, err)
 		}
@@ -854,9 +841,6 @@ func decodeChunk(m *metaReader, p *plan, datas [][]byte, c *chunkPlan, scratch *
 	}
 	return nil
 }
-
-// scratch2Pool holds plane buffers for shuffled chunks.
-var scratch2Pool = sync.Pool{New: func() any { return new([]byte) }}
 
 // RawSize is the number of data bytes the snapshot holds.
 func (s *Snapshot) RawSize() uint64 {
