@@ -11,10 +11,7 @@ import (
 // old file or the complete new one: write a temporary file in the same
 // directory, fsync it, rename it over path, fsync the directory.
 func WriteFileAtomic(path string, data []byte) error {
-	_, err := writeAtomic(path, true, func(w io.Writer) error {
-		_, err := w.Write(data)
-		return err
-	})
+	_, err := writeAtomic(path, true, writeAll(data))
 	return err
 }
 
@@ -23,11 +20,16 @@ func WriteFileAtomic(path string, data []byte) error {
 // survives the death of the writing process, not of the machine. The
 // recorder uses it because an fsync per file can cost more than a snapshot.
 func ReplaceFile(path string, data []byte) error {
-	_, err := writeAtomic(path, false, func(w io.Writer) error {
+	_, err := writeAtomic(path, false, writeAll(data))
+	return err
+}
+
+// writeAll is the fill of writeAtomic that writes data as it is.
+func writeAll(data []byte) func(io.Writer) error {
+	return func(w io.Writer) error {
 		_, err := w.Write(data)
 		return err
-	})
-	return err
+	}
 }
 
 // writeAtomic runs fill on a temporary file beside path and renames it into
