@@ -32,9 +32,7 @@ func (c *Compiler) Key(req *Request) string {
 		cfg.Grid, cfg.Block = spec.Dim3{}, spec.Dim3{}
 	}
 	cfg.SharedMem = 0 // dynamic shared memory is a launch parameter, not code
-	if cfg.Passes == "" {
-		cfg.Passes = spec.DefaultPipeline
-	}
+	cfg.Passes = pipeline(cfg)
 	cfg.Arch = c.arch(req.Config)
 	if !cfg.SetLaunchBounds {
 		cfg.MaxThreads, cfg.MinBlocksPerSM = 0, 0

@@ -296,35 +296,50 @@ func rewrite(mod *llvm.Module, kernel string, req *Request) error {
 	return mod.Verify()
 }
 
-func (c *Compiler) build(req *Request) (*Output, error) {
-	cfg := req.Config
-	arch := c.arch(cfg)
-	out := &Output{Arch: arch}
+// pipeline is the configuration's pass pipeline, the default when it names none.
+func pipeline(cfg spec.Config) string {
+	if cfg.Passes == "" {
+		return spec.DefaultPipeline
+	}
+	return cfg.Passes
+}
 
+// optimize prepares the request's IR and runs the configuration's pass
+// pipeline over it, recording the stage times in times. The caller disposes
+// of the module and the target machine.
+func (c *Compiler) optimize(req *Request, times *Times) (*llvm.Module, string, *llvm.TargetMachine, error) {
+	cfg := req.Config
 	t0 := time.Now()
 	mod, kernel, err := c.prepare(req)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	times.Preprocess = time.Since(t0)
+
+	tm, err := llvm.NewTargetMachine(c.arch(cfg), cfg.PTXVersion, cfg.CodegenOpt)
+	if err != nil {
+		mod.Dispose()
+		return nil, "", nil, &CompileError{Stage: "codegen", Err: err}
+	}
+	t1 := time.Now()
+	if err := mod.RunPasses(pipeline(cfg), tm); err != nil {
+		tm.Dispose()
+		mod.Dispose()
+		return nil, "", nil, &CompileError{Stage: "optimize", Err: err}
+	}
+	times.Optimize = time.Since(t1)
+	return mod, kernel, tm, nil
+}
+
+func (c *Compiler) build(req *Request) (*Output, error) {
+	out := &Output{Arch: c.arch(req.Config)}
+	mod, kernel, tm, err := c.optimize(req, &out.Times)
 	if err != nil {
 		return nil, err
 	}
 	defer mod.Dispose()
-	out.Kernel = kernel
-	out.Times.Preprocess = time.Since(t0)
-
-	tm, err := llvm.NewTargetMachine(arch, cfg.PTXVersion, cfg.CodegenOpt)
-	if err != nil {
-		return nil, &CompileError{Stage: "codegen", Err: err}
-	}
 	defer tm.Dispose()
-
-	passes := cfg.Passes
-	if passes == "" {
-		passes = spec.DefaultPipeline
-	}
-	t1 := time.Now()
-	if err := mod.RunPasses(passes, tm); err != nil {
-		return nil, &CompileError{Stage: "optimize", Err: err}
-	}
-	out.Times.Optimize = time.Since(t1)
+	out.Kernel = kernel
 
 	t2 := time.Now()
 	ptx, err := tm.EmitPTX(mod)
@@ -336,7 +351,7 @@ func (c *Compiler) build(req *Request) (*Output, error) {
 	out.ObjSize = len(out.PTX)
 
 	if c.opts.Context != nil {
-		if err := c.link(out, cfg, arch); err != nil {
+		if err := c.link(out, req.Config, out.Arch); err != nil {
 			return nil, &CompileError{Stage: "ptxas", Err: err}
 		}
 	}
@@ -384,22 +399,12 @@ func (c *Compiler) PreprocessedIR(req *Request) (string, error) {
 
 // OptimizedIR is the textual IR after the configuration's pass pipeline.
 func (c *Compiler) OptimizedIR(req *Request) (string, error) {
-	mod, _, err := c.prepare(req)
+	var times Times
+	mod, _, tm, err := c.optimize(req, &times)
 	if err != nil {
 		return "", err
 	}
 	defer mod.Dispose()
-	tm, err := llvm.NewTargetMachine(c.arch(req.Config), req.Config.PTXVersion, req.Config.CodegenOpt)
-	if err != nil {
-		return "", &CompileError{Stage: "codegen", Err: err}
-	}
 	defer tm.Dispose()
-	passes := req.Config.Passes
-	if passes == "" {
-		passes = spec.DefaultPipeline
-	}
-	if err := mod.RunPasses(passes, tm); err != nil {
-		return "", &CompileError{Stage: "optimize", Err: err}
-	}
 	return mod.String(), nil
 }
