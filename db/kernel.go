@@ -200,7 +200,7 @@ func (inst *Instance) ArgBytes() ([][]byte, error) {
 	for i, a := range inst.Args {
 		b, err := hex.DecodeString(a)
 		if err != nil {
-			return nil, fmt.Errorf("Args[%d]: not hex: %v", i, err)
+			return nil, fieldErr(fmt.Sprintf("Args[%d]", i), "%q is not hex", a)
 		}
 		out[i] = b
 	}
@@ -347,16 +347,14 @@ func (k *Kernel) validateInstance(id string, inst *Instance) error {
 	if len(inst.Args) != len(k.ArgSizes) {
 		return fieldErr("Args", "%d arguments, but the kernel has %d (ArgSizes)", len(inst.Args), len(k.ArgSizes))
 	}
-	args := make([][]byte, len(inst.Args))
-	for i, a := range inst.Args {
-		b, err := hex.DecodeString(a)
-		if err != nil {
-			return fieldErr(fmt.Sprintf("Args[%d]", i), "%q is not hex", a)
-		}
+	args, err := inst.ArgBytes()
+	if err != nil {
+		return err
+	}
+	for i, b := range args {
 		if uint64(len(b)) != k.ArgSizes[i] {
 			return fieldErr(fmt.Sprintf("Args[%d]", i), "%d bytes, but ArgSizes[%d] is %d", len(b), i, k.ArgSizes[i])
 		}
-		args[i] = b
 	}
 	if inst.Occurrences < 1 {
 		return fieldErr("Occurrences", "%d: a recorded instance occurred at least once", inst.Occurrences)
