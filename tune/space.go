@@ -164,12 +164,9 @@ type Describe struct {
 const maxCountFeasible = 2_000_000
 
 // Describe summarizes the space; for finite spaces up to a couple of million
-// points it also counts the feasible ones.
+// points it also counts the feasible ones, which costs an enumeration.
 func (s *Space) Describe() Describe {
-	d := Describe{Name: s.Name, Params: s.Params, Baseline: s.Baseline, Vars: s.Vars}
-	for _, c := range s.Constraints {
-		d.Constraints = append(d.Constraints, c.Name)
-	}
+	d := Describe{Name: s.Name, Params: s.Params, Constraints: s.constraintNames(), Baseline: s.Baseline, Vars: s.Vars}
 	d.Size, d.Finite = s.Size()
 	if d.Finite && d.Size <= maxCountFeasible {
 		ex, err := NewExhaustive(s)
@@ -181,6 +178,29 @@ func (s *Space) Describe() Describe {
 		}
 	}
 	return d
+}
+
+func (s *Space) constraintNames() []string {
+	var names []string
+	for _, c := range s.Constraints {
+		names = append(names, c.Name)
+	}
+	return names
+}
+
+// Hash identifies the space by its parameters, constraints and baseline (not
+// its name or recorded values), so --resume can tell whether a run's space
+// changed. It enumerates nothing.
+func (s *Space) Hash() string {
+	b, err := json.Marshal(struct {
+		P any
+		C any
+		B any
+	}{s.Params, s.constraintNames(), s.Baseline})
+	if err != nil { // a NaN choice; such a space fails writing search_space.json
+		b = []byte(err.Error())
+	}
+	return fmt.Sprintf("%016x", xxh3.Hash(b))
 }
 
 // ConfigKey is a canonical hash of a configuration: two points that derive

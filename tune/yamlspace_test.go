@@ -172,3 +172,41 @@ func FuzzParseSpace(f *testing.F) {
 		}
 	})
 }
+
+// The space hash that --resume compares follows the parameters, constraints
+// and baseline, and ignores the name and the device's recorded values.
+func TestSpaceHashFollowsDefinition(t *testing.T) {
+	base := `
+params:
+  b: {type: int, low: 32, high: 256, step: 32}
+derive:
+  block.x: "b"
+  grid.x: "ceil(N / block_x)"
+`
+	parse := func(name, text string, l Launch, lim Limits) string {
+		t.Helper()
+		s, err := ParseSpace(name, []byte(text), l, lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Hash()
+	}
+	h := parse("a.yaml", base, vecadd, Limits{})
+	if len(h) != 16 {
+		t.Fatalf("hash %q is not 16 hex digits", h)
+	}
+	if got := parse("other.yaml", base, vecadd, Limits{SMCount: 132}); got != h {
+		t.Errorf("renaming the file or changing the SM count changed the hash: %s vs %s", got, h)
+	}
+	if got := parse("a.yaml", base+"constraints:\n  - \"b <= 128\"\n", vecadd, Limits{}); got == h {
+		t.Error("adding a constraint kept the hash")
+	}
+	if got := parse("a.yaml", strings.Replace(base, "high: 256", "high: 512", 1), vecadd, Limits{}); got == h {
+		t.Error("widening a parameter kept the hash")
+	}
+	other := vecadd
+	other.Block.X = 128
+	if got := parse("a.yaml", base, other, Limits{}); got == h {
+		t.Error("a different recorded launch (baseline) kept the hash")
+	}
+}

@@ -20,7 +20,6 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"github.com/zeebo/xxh3"
 	"golang.org/x/term"
 	"gopkg.in/yaml.v3"
 
@@ -290,15 +289,7 @@ func (t *tuneTarget) buildSpace(opts *tune.Options) error {
 	if err != nil {
 		return withExit(exitUsage, err)
 	}
-	// The space's identity for --resume: its parameters, constraints and baseline.
-	d := t.space.Describe()
-	d.Vars = nil
-	b, _ := json.Marshal(struct {
-		P any
-		C any
-		B any
-	}{d.Params, d.Constraints, d.Baseline})
-	opts.SpaceHash = fmt.Sprintf("%016x", xxh3.Hash(b))
+	opts.SpaceHash = t.space.Hash()
 	return nil
 }
 
@@ -316,7 +307,10 @@ func runTune(stdout, stderr io.Writer, fl *pflag.FlagSet, f *tuneFlags) error {
 	if err != nil {
 		return err
 	}
-	size, finite := target.space.Size()
+	// Describing a finite space enumerates it to count the feasible points:
+	// do it once for the printouts, search_space.json and the budget.
+	desc := target.space.Describe()
+	size, finite := desc.Size, desc.Finite
 	if opts.Trials == 0 && !finite {
 		opts.Trials = defaultTrialsInfinite
 	}
@@ -328,10 +322,10 @@ func runTune(stdout, stderr io.Writer, fl *pflag.FlagSet, f *tuneFlags) error {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		enc.SetEscapeHTML(false) // pipelines are written default<O3>
-		return enc.Encode(target.space.Describe())
+		return enc.Encode(desc)
 	}
 	if f.dryRun {
-		return printDryRun(stdout, opts, target, sampler, size, finite)
+		return printDryRun(stdout, opts, target, sampler, desc)
 	}
 	var trialTimeout time.Duration
 	if opts.TrialTimeout != "" {
@@ -352,7 +346,7 @@ func runTune(stdout, stderr io.Writer, fl *pflag.FlagSet, f *tuneFlags) error {
 		return withExit(exitUsage, err)
 	}
 	defer res.Close()
-	if err := res.WriteJSON(tune.SearchSpaceFile, target.space.Describe()); err != nil {
+	if err := res.WriteJSON(tune.SearchSpaceFile, desc); err != nil {
 		return withExit(exitFailure, err)
 	}
 	logFile, err := os.OpenFile(filepath.Join(opts.Output, tune.LogFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -414,7 +408,7 @@ func runTune(stdout, stderr io.Writer, fl *pflag.FlagSet, f *tuneFlags) error {
 	}
 	budget := opts.Trials
 	if budget == 0 {
-		budget = int(target.space.Describe().Feasible)
+		budget = int(desc.Feasible)
 	}
 	var bar *progressbar.ProgressBar
 	if fd, ok := stderr.(*os.File); ok && term.IsTerminal(int(fd.Fd())) {
@@ -464,13 +458,12 @@ func spaceKind(o tune.Options) string {
 	return "preset"
 }
 
-func printDryRun(w io.Writer, opts tune.Options, t *tuneTarget, sampler tune.Sampler, size int64, finite bool) error {
-	d := t.space.Describe()
+func printDryRun(w io.Writer, opts tune.Options, t *tuneTarget, sampler tune.Sampler, d tune.Describe) error {
 	fmt.Fprintf(w, "kernel:    %s (%s)\n", t.kernel.Name(), opts.Instance)
 	fmt.Fprintf(w, "recorded:  grid %s block %s shared %d\n", t.inst.GridDims, t.inst.BlockDims, t.inst.SharedMem)
 	fmt.Fprintf(w, "space:     %s, %d parameters", d.Name, len(d.Params))
-	if finite {
-		fmt.Fprintf(w, ", %d points, %d feasible", size, d.Feasible)
+	if d.Finite {
+		fmt.Fprintf(w, ", %d points, %d feasible", d.Size, d.Feasible)
 	} else {
 		fmt.Fprintf(w, ", continuous")
 	}
