@@ -78,8 +78,8 @@ func (w *replayWorker) Run(c spec.Config) spec.Result {
 	if err != nil {
 		fmt.Fprintln(w.log, "mneme worker: run:", err)
 	}
-	if w.session.Broken() {
-		w.broken = w.session.BrokenError()
+	if broken := w.session.BrokenError(); broken != nil {
+		w.broken = broken
 		fmt.Fprintln(w.log, "mneme worker: the CUDA context is unusable after this fault; exiting after the answer")
 	}
 	return *res
