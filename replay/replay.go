@@ -335,24 +335,12 @@ func (s *Session) uploadImages() error {
 	}
 	pro, epi := s.rec.Prologue, s.rec.Epilogue
 	for i, b := range s.lay.blobs {
-		if b.Size == 0 {
-			continue
-		}
-		if err := cuda.MemcpyHtoD(s.proCopy+b.Off, pro.Blobs[i].Data); err != nil {
-			return err
-		}
-		if err := cuda.MemcpyHtoD(s.epiCopy+b.Off, epi.Blobs[i].Data); err != nil {
+		if err := s.uploadRegion(b.Off, pro.Blobs[i].Data, epi.Blobs[i].Data); err != nil {
 			return err
 		}
 	}
 	for i, g := range s.lay.globals {
-		if g.Size == 0 {
-			continue
-		}
-		if err := cuda.MemcpyHtoD(s.proCopy+g.Off, pro.Globals[i].Data); err != nil {
-			return err
-		}
-		if err := cuda.MemcpyHtoD(s.epiCopy+g.Off, epi.Globals[i].Data); err != nil {
+		if err := s.uploadRegion(g.Off, pro.Globals[i].Data, epi.Globals[i].Data); err != nil {
 			return err
 		}
 	}
@@ -367,6 +355,18 @@ func (s *Session) uploadImages() error {
 		return err
 	}
 	return nil
+}
+
+// uploadRegion copies one blob's or global's prologue and epilogue bytes to
+// offset off of the device images.
+func (s *Session) uploadRegion(off uint64, pro, epi []byte) error {
+	if len(pro) == 0 {
+		return nil
+	}
+	if err := cuda.MemcpyHtoD(s.proCopy+off, pro); err != nil {
+		return err
+	}
+	return cuda.MemcpyHtoD(s.epiCopy+off, epi)
 }
 
 func (s *Session) loadCompareKernel() error {
