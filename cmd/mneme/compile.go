@@ -106,11 +106,10 @@ func runCompile(stdout io.Writer, f *compileFlags) error {
 	if err != nil {
 		return withExit(exitUsage, fmt.Errorf("--ir: %w", err))
 	}
-	mod, err := parseIRFile(f.ir, data, f.kernel)
+	mod, bitcode, err := parseIRFile(f.ir, data, f.kernel)
 	if err != nil {
 		return withExit(exitUsage, err)
 	}
-	bitcode := mod.Bitcode()
 	kernel := f.kernel
 	if kernel == "" {
 		ks := mod.Kernels()
@@ -204,12 +203,20 @@ func runCompile(stdout io.Writer, f *compileFlags) error {
 	if err != nil {
 		return compileFailure(err)
 	}
+	code := out.PTX
+	switch f.emit {
+	case "cubin":
+		code = out.Cubin
+	case "ll": // with --json: the report, and the optimized IR for -o
+		text, err := comp.OptimizedIR(req)
+		if err != nil {
+			return compileFailure(err)
+		}
+		code = []byte(text)
+	}
 	if !f.jsonOut {
 		fmt.Fprintln(os.Stderr, "mneme:", compileSummary(out, note))
-		if f.emit == "cubin" {
-			return writeOutput(stdout, f.out, out.Cubin)
-		}
-		return writeOutput(stdout, f.out, out.PTX)
+		return writeOutput(stdout, f.out, code)
 	}
 	rep := compileReport{Kernel: out.Kernel, Arch: out.Arch, Config: cfg, Times: out.Times,
 		Linked: out.Cubin != nil, CacheHit: out.CacheHit, PTXBytes: len(out.PTX), ObjSize: out.ObjSize, GPU: gpu, Note: note}
@@ -222,10 +229,6 @@ func runCompile(stdout io.Writer, f *compileFlags) error {
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false) // pipelines read default<O3>, not default\u003cO3\u003e
 	if f.out != "-" {
-		code := out.PTX
-		if f.emit == "cubin" {
-			code = out.Cubin
-		}
 		if err := writeOutput(stdout, f.out, code); err != nil {
 			return err
 		}
@@ -255,30 +258,45 @@ func compileSummary(out *jit.Output, note string) string {
 // parseIRFile reads bitcode, textual IR (.ll), or an object file or
 // executable built with the mneme wrapper, whose mneme_ir section holds each
 // translation unit's device IR: then the unit defining the kernel is used.
-func parseIRFile(path string, data []byte, kernel string) (*llvm.Module, error) {
+// It returns the module and its bitcode: where the input is bitcode, the
+// bytes as read, so the compiler keys its cache on the file's own bytes and
+// does not pay the isolated first read again for a re-written copy.
+func parseIRFile(path string, data []byte, kernel string) (*llvm.Module, []byte, error) {
 	if strings.HasSuffix(path, ".ll") {
-		return llvm.ParseIR(string(data), path)
+		m, err := llvm.ParseIR(string(data), path)
+		if err != nil {
+			return nil, nil, err
+		}
+		return m, m.Bitcode(), nil
 	}
 	if !bytes.HasPrefix(data, []byte("\x7fELF")) {
-		return llvm.ParseBitcode(data, path)
+		m, err := llvm.ParseBitcode(data, path)
+		return m, data, err
 	}
 	entries, err := runtime.ExecutableIR(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if entries == nil {
-		return nil, fmt.Errorf("%s: an ELF file without device IR (no %s section): was it built with `mneme config cxx`?", path, runtime.IRSection)
+		return nil, nil, fmt.Errorf("%s: an ELF file without device IR (no %s section): was it built with `mneme config cxx`?", path, runtime.IRSection)
 	}
 	var found []*llvm.Module
+	var foundBitcode [][]byte
 	var names []string
+	defer func() {
+		for _, m := range found {
+			m.Dispose() // those not handed back
+		}
+	}()
 	for _, e := range entries {
 		m, err := llvm.ParseBitcode(e.Bitcode, path+":"+e.Name)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		ks := m.Kernels()
 		if (kernel == "" && len(ks) > 0) || slices.Contains(ks, kernel) {
 			found = append(found, m)
+			foundBitcode = append(foundBitcode, e.Bitcode)
 			names = append(names, e.Name)
 			continue
 		}
@@ -286,16 +304,15 @@ func parseIRFile(path string, data []byte, kernel string) (*llvm.Module, error) 
 	}
 	switch {
 	case len(found) == 1:
-		return found[0], nil
+		m := found[0]
+		found = nil
+		return m, foundBitcode[0], nil
 	case len(found) == 0 && kernel != "":
-		return nil, fmt.Errorf("%s: no translation unit defines kernel %q", path, kernel)
+		return nil, nil, fmt.Errorf("%s: no translation unit defines kernel %q", path, kernel)
 	case len(found) == 0:
-		return nil, fmt.Errorf("%s: its device IR holds no kernel", path)
+		return nil, nil, fmt.Errorf("%s: its device IR holds no kernel", path)
 	}
-	for _, m := range found {
-		m.Dispose()
-	}
-	return nil, fmt.Errorf("--kernel: %s has kernels in several translation units %v; name one", path, names)
+	return nil, nil, fmt.Errorf("--kernel: %s has kernels in several translation units %v; name one", path, names)
 }
 
 func parseLaunchBounds(s string) (maxThreads, minBlocks int, err error) {
@@ -332,7 +349,8 @@ func writeOutput(stdout io.Writer, path string, data []byte) error {
 	return nil
 }
 
-// openDefaultGPU makes device 0's primary context current for this process.
+// openDefaultGPU retains device 0's primary context; the compiler makes it
+// current where it links.
 func openDefaultGPU() (*cuda.Context, cuda.DeviceProps, error) {
 	if err := cuda.Init(); err != nil {
 		return nil, cuda.DeviceProps{}, err
