@@ -15,9 +15,10 @@
 // memory and time limits, so corrupt input cannot exhaust this process's
 // memory either.
 //
-// Building needs LLVM 22's headers and library, found through the
-// environment: CGO_CPPFLAGS="$(llvm-config-22 --cppflags)" and
-// CGO_LDFLAGS="$(llvm-config-22 --ldflags)".
+// Building needs LLVM 22's headers and library. The cgo directives below
+// name Debian's location (/usr/lib/llvm-22), so a plain `go build` works
+// there; elsewhere CGO_CPPFLAGS="$(llvm-config-22 --cppflags)" and
+// CGO_LDFLAGS="$(llvm-config-22 --ldflags)" add the right paths.
 //
 // Thread safety: a Module owns its own LLVMContext, so different Modules may
 // be used from different goroutines at once; one Module is not safe for
@@ -27,8 +28,6 @@
 package llvm
 
 /*
-// Debian's LLVM 22 location, so a plain `go build` works there; elsewhere
-// CGO_CPPFLAGS/CGO_LDFLAGS from llvm-config-22 add the right paths.
 #cgo CPPFLAGS: -I/usr/lib/llvm-22/include -D_GNU_SOURCE -D__STDC_CONSTANT_MACROS -D__STDC_FORMAT_MACROS -D__STDC_LIMIT_MACROS
 #cgo CXXFLAGS: -std=c++17 -fexceptions
 #cgo LDFLAGS: -L/usr/lib/llvm-22/lib -Wl,-rpath,/usr/lib/llvm-22/lib -lLLVM-22
