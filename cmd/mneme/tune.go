@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -113,10 +114,30 @@ Exit codes: 0 done, 2 bad input, 6 no GPU, 1 other failures.`,
 	rootCmd.AddCommand(cmd)
 }
 
-// flagToOption maps flags to the YAML key of Options they override.
-var flagToOption = map[string]string{"rdb": "db", "rid": "instance", "sampler": "sampler", "preset": "preset", "space": "space_file",
-	"trials": "trials", "workers": "workers", "gpus": "gpus", "iterations": "iterations", "warmup": "warmup", "metric": "metric",
-	"objective": "objective", "seed": "seed", "trial-timeout": "trial_timeout", "output": "output", "cache-dir": "cache_dir", "verify": "verify"}
+// optionFlags are the flags that set a field of Options: the field's YAML key
+// in a --config file, and how to copy the field.
+var optionFlags = []struct {
+	flag, key string
+	copy      func(dst *tune.Options, src tune.Options)
+}{
+	{"rdb", "db", func(d *tune.Options, s tune.Options) { d.DB = s.DB }},
+	{"rid", "instance", func(d *tune.Options, s tune.Options) { d.Instance = s.Instance }},
+	{"sampler", "sampler", func(d *tune.Options, s tune.Options) { d.Sampler = s.Sampler }},
+	{"preset", "preset", func(d *tune.Options, s tune.Options) { d.Preset = s.Preset }},
+	{"space", "space_file", func(d *tune.Options, s tune.Options) { d.SpaceFile = s.SpaceFile }},
+	{"trials", "trials", func(d *tune.Options, s tune.Options) { d.Trials = s.Trials }},
+	{"workers", "workers", func(d *tune.Options, s tune.Options) { d.Workers = s.Workers }},
+	{"gpus", "gpus", func(d *tune.Options, s tune.Options) { d.GPUs = s.GPUs }},
+	{"iterations", "iterations", func(d *tune.Options, s tune.Options) { d.Iterations = s.Iterations }},
+	{"warmup", "warmup", func(d *tune.Options, s tune.Options) { d.Warmup = s.Warmup }},
+	{"metric", "metric", func(d *tune.Options, s tune.Options) { d.Metric = s.Metric }},
+	{"objective", "objective", func(d *tune.Options, s tune.Options) { d.Objective = s.Objective }},
+	{"seed", "seed", func(d *tune.Options, s tune.Options) { d.Seed = s.Seed }},
+	{"trial-timeout", "trial_timeout", func(d *tune.Options, s tune.Options) { d.TrialTimeout = s.TrialTimeout }},
+	{"output", "output", func(d *tune.Options, s tune.Options) { d.Output = s.Output }},
+	{"cache-dir", "cache_dir", func(d *tune.Options, s tune.Options) { d.CacheDir = s.CacheDir }},
+	{"verify", "verify", func(d *tune.Options, s tune.Options) { d.Verify.Mode = s.Verify.Mode }},
+}
 
 // effectiveOptions layers the flags' defaults, the --config file and the
 // flags given explicitly.
@@ -136,30 +157,20 @@ func effectiveOptions(fl *pflag.FlagSet, f *tuneFlags) (tune.Options, error) {
 			return opts, fmt.Errorf("--config: %w", err)
 		}
 		var fromFile tune.Options
-		dec := yaml.NewDecoder(strings.NewReader(string(data)))
+		dec := yaml.NewDecoder(bytes.NewReader(data))
 		dec.KnownFields(true)
 		if err := dec.Decode(&fromFile); err != nil && !errors.Is(err, io.EOF) {
 			return opts, fmt.Errorf("--config %s: %v", f.configFile, err)
 		}
-		// Start from the file, then put back every flag given explicitly.
+		// Start from the file; a key it lacks takes the flag's default, and
+		// every flag given explicitly wins.
 		merged := fromFile
-		keep := func(name string, apply func()) {
-			if fl.Changed(name) {
-				apply()
-			}
-		}
 		var raw map[string]any
 		_ = yaml.Unmarshal(data, &raw)
-		fill := func(key string, apply func()) { // a key the file lacks takes the flag's default
-			if _, ok := raw[key]; !ok {
-				apply()
+		for _, o := range optionFlags {
+			if _, inFile := raw[o.key]; !inFile || fl.Changed(o.flag) {
+				o.copy(&merged, opts)
 			}
-		}
-		for flagName, key := range flagToOption {
-			flagName, key := flagName, key
-			apply := func() { setOption(&merged, flagName, opts) }
-			fill(key, apply)
-			keep(flagName, apply)
 		}
 		if fl.Changed("tolerance") {
 			merged.Verify.ATol, merged.Verify.RTol = opts.Verify.ATol, opts.Verify.RTol
@@ -173,45 +184,6 @@ func effectiveOptions(fl *pflag.FlagSet, f *tuneFlags) (tune.Options, error) {
 		opts.Preset = ""
 	}
 	return opts, opts.Validate()
-}
-
-func setOption(dst *tune.Options, flagName string, src tune.Options) {
-	switch flagName {
-	case "rdb":
-		dst.DB = src.DB
-	case "rid":
-		dst.Instance = src.Instance
-	case "sampler":
-		dst.Sampler = src.Sampler
-	case "preset":
-		dst.Preset = src.Preset
-	case "space":
-		dst.SpaceFile = src.SpaceFile
-	case "trials":
-		dst.Trials = src.Trials
-	case "workers":
-		dst.Workers = src.Workers
-	case "gpus":
-		dst.GPUs = src.GPUs
-	case "iterations":
-		dst.Iterations = src.Iterations
-	case "warmup":
-		dst.Warmup = src.Warmup
-	case "metric":
-		dst.Metric = src.Metric
-	case "objective":
-		dst.Objective = src.Objective
-	case "seed":
-		dst.Seed = src.Seed
-	case "trial-timeout":
-		dst.TrialTimeout = src.TrialTimeout
-	case "output":
-		dst.Output = src.Output
-	case "cache-dir":
-		dst.CacheDir = src.CacheDir
-	case "verify":
-		dst.Verify.Mode = src.Verify.Mode
-	}
 }
 
 func parseGPUs(s string) ([]int, error) {
