@@ -87,11 +87,7 @@ func (c *closure) expand(g C.LLVMValueRef) {
 		if C.LLVMHasPrologueData(g) != 0 {
 			c.value(C.LLVMGetPrologueData(g))
 		}
-		for bb := C.LLVMGetFirstBasicBlock(g); bb != nil; bb = C.LLVMGetNextBasicBlock(bb) {
-			for inst := C.LLVMGetFirstInstruction(bb); inst != nil; inst = C.LLVMGetNextInstruction(inst) {
-				c.operands(inst)
-			}
-		}
+		forEachInstruction(g, c.operands)
 	case C.LLVMIsAGlobalVariable(g) != nil:
 		c.value(C.LLVMGetInitializer(g))
 	case C.LLVMIsAGlobalAlias(g) != nil:
