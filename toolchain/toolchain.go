@@ -236,9 +236,26 @@ func (l Layout) CMakeDir() string { return filepath.Join(l.LibDir(), "cmake", "m
 // `mneme config cflags` prints): toolkit, architecture, CUDA 13's libcu++
 // headers and the offload driver whose registration calls the shim intercepts.
 func CompileFlags(h Host, cudaRoot, arch string) []string {
-	f := []string{"--cuda-path=" + cudaRoot, "--cuda-gpu-arch=" + arch}
-	if cccl := filepath.Join(cudaRoot, "include", "cccl"); h.IsDir(cccl) {
-		f = append(f, "-I"+cccl)
+	return cudaCompileFlags(h, cudaRoot, arch, cudaRoot)
+}
+
+// cudaCompileFlags builds CompileFlags and the wrapper's additions to a CUDA
+// compile, which leave out what the user's command line already gives:
+// --cuda-path=cudaPath and --cuda-gpu-arch=arch unless empty, the libcu++
+// headers of the toolkit at root (when there is one), and the offload driver
+// whose objects register their fatbinaries through __cudaRegisterFatBinary.
+func cudaCompileFlags(h Host, cudaPath, arch, root string) []string {
+	var f []string
+	if cudaPath != "" {
+		f = append(f, "--cuda-path="+cudaPath)
+	}
+	if arch != "" {
+		f = append(f, "--cuda-gpu-arch="+arch)
+	}
+	if root != "" {
+		if cccl := filepath.Join(root, "include", "cccl"); h.IsDir(cccl) {
+			f = append(f, "-I"+cccl)
+		}
 	}
 	return append(f, "--no-offload-new-driver")
 }

@@ -115,7 +115,7 @@ func (w *Wrapper) Plan(raw []string) (*Plan, error) {
 		run(append([]string{compiler}, raw...)...)
 		return plan, nil
 	}
-	var cudaFlags []string
+	var cudaFlags, irCompile []string
 	cudaRoot := ""
 	if len(cuda) > 0 || cl.Links() {
 		cudaRoot, err = w.cudaRoot(cl, len(cuda) > 0)
@@ -124,7 +124,11 @@ func (w *Wrapper) Plan(raw []string) (*Plan, error) {
 		}
 	}
 	if len(cuda) > 0 {
-		cudaFlags = w.cudaFlags(cl, cudaRoot)
+		// Once per command: without an architecture flag or MNEME_CUDA_ARCH
+		// this runs nvidia-smi.
+		arch := GPUArch(w.Host, cl.Args)
+		cudaFlags = w.cudaFlags(cl, cudaRoot, arch)
+		irCompile = deviceIRCompile(compiler, cl, cudaFlags, arch)
 	}
 	embed := len(cuda) > 0 && !cl.DeviceOnly && !cl.EmitLLVM && !cl.AssembleOnly && !cl.PreprocessOnly && !cl.SyntaxOnly
 
@@ -132,7 +136,7 @@ func (w *Wrapper) Plan(raw []string) (*Plan, error) {
 		run(concat([]string{compiler}, raw, cudaFlags)...)
 		if embed && cl.CompileOnly {
 			for k, in := range cuda {
-				w.embedSteps(plan, compiler, cl, cudaFlags, in, cl.ObjectPath(in), k)
+				w.embedSteps(plan, compiler, irCompile, in, cl.ObjectPath(in), k)
 			}
 		}
 		return plan, nil
@@ -149,7 +153,7 @@ func (w *Wrapper) Plan(raw []string) (*Plan, error) {
 	for k, in := range cuda {
 		objects[k] = filepath.Join(w.TempDir, fmt.Sprintf("cu%d.o", k))
 		run(concat([]string{compiler}, compileFlags, cudaFlags, []string{"-x", "cuda", "-c", in.Path, "-o", objects[k]})...)
-		w.embedSteps(plan, compiler, cl, cudaFlags, in, objects[k], k)
+		w.embedSteps(plan, compiler, irCompile, in, objects[k], k)
 	}
 	for k := len(cuda) - 1; k >= 0; k-- { // from the back so earlier positions stay valid
 		in := cuda[k]
@@ -204,31 +208,25 @@ func (w *Wrapper) cudaRoot(cl *CommandLine, compiling bool) (string, error) {
 	return "", err
 }
 
-// cudaFlags are added to every CUDA compile: the toolkit, the architecture,
-// CUDA 13's libcu++ headers, and the offload driver whose objects register
-// their fatbinaries through __cudaRegisterFatBinary (which the shim intercepts).
-func (w *Wrapper) cudaFlags(cl *CommandLine, root string) []string {
-	var f []string
-	if root != "" && !cl.HasCUDAPath {
-		f = append(f, "--cuda-path="+root)
+// cudaFlags are added to every CUDA compile: CompileFlags less what the
+// command line already gives (toolkit, architecture).
+func (w *Wrapper) cudaFlags(cl *CommandLine, root, arch string) []string {
+	cudaPath := root
+	if cl.HasCUDAPath {
+		cudaPath = ""
 	}
-	if ArchFromArgs(cl.Args) == "" {
-		f = append(f, "--cuda-gpu-arch="+GPUArch(w.Host, cl.Args))
-	}
-	if root != "" {
-		if cccl := filepath.Join(root, "include", "cccl"); w.Host.IsDir(cccl) {
-			f = append(f, "-I"+cccl)
-		}
+	if ArchFromArgs(cl.Args) != "" {
+		arch = ""
 	}
 	// clang-22 knows CUDA up to 12.9 and warns about newer toolkits; the
 	// warning is harmless and would break -Werror builds.
-	return append(f, "--no-offload-new-driver", "-Wno-unknown-cuda-version")
+	return append(cudaCompileFlags(w.Host, cudaPath, arch, root), "-Wno-unknown-cuda-version")
 }
 
-// embedSteps appends the steps that compile in's device IR and merge it into obj.
-func (w *Wrapper) embedSteps(plan *Plan, compiler string, cl *CommandLine, cudaFlags []string, in Input, obj string, k int) {
-	base := filepath.Join(w.TempDir, fmt.Sprintf("ir%d", k))
-	arch := GPUArch(w.Host, cl.Args)
+// deviceIRCompile is the command that compiles a CUDA source's device IR for
+// arch, less the source and output: the user's flags that shape device code
+// (irFlag) and the CUDA flags, for one architecture, unoptimized.
+func deviceIRCompile(compiler string, cl *CommandLine, cudaFlags []string, arch string) []string {
 	var flags []string
 	for i := 0; i < len(cl.Args); {
 		keep, span := irFlag(cl.Args, i)
@@ -246,9 +244,16 @@ func (w *Wrapper) embedSteps(plan *Plan, compiler string, cl *CommandLine, cudaF
 			extra = append(extra, f)
 		}
 	}
-	ir := concat([]string{compiler}, flags, extra, []string{
+	return concat([]string{compiler}, flags, extra, []string{
 		"--cuda-gpu-arch=" + arch, "--cuda-device-only", "-emit-llvm", "-c",
-		"-O3", "-Xclang", "-disable-llvm-passes", "-w", "-x", "cuda", in.Path, "-o", base + ".bc"})
+		"-O3", "-Xclang", "-disable-llvm-passes", "-w", "-x", "cuda"})
+}
+
+// embedSteps appends the steps that compile in's device IR (with irCompile,
+// from deviceIRCompile) and merge it into obj.
+func (w *Wrapper) embedSteps(plan *Plan, compiler string, irCompile []string, in Input, obj string, k int) {
+	base := filepath.Join(w.TempDir, fmt.Sprintf("ir%d", k))
+	ir := concat(irCompile, []string{in.Path, "-o", base + ".bc"})
 	plan.Steps = append(plan.Steps,
 		Step{Kind: RunStep, Argv: ir},
 		Step{Kind: WriteIRStep, Source: in.Path, Bitcode: base + ".bc", Entry: base + ".entry", Asm: base + ".s"},

@@ -161,6 +161,50 @@ func TestPlanCUDACompileVariants(t *testing.T) {
 	}
 }
 
+// The architecture is detected once per command, not once per CUDA source:
+// each detection runs nvidia-smi.
+func TestPlanDetectsArchOnce(t *testing.T) {
+	m := cudaMachine()
+	delete(m.env, "MNEME_CUDA_ARCH")
+	m.path["nvidia-smi"] = "/usr/bin/nvidia-smi"
+	m.outputs["/usr/bin/nvidia-smi --query-gpu=compute_cap --format=csv,noheader"] = "8.6\n"
+	h := m.host()
+	smiRuns := 0
+	output := h.Output
+	h.Output = func(name string, args ...string) ([]byte, error) {
+		if name == "/usr/bin/nvidia-smi" {
+			smiRuns++
+		}
+		return output(name, args...)
+	}
+	for _, c := range []struct {
+		args    []string
+		sources int
+	}{{[]string{"-c", "a.cu", "b.cu", "c.cu"}, 3}, {[]string{"a.cu", "b.cu", "main.cpp", "-o", "app"}, 2}} {
+		args := c.args
+		smiRuns = 0
+		p, err := NewWrapper(h, true, Layout{Prefix: "/p"}, "/tmp/T").Plan(args)
+		if err != nil {
+			t.Fatalf("Plan(%q): %v", args, err)
+		}
+		irCompiles := 0
+		for _, argv := range runSteps(p) {
+			if slices.Contains(argv, "--cuda-device-only") {
+				irCompiles++
+				if !slices.Contains(argv, "--cuda-gpu-arch=sm_86") {
+					t.Errorf("%q: IR compile without the detected arch: %q", args, argv)
+				}
+			}
+		}
+		if irCompiles != c.sources {
+			t.Fatalf("%q: %d IR compiles, want %d: %v", args, irCompiles, c.sources, p.Steps)
+		}
+		if smiRuns != 1 {
+			t.Errorf("%q: nvidia-smi ran %d times, want once", args, smiRuns)
+		}
+	}
+}
+
 func TestPlanLink(t *testing.T) {
 	m := cudaMachine()
 	p := plan(t, m, true, "main.o", "k.o", "-o", "app", "-lm")
