@@ -38,15 +38,14 @@
 #include <llvm/Transforms/Utils/Cloning.h>
 #include <llvm/Transforms/Utils/ModuleUtils.h>
 
-#include <cerrno>
-#include <csetjmp>
 #include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <csignal>
-#include <setjmp.h>
-#include <signal.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -307,10 +306,8 @@ char *mn_check_bitcode_isolated(const char *data, size_t len,
       setrlimit(RLIMIT_AS, &rl);
     }
     alarm(timeout_seconds);
-    LLVMContextRef ctx = LLVMContextCreate();
-    LLVMContextSetDiagnosticHandler(ctx, onDiagnostic, nullptr);
     LLVMModuleRef mod = nullptr;
-    char *err = mn_parse_bitcode(ctx, data, len, name, &mod);
+    char *err = mn_parse_bitcode(mn_context_create(), data, len, name, &mod);
     if (err) {
       ssize_t ignored = write(fds[1], err, std::strlen(err));
       (void)ignored;
