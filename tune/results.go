@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -49,13 +50,13 @@ var (
 
 // Validate checks the option values that have fixed vocabularies.
 func (o Options) Validate() error {
-	if !contains(MetricNames, o.Metric) {
+	if !slices.Contains(MetricNames, o.Metric) {
 		return fmt.Errorf("metric %q: want %s", o.Metric, strings.Join(MetricNames, ", "))
 	}
-	if !contains(ObjectiveNames, o.Objective) {
+	if !slices.Contains(ObjectiveNames, o.Objective) {
 		return fmt.Errorf("objective %q: want %s", o.Objective, strings.Join(ObjectiveNames, ", "))
 	}
-	if !contains(SamplerNames, o.Sampler) {
+	if !slices.Contains(SamplerNames, o.Sampler) {
 		return fmt.Errorf("sampler %q: want %s", o.Sampler, strings.Join(SamplerNames, ", "))
 	}
 	if o.Iterations < 1 {
@@ -183,6 +184,12 @@ func CreateResults(dir string, opts Options) (*Results, error) {
 	if _, err := os.Stat(filepath.Join(dir, TrialsFile)); err == nil {
 		return nil, fmt.Errorf("results directory %s already holds %s: use --resume to continue it, or choose another --output", dir, TrialsFile)
 	}
+	return openResults(dir, opts)
+}
+
+// openResults makes the logs directory, writes config.json and opens
+// trials.jsonl for appending.
+func openResults(dir string, opts Options) (*Results, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
 		return nil, fmt.Errorf("results directory %s: %w", dir, err)
 	}
@@ -221,18 +228,10 @@ func ResumeResults(dir string, opts Options) (*Results, []Trial, error) {
 	if err := os.Truncate(path, good); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, nil, fmt.Errorf("--resume: %w", err)
 	}
-	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
-		return nil, nil, err
-	}
-	r := &Results{Dir: dir}
-	if err := r.WriteJSON(ConfigFile, opts); err != nil {
-		return nil, nil, err
-	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, trialsPermissions)
+	r, err := openResults(dir, opts)
 	if err != nil {
 		return nil, nil, err
 	}
-	r.trials = f
 	return r, trials, nil
 }
 
@@ -432,13 +431,4 @@ func (r *Results) MergeJSONMap(name, key string, v any) error {
 	}
 	m[key] = b
 	return r.WriteJSON(name, m)
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
