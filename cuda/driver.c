@@ -219,7 +219,7 @@ CUresult mn_cuCtxGetDevice(CUdevice *d) { CALL(cuCtxGetDevice, d); }
 CUresult mn_cuCtxSynchronize(void) { CTXCALL(cuCtxSynchronize); }
 
 CUresult mn_link_ptx(const char *ptx, size_t len, const char *name, mn_link_args *a) {
-  int opts[16];  // 9 at most: keep room, an overflow here corrupts the stack
+  int opts[16];  // 8 at most: keep room, an overflow here corrupts the stack
   void *vals[16];
   unsigned n = 0;
   CUlinkState st = NULL;
@@ -236,7 +236,6 @@ CUresult mn_link_ptx(const char *ptx, size_t len, const char *name, mn_link_args
   opts[n] = MN_JIT_ERROR_LOG_BUFFER; vals[n++] = a->error_log;
   opts[n] = MN_JIT_ERROR_LOG_BUFFER_SIZE_BYTES; vals[n++] = (void *)(uintptr_t)a->log_size;
   opts[n] = MN_JIT_LOG_VERBOSE; vals[n++] = (void *)(uintptr_t)1;
-  opts[n] = MN_JIT_WALL_TIME; vals[n++] = NULL;
   if (a->opt_level >= 0) {
     opts[n] = MN_JIT_OPTIMIZATION_LEVEL; vals[n++] = (void *)(uintptr_t)a->opt_level;
   }
@@ -271,9 +270,6 @@ CUresult mn_link_ptx(const char *ptx, size_t len, const char *name, mn_link_args
       a->failed_call = NULL;
     }
   }
-  // CU_JIT_WALL_TIME comes back as a float stored in the option's value slot.
-  for (unsigned i = 0; i < n; i++)
-    if (opts[i] == MN_JIT_WALL_TIME) memcpy(&a->wall_ms, &vals[i], sizeof(float));
   p_cuLinkDestroy(st);
   return r;
 }

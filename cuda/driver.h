@@ -26,7 +26,6 @@ typedef void *CUlinkState;
 // CUjit_option values.
 enum {
   MN_JIT_MAX_REGISTERS = 0,
-  MN_JIT_WALL_TIME = 2,
   MN_JIT_INFO_LOG_BUFFER = 3,
   MN_JIT_INFO_LOG_BUFFER_SIZE_BYTES = 4,
   MN_JIT_ERROR_LOG_BUFFER = 5,
@@ -90,7 +89,6 @@ typedef struct {
   unsigned int log_size;
   void *cubin;       // malloc'd copy, caller frees
   size_t cubin_size;
-  float wall_ms;
   const char *failed_call;
 } mn_link_args;
 CUresult mn_link_ptx(const char *ptx, size_t len, const char *name, mn_link_args *a);
