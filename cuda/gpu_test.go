@@ -682,19 +682,32 @@ func TestGPUFaultChild(t *testing.T) {
 	}
 }
 
+// saxpyLaunch prepares a launch of the test module's saxpy over 1024
+// elements for a benchmark; the memory is freed when it ends.
+func saxpyLaunch(b *testing.B) (f *Function, grid, block spec.Dim3, args [][]byte) {
+	b.Helper()
+	m, _ := loadTestModule(b, gpu(b))
+	f, err := m.Function("saxpy")
+	if err != nil {
+		b.Fatal(err)
+	}
+	const n = 1 << 10
+	var buffers [2]uint64
+	for i := range buffers {
+		if buffers[i], err = MemAlloc(4 * n); err != nil {
+			b.Fatal(err)
+		}
+		addr := buffers[i]
+		b.Cleanup(func() { MemFree(addr) })
+	}
+	args = [][]byte{u32(n), f32(2), u64(buffers[0]), u64(buffers[1])}
+	return f, spec.Dim3{X: n / 256, Y: 1, Z: 1}, spec.Dim3{X: 256, Y: 1, Z: 1}, args
+}
+
 // BenchmarkLaunchSynchronize is the tuning loop's inner step: one small
 // kernel launch and a wait for it.
 func BenchmarkLaunchSynchronize(b *testing.B) {
-	p := gpu(b)
-	m, _ := loadTestModule(b, p)
-	f, _ := m.Function("saxpy")
-	const n = 1 << 10
-	dx, _ := MemAlloc(4 * n)
-	dy, _ := MemAlloc(4 * n)
-	defer MemFree(dx)
-	defer MemFree(dy)
-	args := [][]byte{u32(n), f32(2), u64(dx), u64(dy)}
-	grid, block := spec.Dim3{X: n / 256, Y: 1, Z: 1}, spec.Dim3{X: 256, Y: 1, Z: 1}
+	f, grid, block, args := saxpyLaunch(b)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -711,16 +724,7 @@ func BenchmarkLaunchSynchronize(b *testing.B) {
 // BenchmarkLaunchAsync measures the host cost of Launch alone (the queue is
 // drained every 1000 launches).
 func BenchmarkLaunchAsync(b *testing.B) {
-	p := gpu(b)
-	m, _ := loadTestModule(b, p)
-	f, _ := m.Function("saxpy")
-	const n = 1 << 10
-	dx, _ := MemAlloc(4 * n)
-	dy, _ := MemAlloc(4 * n)
-	defer MemFree(dx)
-	defer MemFree(dy)
-	args := [][]byte{u32(n), f32(2), u64(dx), u64(dy)}
-	grid, block := spec.Dim3{X: n / 256, Y: 1, Z: 1}, spec.Dim3{X: 256, Y: 1, Z: 1}
+	f, grid, block, args := saxpyLaunch(b)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
