@@ -3,6 +3,7 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // ErrNoDriver is what every call returns, wrapped, on a machine without a
@@ -112,7 +113,7 @@ func IsInvalidLaunch(err error) bool {
 	case ErrCodeLaunchOutOfResources, ErrCodeCooperativeLaunchTooBig:
 		return true
 	case ErrCodeInvalidValue:
-		return len(e.Call) >= 8 && e.Call[:8] == "cuLaunch"
+		return strings.HasPrefix(e.Call, "cuLaunch")
 	}
 	return false
 }
