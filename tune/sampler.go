@@ -127,30 +127,29 @@ func (r *Random) Ask() (Point, bool) {
 			vj, vi := r.at(j), r.at(r.next)
 			r.swapped[j], r.swapped[r.next] = vi, vj
 			r.next++
-			pt := pointAt(r.space, vj)
-			k := pt.Key()
-			if r.seen[k] {
-				continue
-			}
-			r.seen[k] = true
-			if _, err := r.space.Evaluate(pt); err == nil {
+			if pt := pointAt(r.space, vj); r.take(pt) {
 				return pt, true
 			}
 		}
 		return nil, false
 	}
 	for range maxRejections {
-		pt := drawUniform(r.space, r.rng)
-		k := pt.Key()
-		if r.seen[k] {
-			continue
-		}
-		r.seen[k] = true
-		if _, err := r.space.Evaluate(pt); err == nil {
+		if pt := drawUniform(r.space, r.rng); r.take(pt) {
 			return pt, true
 		}
 	}
 	return nil, false
+}
+
+// take marks pt as seen and reports whether it is new and feasible.
+func (r *Random) take(pt Point) bool {
+	k := pt.Key()
+	if r.seen[k] {
+		return false
+	}
+	r.seen[k] = true
+	_, err := r.space.Evaluate(pt)
+	return err == nil
 }
 
 // Tell implements Sampler; random search does not learn, but it must not

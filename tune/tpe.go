@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"sort"
 
+	"github.com/mneme-gpu/mneme/spec"
 	"gonum.org/v1/gonum/floats"
 	"gonum.org/v1/gonum/stat/distuv"
 )
@@ -106,7 +107,7 @@ func (t *TPE) Name() string { return "tpe" }
 
 // Tell implements Sampler.
 func (t *TPE) Tell(pt Point, loss float64, status string) {
-	if status != "verified" || math.IsNaN(loss) {
+	if status != spec.StatusVerified || math.IsNaN(loss) {
 		loss = math.Inf(1)
 	}
 	t.obs = append(t.obs, observation{pt: pt, loss: loss})
@@ -144,7 +145,7 @@ func (t *TPE) Ask() (Point, bool) {
 			}
 			if _, err := t.space.Evaluate(pt); err != nil {
 				// Learn that this region is infeasible, as a failed trial.
-				t.Tell(pt, math.Inf(1), "invalid_config")
+				t.Tell(pt, math.Inf(1), spec.StatusInvalidConfig)
 				continue
 			}
 			t.seen[k] = true
