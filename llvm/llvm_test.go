@@ -577,9 +577,12 @@ func TestInvalidPipeline(t *testing.T) {
 		if !strings.Contains(msg, p) || strings.Contains(msg, "\n") {
 			t.Errorf("%q: error %q should name the pipeline on one line", p, msg)
 		}
+		if !errors.Is(err, ErrInvalidPipeline) {
+			t.Errorf("%q: error %q is not ErrInvalidPipeline", p, msg)
+		}
 	}
-	if err := m.RunPasses("  ", nil); err == nil {
-		t.Error("empty pipeline accepted")
+	if err := m.RunPasses("  ", nil); !errors.Is(err, ErrInvalidPipeline) {
+		t.Errorf("empty pipeline: want ErrInvalidPipeline, got %v", err)
 	}
 	// The module is still fine.
 	if err := m.RunPasses("default<O2>", nil); err != nil {

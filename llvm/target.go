@@ -103,7 +103,7 @@ func (m *Module) RunPasses(pipeline string, tm *TargetMachine) error {
 		return fmt.Errorf("%s: %w", m.label(), err)
 	}
 	if strings.TrimSpace(pipeline) == "" {
-		return errors.New("pass pipeline is empty: give e.g. default<O3> or a pass list")
+		return invalidPipeline{"pass pipeline is empty: give e.g. default<O3> or a pass list"}
 	}
 	if err := m.Verify(); err != nil {
 		return fmt.Errorf("before pass pipeline %q: %w", pipeline, err)
@@ -119,8 +119,24 @@ func (m *Module) RunPasses(pipeline string, tm *TargetMachine) error {
 		}
 		ref = tm.tm
 	}
-	return m.noteFatal(shimError(C.mn_run_passes(m.mod, cpipeline, ref), fmt.Sprintf("pass pipeline %q", pipeline)))
+	err := m.noteFatal(shimError(C.mn_run_passes(m.mod, cpipeline, ref), fmt.Sprintf("pass pipeline %q", pipeline)))
+	var fatal *FatalError
+	if err != nil && !errors.As(err, &fatal) {
+		// LLVMRunPasses fails without a fatal error only when it cannot
+		// parse the pipeline text.
+		return invalidPipeline{err.Error()}
+	}
+	return err
 }
+
+// ErrInvalidPipeline matches the error of RunPasses for pipeline text that
+// does not parse (bad input, as opposed to a failure inside LLVM).
+var ErrInvalidPipeline = errors.New("invalid pass pipeline")
+
+type invalidPipeline struct{ msg string }
+
+func (e invalidPipeline) Error() string { return e.msg }
+func (e invalidPipeline) Unwrap() error { return ErrInvalidPipeline }
 
 // EmitPTX generates PTX for the module. A module without a triple or data
 // layout gets the target's; one for another target is refused. The module is

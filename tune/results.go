@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/mneme-gpu/mneme/db"
 	"github.com/mneme-gpu/mneme/spec"
 	"gonum.org/v1/gonum/stat"
 )
@@ -310,31 +311,11 @@ func (r *Results) WriteJSON(name string, v any) error {
 	if err := enc.Encode(v); err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
-	return writeAtomic(filepath.Join(r.Dir, name), buf.Bytes())
-}
-
-func writeAtomic(path string, data []byte) error {
+	path := filepath.Join(r.Dir, name)
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	if _, err := tmp.Write(data); err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	return nil
+	return db.WriteFileAtomic(path, buf.Bytes())
 }
 
 // Best returns the verified trials ordered fastest first.

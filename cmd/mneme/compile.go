@@ -332,7 +332,7 @@ func parseLaunchBounds(s string) (maxThreads, minBlocks int, err error) {
 // is bad input, anything else a compile failure.
 func compileFailure(err error) error {
 	var ce *jit.CompileError
-	if errors.As(err, &ce) && (ce.Stage == "parse" || strings.Contains(ce.Err.Error(), "pipeline")) {
+	if (errors.As(err, &ce) && ce.Stage == "parse") || errors.Is(err, llvm.ErrInvalidPipeline) {
 		return withExit(exitUsage, err)
 	}
 	return withExit(exitCompile, err)
