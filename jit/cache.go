@@ -14,6 +14,7 @@ import (
 
 	"github.com/zeebo/xxh3"
 
+	"github.com/mneme-gpu/mneme/cuda"
 	"github.com/mneme-gpu/mneme/llvm"
 	"github.com/mneme-gpu/mneme/spec"
 )
@@ -67,7 +68,10 @@ func (c *Compiler) Key(req *Request) string {
 		}
 	}
 	if c.Linking() {
-		write([]byte("cubin"))
+		// The cubin comes from the driver's ptxas: a new driver may
+		// generate different code, so its version is part of the key.
+		v, _ := cuda.DriverVersion()
+		write([]byte(fmt.Sprintf("cubin driver %d", v)))
 	}
 	sum := h.Sum128().Bytes()
 	return hex.EncodeToString(sum[:])
