@@ -38,6 +38,9 @@ type FinalizeResult struct {
 // fallback (the IR sections of the application's files) are searched.
 // Every file is replaced atomically and the IR before the JSON, so the
 // database stays valid if this is interrupted; running it again is harmless.
+// tools may answer from analysis done earlier (`mneme record` analyzes the
+// executable's embedded IR while the application runs), as long as its
+// answers are those the analysis itself would give.
 func Finalize(dir string, tools IRTools, fallback func() ([]mnemert.IREntry, error)) []FinalizeResult {
 	files, _ := filepath.Glob(filepath.Join(dir, "*.json"))
 	var out []FinalizeResult

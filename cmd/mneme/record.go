@@ -125,7 +125,21 @@ func runRecord(stderr io.Writer, args []string, f *recordFlags) error {
 		record.EnvCompress:      map[bool]string{false: "0", true: "1"}[f.compress],
 		record.EnvRuntimeLib:    lib,
 	})
-	appExit, appDesc := runApplication(app, args[1:], env)
+	// The kernels' IR is analyzed while the application runs: the
+	// translation units the runtime writes are those embedded in the
+	// executable, so little LLVM work is left for after it exits. Starting
+	// only once the application has started keeps the llvm package's
+	// forked bitcode checks away from the application's own fork and exec.
+	var prefetch *llvmir.Prefetched
+	appExit, appDesc := runApplication(app, args[1:], env, func() {
+		prefetch = llvmir.Prefetch(func() ([]mnemert.IREntry, error) { return mnemert.ExecutableIR(app) })
+	})
+	var irTools record.IRTools = llvmir.Tools{}
+	embeddedIR := func() ([]mnemert.IREntry, error) { return mnemert.ExecutableIR(app) }
+	if prefetch != nil {
+		defer prefetch.Close()
+		irTools, embeddedIR = prefetch, prefetch.Entries
+	}
 
 	status, statusErr := record.ReadStatus(rdb)
 	fail := func(msg string) error {
@@ -150,9 +164,10 @@ func runRecord(stderr io.Writer, args []string, f *recordFlags) error {
 	var finalizeErrs []string
 	if status.KernelsRecorded > 0 {
 		// The application wrote each kernel's translation unit; extract and
-		// analyze the kernels here, where LLVM is loaded anyway.
+		// analyze the kernels here, where LLVM is loaded anyway (from the
+		// prefetch's results where it already analyzed that unit).
 		start := time.Now()
-		for _, r := range record.Finalize(rdb, llvmir.Tools{}, func() ([]mnemert.IREntry, error) { return mnemert.ExecutableIR(app) }) {
+		for _, r := range record.Finalize(rdb, irTools, embeddedIR) {
 			if r.Err != nil {
 				finalizeErrs = append(finalizeErrs, r.Err.Error())
 			}
@@ -190,6 +205,11 @@ func runRecord(stderr io.Writer, args []string, f *recordFlags) error {
 	fmt.Fprintln(stderr, "mneme record:", summary)
 	fmt.Fprintf(stderr, "mneme record: time spent recording: loading the runtime %.3fs, arena %.3fs, IR (after the run) %.3fs, device-to-host copies %.3fs, snapshot writes %.3fs, kernel files %.3fs\n",
 		status.LoadSeconds, status.ArenaSeconds, status.IRSeconds, status.CopySeconds, status.SnapshotSeconds, status.DBWriteSeconds)
+	if prefetch != nil {
+		s := prefetch.Stats()
+		fmt.Fprintf(stderr, "mneme record: IR analyzed alongside the run: %d of %d embedded translation unit(s) in %.3fs; %d of %d kernel lookup(s) answered from them\n",
+			s.Analyzed, s.Units, s.Busy.Seconds(), s.Hits, s.Hits+s.Computed)
+	}
 	return nil
 }
 
@@ -303,9 +323,11 @@ func recordEnv(base []string, set map[string]string) []string {
 
 // runApplication runs the application in the foreground and returns its
 // exit code (128+N when killed by signal N, as shells report it) and a
-// description for messages. Interrupts reach the application through the
-// terminal's process group; mneme itself waits for it, to report afterwards.
-func runApplication(app string, args, env []string) (int, string) {
+// description for messages. started, when not nil, is called once the
+// application has started, before waiting for it. Interrupts reach the
+// application through the terminal's process group; mneme itself waits for
+// it, to report afterwards.
+func runApplication(app string, args, env []string, started func()) (int, string) {
 	c := exec.Command(app, args...)
 	c.Env = env
 	c.Stdin, c.Stdout, c.Stderr = os.Stdin, os.Stdout, os.Stderr
@@ -321,7 +343,13 @@ func runApplication(app string, args, env []string) (int, string) {
 			}
 		}
 	}()
-	err := c.Run()
+	err := c.Start()
+	if err == nil {
+		if started != nil {
+			started()
+		}
+		err = c.Wait()
+	}
 	if err == nil {
 		return 0, "exited with status 0"
 	}

@@ -1,7 +1,8 @@
 // Package llvmir analyzes recorded kernel IR with LLVM for the recorder: it
 // implements record.IRTools with the llvm package. It is used by
-// `mneme record` after the application has run, so the application itself
-// never loads LLVM.
+// `mneme record`, outside the application, so the application itself never
+// loads LLVM; Prefetch analyzes the executable's embedded IR while the
+// application runs, so little of that work is left for after it.
 package llvmir
 
 import (
@@ -25,13 +26,21 @@ func (Tools) ExtractKernel(bitcode []byte, moduleName, kernel string) (*record.K
 	if !slices.Contains(m.Kernels(), kernel) {
 		return nil, false, nil
 	}
+	ir, err := analyzeKernel(m, moduleName, kernel)
+	return ir, true, err
+}
+
+// analyzeKernel extracts kernel, which m defines, and classifies its
+// parameters. It is the one place both the direct and the prefetched
+// analysis go through, so their results are the same bytes.
+func analyzeKernel(m *llvm.Module, moduleName, kernel string) (*record.KernelIR, error) {
 	params, err := m.KernelParams(kernel)
 	if err != nil {
-		return nil, true, err
+		return nil, err
 	}
 	ext, err := m.ExtractKernel(kernel)
 	if err != nil {
-		return nil, true, fmt.Errorf("extract %s from %s: %w", kernel, moduleName, err)
+		return nil, fmt.Errorf("extract %s from %s: %w", kernel, moduleName, err)
 	}
 	defer ext.Dispose()
 	ir := &record.KernelIR{Bitcode: ext.Bitcode()}
@@ -39,7 +48,7 @@ func (Tools) ExtractKernel(bitcode []byte, moduleName, kernel string) (*record.K
 		ir.ArgNames = append(ir.ArgNames, p.Name)
 		ir.ArgKinds = append(ir.ArgKinds, ArgKind(p))
 	}
-	return ir, true, nil
+	return ir, nil
 }
 
 // ArgKind names a parameter the way the database does (db.ArgKindSize).

@@ -22,7 +22,7 @@ const saxpy = "_Z5saxpyfPKfPfi"
 
 // deviceBitcode compiles a CUDA file to unoptimized device bitcode, as the
 // compiler wrapper embeds it.
-func deviceBitcode(t *testing.T, src string) []byte {
+func deviceBitcode(t testing.TB, src string) []byte {
 	t.Helper()
 	clang, err := exec.LookPath("clang++-22")
 	if err != nil {
