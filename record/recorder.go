@@ -98,43 +98,8 @@ type Recorder struct {
 	device    *db.DeviceInfo
 	toolchain db.Toolchain
 
-	// Snapshot files and kernel JSON are written by a background writer, so
-	// the application continues while they are written. Each recording
-	// takes a buffer set for its snapshots and keeps it until its files are
-	// on disk; when every set is in flight the next recording waits.
-	freeSets      []*bufferSet
-	queue         []*pendingWrite // recorded instances waiting for the writer
-	inFlight      int             // instances recorded whose writing has not finished
-	writerRunning bool
-	changed       *sync.Cond // on mu: a buffer set came back or a write finished
-
-	// beforeWrite, when set (by tests), runs in the writer before it
-	// writes an instance's snapshots, without the lock.
-	beforeWrite func(dynamicHash string)
-}
-
-// bufferSets is how many instances can be in flight at once: one being
-// written while the application records the next.
-const bufferSets = 2
-
-// bufferSet holds the host buffers of one instance's snapshots, reused from
-// one instance to the next: first touches of fresh host pages, not the
-// transfer, dominate the copy time of large snapshots.
-type bufferSet struct {
-	bufs  [2][][]byte // prologue, epilogue
-	bytes uint64      // capacity kept in bufs
-	// oversized: this instance's snapshots outgrew what a set may keep, so
-	// they are in fresh buffers; the recording waits for their write rather
-	// than hold a second copy of that much memory.
-	oversized bool
-}
-
-// pendingWrite is a recorded instance whose files the writer has yet to write.
-type pendingWrite struct {
-	ks       *kernelState
-	inst     *db.Instance
-	pro, epi *db.Snapshot
-	set      *bufferSet
+	buffers     [2][][]byte // snapshot buffers: prologue, epilogue
+	bufferBytes uint64
 }
 
 type kernelKey struct {
@@ -147,11 +112,6 @@ type kernelState struct {
 	broken   bool       // could not be recorded (no IR, ...); reported once
 	meta     *db.Kernel // nil until the first instance is recorded
 	dirty    bool       // Occurrences changed since the last write
-	// pending names the instances of meta whose snapshots are not yet on
-	// disk: they count for dedupe and --max-recordings but are left out of
-	// the kernel file until their snapshots are in place.
-	pending  map[string]bool
-	recorded int // instances whose kernel file write succeeded
 }
 
 // New prepares a recording into cfg.DB, creating the directory and the
@@ -164,10 +124,6 @@ func New(cfg Config, p Process, vm arena.Backend) (*Recorder, error) {
 		return nil, fmt.Errorf("recording database %s: %w", cfg.DB, err)
 	}
 	r := &Recorder{cfg: cfg, proc: p, vm: vm, kernels: map[kernelKey]*kernelState{}}
-	r.changed = sync.NewCond(&r.mu)
-	for range bufferSets {
-		r.freeSets = append(r.freeSets, &bufferSet{})
-	}
 	r.status.PID = os.Getpid()
 	r.status.ArenaBase = db.FormatVAddr(cfg.VABase)
 	r.status.ArenaSize = cfg.VASize
@@ -322,39 +278,26 @@ func (r *Recorder) Launch(l *Launch) (Decision, error) {
 		return Forward, nil
 	}
 	dh := db.DynamicHash(l.Grid, l.Block, l.Shared, l.Args)
-	for {
-		if ks.broken {
+	if ks.meta != nil {
+		if inst := ks.meta.Instances[dh]; inst != nil {
+			inst.Occurrences++
+			ks.dirty = true
+			return Forward, nil
+		}
+		if r.cfg.MaxRecordings > 0 && len(ks.meta.Instances) >= r.cfg.MaxRecordings {
+			return Forward, nil
+		}
+	}
+	if ks.meta == nil {
+		meta, err := r.describeKernel(l)
+		if err != nil {
+			ks.broken = true
+			r.reportError(fmt.Sprintf("kernel %s is not recorded: %v", l.Kernel.Demangled, err))
 			return ForwardAlways, nil
 		}
-		if ks.meta != nil {
-			if inst := ks.meta.Instances[dh]; inst != nil {
-				inst.Occurrences++
-				ks.dirty = true
-				return Forward, nil
-			}
-			if r.cfg.MaxRecordings > 0 && len(ks.meta.Instances) >= r.cfg.MaxRecordings {
-				return Forward, nil
-			}
-		} else {
-			meta, err := r.describeKernel(l)
-			if err != nil {
-				ks.broken = true
-				r.reportError(fmt.Sprintf("kernel %s is not recorded: %v", l.Kernel.Demangled, err))
-				return ForwardAlways, nil
-			}
-			ks.meta = meta
-			ks.pending = map[string]bool{}
-		}
-		if n := len(r.freeSets); n > 0 {
-			set := r.freeSets[n-1]
-			r.freeSets = r.freeSets[:n-1]
-			return r.recordInstance(ks, l, dh, set)
-		}
-		// Every buffer set is being written: wait for one (the lock is
-		// released meanwhile), then decide again, since other threads may
-		// have recorded this instance or reached the cap in between.
-		r.changed.Wait()
+		ks.meta = meta
 	}
+	return r.recordInstance(ks, l, dh)
 }
 
 // describeKernel builds the kernel's database entry and writes its IR.
@@ -440,41 +383,33 @@ func (r *Recorder) snapshotOptions(s *db.Snapshot) db.SnapshotOptions {
 	return db.SnapshotOptions{Compress: r.cfg.Compress && s.RawSize() >= minCompressedSnapshot, NoSync: true}
 }
 
-// recordInstance performs the launch between two snapshots taken into set
-// and hands the instance to the writer. The synchronizations and copies
-// happen here, on the application's thread; the files are written in the
-// background in an order that keeps the database valid at every moment:
-// snapshots (each written under a temporary name and renamed), then the
-// kernel file that names them.
-func (r *Recorder) recordInstance(ks *kernelState, l *Launch, dh string, set *bufferSet) (Decision, error) {
+// recordInstance performs the launch between two snapshots and writes the
+// instance. Files appear in an order that keeps the database valid at every
+// moment: snapshots (each written under a temporary name and renamed), then
+// the kernel file that names them.
+func (r *Recorder) recordInstance(ks *kernelState, l *Launch, dh string) (Decision, error) {
 	name := l.Kernel.Demangled
 	if err := r.proc.Synchronize(); err != nil {
-		r.releaseSet(set)
 		// The application's own earlier work failed; it will see the error
 		// itself, and this launch cannot be recorded in a known state.
 		r.reportError(fmt.Sprintf("kernel %s: synchronize before recording: %v", name, err))
 		return Forward, nil
 	}
-	set.oversized = false
-	pro, err := r.snapshot(l, set, 0)
+	pro, err := r.snapshot(l, 0)
 	if err != nil {
-		r.releaseSet(set)
 		r.reportError(fmt.Sprintf("kernel %s: prologue snapshot: %v", name, err))
 		return Forward, nil
 	}
 	if err := r.proc.Launch(l); err != nil {
-		r.releaseSet(set)
 		r.reportError(fmt.Sprintf("kernel %s: launch failed while recording: %v", name, err))
 		return Launched, err
 	}
 	if err := r.proc.Synchronize(); err != nil {
-		r.releaseSet(set)
 		r.reportError(fmt.Sprintf("kernel %s faulted while recording: %v", name, err))
 		return Launched, err
 	}
-	epi, err := r.snapshot(l, set, 1)
+	epi, err := r.snapshot(l, 1)
 	if err != nil {
-		r.releaseSet(set)
 		r.reportError(fmt.Sprintf("kernel %s: epilogue snapshot: %v", name, err))
 		return Launched, nil
 	}
@@ -490,146 +425,63 @@ func (r *Recorder) recordInstance(ks *kernelState, l *Launch, dh string, set *bu
 		Occurrences: 1,
 		RecordedAt:  time.Now().UTC().Format(time.RFC3339Nano),
 	}
-	k.Instances[dh] = inst
-	ks.pending[dh] = true
-	r.queue = append(r.queue, &pendingWrite{ks: ks, inst: inst, pro: pro, epi: epi, set: set})
-	r.inFlight++
-	if !r.writerRunning {
-		r.writerRunning = true
-		go r.writeLoop()
-	}
-	if set.oversized {
-		r.waitWrites()
-	}
-	return Launched, nil
-}
-
-// releaseSet returns a buffer set for the next recording. Called with mu held.
-func (r *Recorder) releaseSet(set *bufferSet) {
-	r.freeSets = append(r.freeSets, set)
-	r.changed.Broadcast()
-}
-
-// waitWrites waits, with mu held (released while waiting), until every
-// recorded instance has been written or has failed.
-func (r *Recorder) waitWrites() {
-	for r.inFlight > 0 {
-		r.changed.Wait()
-	}
-}
-
-// writeLoop writes queued instances in order until the queue is empty. One
-// runs at a time, so kernel files are replaced in the order their contents
-// were taken.
-func (r *Recorder) writeLoop() {
-	r.mu.Lock()
-	for len(r.queue) > 0 {
-		w := r.queue[0]
-		r.queue[0] = nil
-		r.queue = r.queue[1:]
-		r.mu.Unlock()
-		r.writeInstance(w)
-		r.mu.Lock()
-	}
-	r.writerRunning = false
-	r.mu.Unlock()
-}
-
-// writeInstance writes an instance's two snapshots without the lock, then
-// (with it) takes the kernel file's contents, now naming the instance, and
-// writes that file without the lock again.
-func (r *Recorder) writeInstance(w *pendingWrite) {
-	inst, dh := w.inst, w.inst.DynamicHash
-	if r.beforeWrite != nil {
-		r.beforeWrite(dh)
-	}
 	start := time.Now()
 	// No fsync: the rename alone keeps the database valid if the
 	// application crashes, which is what recording must survive; an fsync
 	// per snapshot would cost more than the copy on many file systems.
-	pn, err := db.WriteSnapshot(filepath.Join(r.cfg.DB, inst.Prologue), w.pro, r.snapshotOptions(w.pro))
-	var en int64
+	pn, err := db.WriteSnapshot(filepath.Join(r.cfg.DB, inst.Prologue), pro, r.snapshotOptions(pro))
 	if err == nil {
-		en, err = db.WriteSnapshot(filepath.Join(r.cfg.DB, inst.Epilogue), w.epi, r.snapshotOptions(w.epi))
+		var en int64
+		en, err = db.WriteSnapshot(filepath.Join(r.cfg.DB, inst.Epilogue), epi, r.snapshotOptions(epi))
+		inst.PrologueBytes, inst.EpilogueBytes = uint64(pn), uint64(en)
 	}
-	snapshotSeconds := time.Since(start).Seconds()
-
-	r.mu.Lock()
-	r.releaseSet(w.set)
-	ks, k := w.ks, w.ks.meta
-	delete(ks.pending, dh)
 	if err != nil {
-		delete(k.Instances, dh)
-		r.writeDone()
-		r.reportError(fmt.Sprintf("kernel %s: write snapshot: %v", k.DemangledName, err))
-		r.mu.Unlock()
-		return
+		r.reportError(fmt.Sprintf("kernel %s: write snapshot: %v", name, err))
+		return Launched, nil
 	}
-	inst.PrologueBytes, inst.EpilogueBytes = uint64(pn), uint64(en)
-	data, err := r.marshalKernel(ks)
-	ks.dirty = false
-	r.mu.Unlock()
-
+	r.status.SnapshotBytes += int64(inst.PrologueBytes + inst.EpilogueBytes)
+	r.status.SnapshotRawBytes += int64(pro.RawSize() + epi.RawSize())
+	r.status.SnapshotSeconds += time.Since(start).Seconds()
+	k.Instances[dh] = inst
 	start = time.Now()
-	if err == nil {
-		err = db.ReplaceFile(filepath.Join(r.cfg.DB, db.KernelFileName(k.StaticHash)), data)
-	}
-	dbSeconds := time.Since(start).Seconds()
-
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	defer r.writeDone()
-	r.status.DBWriteSeconds += dbSeconds
+	err = r.writeKernel(k)
+	r.status.DBWriteSeconds += time.Since(start).Seconds()
 	if err != nil {
-		// The file on disk still holds the previous contents; forget the
-		// instance (a later launch may record it again) and rewrite the
-		// other instances' counts at the next write.
 		delete(k.Instances, dh)
-		ks.dirty = true
-		r.reportError(fmt.Sprintf("kernel %s: write %s: %v", k.DemangledName, db.KernelFileName(k.StaticHash), err))
-		return
+		r.reportError(fmt.Sprintf("kernel %s: write %s: %v", name, db.KernelFileName(k.StaticHash), err))
+		return Launched, nil
 	}
-	r.status.SnapshotBytes += pn + en
-	r.status.SnapshotRawBytes += int64(w.pro.RawSize() + w.epi.RawSize())
-	r.status.SnapshotSeconds += snapshotSeconds
-	ks.recorded++
-	if ks.recorded == 1 {
+	if len(k.Instances) == 1 {
 		r.status.KernelsRecorded++
 	}
+	ks.dirty = false
 	r.status.InstancesRecorded++
 	r.writeStatus()
+	return Launched, nil
 }
 
-// writeDone counts a write finished. Called with mu held.
-func (r *Recorder) writeDone() {
-	r.inFlight--
-	r.changed.Broadcast()
-}
-
-// marshalKernel returns the kernel file's contents: the kernel with the
-// instances whose snapshots are on disk. Called with mu held, since the
-// application's thread updates occurrence counts and adds instances.
-func (r *Recorder) marshalKernel(ks *kernelState) ([]byte, error) {
-	k := *ks.meta
-	k.Instances = make(map[string]*db.Instance, len(ks.meta.Instances))
-	for dh, inst := range ks.meta.Instances {
-		if !ks.pending[dh] {
-			k.Instances[dh] = inst
-		}
+// writeKernel replaces the kernel's JSON file. Like the snapshots it is
+// renamed into place without an fsync: valid whenever the application dies.
+func (r *Recorder) writeKernel(k *db.Kernel) error {
+	data, err := db.MarshalKernel(k)
+	if err != nil {
+		return err
 	}
-	return db.MarshalKernel(&k)
+	return db.ReplaceFile(filepath.Join(r.cfg.DB, db.KernelFileName(k.StaticHash)), data)
 }
 
 // snapshot copies every live arena block, the kernel module's device
-// globals and the argument bytes into set's buffers (which: 0 prologue,
-// 1 epilogue).
-func (r *Recorder) snapshot(l *Launch, set *bufferSet, which int) (*db.Snapshot, error) {
+// globals and the argument bytes.
+// set picks the buffers (0: prologue, 1: epilogue), reused from one
+// instance to the next: first touches of fresh host pages, not the
+// transfer, dominate the copy time of large snapshots.
+func (r *Recorder) snapshot(l *Launch, set int) (*db.Snapshot, error) {
 	start := time.Now()
 	defer func() { r.status.CopySeconds += time.Since(start).Seconds() }()
 	s := &db.Snapshot{Args: l.Args}
 	if r.arena != nil {
 		for i, b := range r.arena.Live() {
-			data := set.buffer(which, i, b.Size)
+			data := r.buffer(set, i, b.Size)
 			if err := r.proc.CopyToHost(data, b.Addr); err != nil {
 				return nil, fmt.Errorf("copy allocation %#x (%d bytes): %w", b.Addr, b.Size, err)
 			}
@@ -644,7 +496,7 @@ func (r *Recorder) snapshot(l *Launch, set *bufferSet, which int) (*db.Snapshot,
 		if g.Managed {
 			continue // not in device memory we can restore; the shim warned
 		}
-		data := set.buffer(which, len(s.Blobs)+len(s.Globals), g.Size)
+		data := r.buffer(set, len(s.Blobs)+len(s.Globals), g.Size)
 		if err := r.proc.CopyToHost(data, g.Addr); err != nil {
 			return nil, fmt.Errorf("copy global %s (%d bytes): %w", g.Name, g.Size, err)
 		}
@@ -653,48 +505,39 @@ func (r *Recorder) snapshot(l *Launch, set *bufferSet, which int) (*db.Snapshot,
 	return s, nil
 }
 
-// maxReusedBuffers bounds the snapshot buffers kept between instances, over
-// all buffer sets; an application with more live memory than a set may keep
-// gets fresh buffers each time, so recording does not pin twice its device
-// memory in host memory for good.
+// maxReusedBuffers bounds the snapshot buffers kept between instances; an
+// application with more live memory than this gets fresh buffers each time,
+// so recording does not pin twice its device memory in host memory for good.
 const maxReusedBuffers = 8 << 30
 
-// buffer returns buffer i of the set's prologue or epilogue buffers with
-// length n, reusing its memory.
-func (set *bufferSet) buffer(which, i int, n uint64) []byte {
-	bufs := &set.bufs[which]
+// buffer returns buffer i of a set with length n, reusing its memory.
+func (r *Recorder) buffer(set, i int, n uint64) []byte {
+	bufs := &r.buffers[set]
 	for len(*bufs) <= i {
 		*bufs = append(*bufs, nil)
 	}
 	if uint64(cap((*bufs)[i])) < n {
-		set.bytes += n - uint64(cap((*bufs)[i]))
+		r.bufferBytes += n - uint64(cap((*bufs)[i]))
 		(*bufs)[i] = make([]byte, n)
 	}
 	b := (*bufs)[i][:n]
-	if set.bytes > maxReusedBuffers/bufferSets {
-		set.bufs = [2][][]byte{}
-		set.bytes = 0
-		set.oversized = true
+	if r.bufferBytes > maxReusedBuffers {
+		r.buffers = [2][][]byte{}
+		r.bufferBytes = 0
 	}
 	return b
 }
 
-// Finish waits for the instances still being written, writes what changed
-// since (occurrence counts) and marks the status finished. It is called
-// when the application exits.
+// Finish writes what changed since the last instance (occurrence counts)
+// and marks the status finished. It is called when the application exits.
 func (r *Recorder) Finish() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.waitWrites()
 	for _, ks := range r.kernels {
-		if ks.meta == nil || !ks.dirty || ks.recorded == 0 {
+		if ks.meta == nil || !ks.dirty {
 			continue
 		}
-		data, err := r.marshalKernel(ks)
-		if err == nil {
-			err = db.ReplaceFile(filepath.Join(r.cfg.DB, db.KernelFileName(ks.meta.StaticHash)), data)
-		}
-		if err != nil {
+		if err := r.writeKernel(ks.meta); err != nil {
 			r.reportError(fmt.Sprintf("kernel %s: write occurrence counts: %v", ks.meta.DemangledName, err))
 			continue
 		}

@@ -12,7 +12,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/mneme-gpu/mneme/db"
 	"github.com/mneme-gpu/mneme/record/arena"
@@ -213,14 +212,6 @@ func (f *fixture) launch(l *Launch) Decision {
 	return d
 }
 
-// flush waits until the recorder's background writer has written every
-// recorded instance.
-func (f *fixture) flush() {
-	f.rec.mu.Lock()
-	f.rec.waitWrites()
-	f.rec.mu.Unlock()
-}
-
 func (f *fixture) open() *db.DB {
 	f.t.Helper()
 	d, err := db.Open(f.dir)
@@ -244,7 +235,6 @@ func TestRecordsPrologueEpilogueAndMetadata(t *testing.T) {
 	if d := f.launch(saxpyLaunch(2, f.x, f.y, 4)); d != Launched {
 		t.Fatalf("decision %v, want Launched", d)
 	}
-	f.flush()
 	d := f.open()
 	if len(d.Kernels) != 1 || d.NumInstances() != 1 {
 		t.Fatalf("%d kernels, %d instances; want 1, 1", len(d.Kernels), d.NumInstances())
@@ -427,7 +417,6 @@ func TestFaultWhileRecordingWritesNothing(t *testing.T) {
 	if d != Launched || !errors.Is(err, fault) {
 		t.Fatalf("faulting launch: %v %v", d, err)
 	}
-	f.flush()
 	if n := f.open().NumInstances(); n != 1 {
 		t.Errorf("%d instances after the fault, want the 1 recorded before", n)
 	}
@@ -447,7 +436,6 @@ func TestFreeReturnsArenaBlocksOnly(t *testing.T) {
 		t.Errorf("arena pointer: ours=%v err=%v", ours, err)
 	}
 	f.launch(saxpyLaunch(2, f.y, f.y, 4))
-	f.flush()
 	_, inst, err := f.open().Find("")
 	if err != nil {
 		t.Fatal(err)
@@ -537,338 +525,10 @@ func BenchmarkRecordInstance(b *testing.B) {
 						b.Fatal(d, err)
 					}
 				}
-				// The files of the last instances are still being written.
-				rec.mu.Lock()
-				rec.waitWrites()
-				rec.mu.Unlock()
 				b.StopTimer()
 				st := rec.Status()
 				b.ReportMetric(float64(st.SnapshotBytes)/float64(2*n*b.N), "stored/raw")
 			})
 		}
 	}
-}
-
-// writerGate holds the recorder's background writer before each instance's
-// snapshots until the test lets it pass, so a test can look at the database
-// while writes are in flight.
-type writerGate struct {
-	entered chan string // dynamic hash of the instance the writer is held before
-	release chan struct{}
-}
-
-func gateWriter(r *Recorder) *writerGate {
-	g := &writerGate{entered: make(chan string, 16), release: make(chan struct{})}
-	r.beforeWrite = func(dh string) {
-		g.entered <- dh
-		<-g.release
-	}
-	return g
-}
-
-// next waits until the writer is held before an instance and returns the
-// instance's dynamic hash.
-func (g *writerGate) next(t *testing.T) string {
-	t.Helper()
-	select {
-	case dh := <-g.entered:
-		return dh
-	case <-time.After(10 * time.Second):
-		t.Fatal("the writer did not start on a recorded instance")
-		return ""
-	}
-}
-
-// pass lets the held writer write its instance.
-func (g *writerGate) pass() { g.release <- struct{}{} }
-
-func dynamicHash(l *Launch) string { return db.DynamicHash(l.Grid, l.Block, l.Shared, l.Args) }
-
-// diskInstances reads the database as a reader (or a replay after a crash)
-// would see it now, failing the test unless every instance it names has
-// both snapshot files complete on disk.
-func diskInstances(t *testing.T, dir string) map[string]*db.Instance {
-	t.Helper()
-	out := map[string]*db.Instance{}
-	if files, _ := filepath.Glob(filepath.Join(dir, "*.json")); len(files) == 0 {
-		return out
-	}
-	d, err := db.Open(dir)
-	if err != nil {
-		t.Fatalf("database does not read back: %v", err)
-	}
-	for _, r := range d.All() {
-		if _, err := d.ReadPrologue(r.Instance); err != nil {
-			t.Errorf("the database names instance %s but its prologue is not on disk: %v", r.Instance.DynamicHash, err)
-		}
-		if _, err := d.ReadEpilogue(r.Instance); err != nil {
-			t.Errorf("the database names instance %s but its epilogue is not on disk: %v", r.Instance.DynamicHash, err)
-		}
-		out[r.Instance.DynamicHash] = r.Instance
-	}
-	return out
-}
-
-// assertOnDisk checks that the database names exactly the instances want
-// and that no kernel file mentions any of absent.
-func assertOnDisk(t *testing.T, dir string, want []string, absent ...string) map[string]*db.Instance {
-	t.Helper()
-	got := diskInstances(t, dir)
-	if len(got) != len(want) {
-		t.Errorf("the database names %d instances, want %d", len(got), len(want))
-	}
-	for _, dh := range want {
-		if got[dh] == nil {
-			t.Errorf("instance %s is not in the database", dh)
-		}
-	}
-	files, _ := filepath.Glob(filepath.Join(dir, "*.json"))
-	for _, file := range files {
-		data, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, dh := range absent {
-			if bytes.Contains(data, []byte(dh)) {
-				t.Errorf("%s mentions instance %s, whose snapshots are still being written", filepath.Base(file), dh)
-			}
-		}
-	}
-	return got
-}
-
-// launchWithin performs Launch on another goroutine and fails the test if
-// it has not returned within a generous limit (it would deadlock).
-func (f *fixture) launchWithin(l *Launch) Decision {
-	f.t.Helper()
-	type result struct {
-		d   Decision
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		d, err := f.rec.Launch(l)
-		done <- result{d, err}
-	}()
-	select {
-	case r := <-done:
-		if r.err != nil {
-			f.t.Fatalf("launch: %v", r.err)
-		}
-		return r.d
-	case <-time.After(10 * time.Second):
-		f.t.Fatal("launch blocked")
-		return 0
-	}
-}
-
-func TestDatabaseNeverNamesInstancesBeingWritten(t *testing.T) {
-	f := newFixture(t, nil)
-	gate := gateWriter(f.rec)
-	f.setup()
-	a, b, c, d := saxpyLaunch(2, f.x, f.y, 4), saxpyLaunch(3, f.x, f.y, 4), saxpyLaunch(4, f.x, f.y, 4), saxpyLaunch(5, f.x, f.y, 4)
-	dhA, dhB, dhC, dhD := dynamicHash(a), dynamicHash(b), dynamicHash(c), dynamicHash(d)
-
-	if got := f.launch(a); got != Launched {
-		t.Fatalf("first launch: %v, want Launched", got)
-	}
-	if dh := gate.next(t); dh != dhA {
-		t.Fatalf("writer started on %s, want %s", dh, dhA)
-	}
-	// The launch has returned; nothing of it may be named on disk yet.
-	assertOnDisk(t, f.dir, nil, dhA)
-	gate.pass()
-	f.flush()
-	assertOnDisk(t, f.dir, []string{dhA})
-
-	if got := f.launch(b); got != Launched {
-		t.Fatalf("launch b: %v, want Launched", got)
-	}
-	gate.next(t) // the writer is held before b's snapshots
-	if got := f.launch(c); got != Launched {
-		t.Fatalf("launch c: %v, want Launched (the second buffer set is free)", got)
-	}
-	assertOnDisk(t, f.dir, []string{dhA}, dhB, dhC)
-	sh := db.StaticHash(saxpyName, f.gpu.irs[saxpyName].Bitcode)
-	for _, name := range []string{db.PrologueFileName(sh, dhB), db.EpilogueFileName(sh, dhB)} {
-		if _, err := os.Stat(filepath.Join(f.dir, name)); err == nil {
-			t.Errorf("%s is on disk while the writer is held before it", name)
-		}
-	}
-	if st := f.rec.Status(); st.InstancesRecorded != 1 {
-		t.Errorf("status counts %d instances recorded while b and c are being written, want 1", st.InstancesRecorded)
-	}
-	// A repeat of b while b is being written is a repeat, not a new instance.
-	if got := f.launch(saxpyLaunch(3, f.x, f.y, 4)); got != Forward {
-		t.Errorf("repeat of b: %v, want Forward", got)
-	}
-
-	// Both buffer sets are in flight: a new instance waits for one, and
-	// the recorder's lock is free meanwhile.
-	done := make(chan error, 1)
-	go func() {
-		dec, err := f.rec.Launch(d)
-		if err == nil && dec != Launched {
-			err = fmt.Errorf("decision %v, want Launched", dec)
-		}
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		t.Fatalf("launch d returned (%v) while every buffer set was being written", err)
-	case <-time.After(50 * time.Millisecond):
-	}
-	if st := f.rec.Status(); st.LaunchesSeen != 5 {
-		t.Errorf("launches seen %d while d waits, want 5", st.LaunchesSeen)
-	}
-
-	gate.pass() // b is written
-	if dh := gate.next(t); dh != dhC {
-		t.Fatalf("writer started on %s, want c %s", dh, dhC)
-	}
-	// b is complete (snapshots, then the kernel file); c is not named.
-	onDisk := assertOnDisk(t, f.dir, []string{dhA, dhB}, dhC, dhD)
-	if inst := onDisk[dhB]; inst != nil && inst.Occurrences != 2 {
-		t.Errorf("b occurrences on disk %d, want 2", inst.Occurrences)
-	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("launch d still waits after b's buffer set came back")
-	}
-	gate.pass() // c
-	if dh := gate.next(t); dh != dhD {
-		t.Fatalf("writer started on %s, want d %s", dh, dhD)
-	}
-	assertOnDisk(t, f.dir, []string{dhA, dhB, dhC}, dhD)
-	gate.pass() // d
-	f.rec.Finish()
-	assertOnDisk(t, f.dir, []string{dhA, dhB, dhC, dhD})
-	st, err := ReadStatus(f.dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.InstancesRecorded != 4 || st.KernelsRecorded != 1 || st.SnapshotBytes == 0 || st.SnapshotRawBytes != 4*2*(16+16+24) || len(st.Errors) != 0 {
-		t.Errorf("status %+v", st)
-	}
-	assertNoTempFiles(t, f.dir)
-}
-
-func TestPendingInstancesCountForRepeatsAndCap(t *testing.T) {
-	f := newFixture(t, func(c *Config) { c.MaxRecordings = 2 })
-	gate := gateWriter(f.rec)
-	f.setup()
-	// The writer is held throughout: both buffer sets end up in flight, and
-	// every decision below is made against pending instances only.
-	want := []Decision{Launched, Forward, Launched, Forward, Forward, Forward}
-	for i, a := range []float32{1, 1, 2, 3, 2, 1} {
-		if got := f.launchWithin(saxpyLaunch(a, f.x, f.y, 4)); got != want[i] {
-			t.Errorf("launch %d (a=%v): %v, want %v", i, a, got, want[i])
-		}
-	}
-	assertOnDisk(t, f.dir, nil)
-	if st := f.rec.Status(); st.LaunchesSelected != 6 || st.InstancesRecorded != 0 {
-		t.Errorf("status while held %+v", st)
-	}
-	gate.next(t)
-	gate.pass()
-	gate.next(t)
-	gate.pass()
-	f.rec.Finish()
-	occ := map[string]int{}
-	for _, inst := range assertOnDisk(t, f.dir, []string{dynamicHash(saxpyLaunch(1, f.x, f.y, 4)), dynamicHash(saxpyLaunch(2, f.x, f.y, 4))}) {
-		occ[inst.Args[0]] = inst.Occurrences
-	}
-	if occ[fmt.Sprintf("%x", floats(1))] != 3 || occ[fmt.Sprintf("%x", floats(2))] != 2 {
-		t.Errorf("occurrences %v, want a=1: 3, a=2: 2", occ)
-	}
-	if st := f.rec.Status(); st.InstancesRecorded != 2 || st.KernelsRecorded != 1 {
-		t.Errorf("status %+v", st)
-	}
-}
-
-func TestFinishWaitsForPendingWrites(t *testing.T) {
-	f := newFixture(t, nil)
-	gate := gateWriter(f.rec)
-	f.setup()
-	a, b := saxpyLaunch(2, f.x, f.y, 4), saxpyLaunch(3, f.x, f.y, 4)
-	f.launch(a)
-	f.launch(b)
-	gate.next(t)
-	finished := make(chan struct{})
-	go func() {
-		f.rec.Finish()
-		close(finished)
-	}()
-	select {
-	case <-finished:
-		t.Fatal("Finish returned while instances were being written")
-	case <-time.After(50 * time.Millisecond):
-	}
-	if st, err := ReadStatus(f.dir); err != nil || st.Finished {
-		t.Errorf("status marked finished before the writes: %+v %v", st, err)
-	}
-	gate.pass()
-	gate.next(t)
-	gate.pass()
-	select {
-	case <-finished:
-	case <-time.After(10 * time.Second):
-		t.Fatal("Finish did not return after the writes")
-	}
-	assertOnDisk(t, f.dir, []string{dynamicHash(a), dynamicHash(b)})
-	st, err := ReadStatus(f.dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !st.Finished || st.InstancesRecorded != 2 || st.KernelsRecorded != 1 || len(st.Errors) != 0 {
-		t.Errorf("status %+v", st)
-	}
-	assertNoTempFiles(t, f.dir)
-}
-
-func TestSnapshotWriteFailureIsReportedAndForgotten(t *testing.T) {
-	f := newFixture(t, nil)
-	gate := gateWriter(f.rec)
-	f.setup()
-	l := saxpyLaunch(2, f.x, f.y, 4)
-	dh := dynamicHash(l)
-	// A non-empty directory where the prologue goes: renaming the written
-	// file into place fails, whoever runs the test.
-	blocker := filepath.Join(f.dir, db.PrologueFileName(db.StaticHash(saxpyName, f.gpu.irs[saxpyName].Bitcode), dh))
-	if err := os.MkdirAll(filepath.Join(blocker, "x"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if got := f.launch(l); got != Launched {
-		t.Fatalf("launch: %v, want Launched", got)
-	}
-	gate.next(t)
-	gate.pass()
-	f.flush()
-	st := f.rec.Status()
-	if len(st.Errors) != 1 || !strings.Contains(st.Errors[0], "write snapshot") || st.InstancesRecorded != 0 || st.KernelsRecorded != 0 {
-		t.Errorf("status after the failed write %+v", st)
-	}
-	assertOnDisk(t, f.dir, nil, dh)
-
-	// The failed instance is forgotten: the same launch is recorded again.
-	if err := os.RemoveAll(blocker); err != nil {
-		t.Fatal(err)
-	}
-	if got := f.launch(saxpyLaunch(2, f.x, f.y, 4)); got != Launched {
-		t.Fatalf("launch after the failure: %v, want Launched", got)
-	}
-	gate.next(t)
-	gate.pass()
-	f.rec.Finish()
-	if inst := assertOnDisk(t, f.dir, []string{dh})[dh]; inst != nil && inst.Occurrences != 1 {
-		t.Errorf("occurrences %d, want 1", inst.Occurrences)
-	}
-	if st := f.rec.Status(); st.InstancesRecorded != 1 || st.KernelsRecorded != 1 || len(st.Errors) != 1 {
-		t.Errorf("status %+v", st)
-	}
-	assertNoTempFiles(t, f.dir)
 }
