@@ -4,6 +4,11 @@ PREFIX   ?= $(CURDIR)/build
 GO       ?= go
 CC       ?= cc
 LLVM_CONFIG ?= llvm-config-22
+# static: mneme links the LLVM components it uses from their archives and
+# starts ~9 ms sooner (every `mneme record` and compiler-wrapper call pays
+# that); shared: it links libLLVM-22.so, a smaller binary that links faster.
+LLVM_LINK   ?= static
+GOTAGS      := $(if $(filter static,$(LLVM_LINK)),llvmstatic,)
 export CGO_CPPFLAGS := $(shell $(LLVM_CONFIG) --cppflags)
 export CGO_LDFLAGS  := $(shell $(LLVM_CONFIG) --ldflags) -Wl,-rpath,$(shell $(LLVM_CONFIG) --libdir)
 
@@ -11,7 +16,7 @@ export CGO_LDFLAGS  := $(shell $(LLVM_CONFIG) --ldflags) -Wl,-rpath,$(shell $(LL
 all: mneme runtime cmake
 
 mneme:
-	$(GO) build -trimpath -o $(PREFIX)/bin/mneme ./cmd/mneme
+	$(GO) build -trimpath -tags '$(GOTAGS)' -o $(PREFIX)/bin/mneme ./cmd/mneme
 	install -m 755 toolchain/bin/mneme-cc toolchain/bin/mneme-cxx $(PREFIX)/bin/
 
 runtime:

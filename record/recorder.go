@@ -83,6 +83,22 @@ const (
 	ForwardAlways
 )
 
+// Memo is what the caller may remember about a launch it showed the
+// recorder, so that it need not show the launch's repeats: the shim keeps it
+// in C, because showing a launch to the Go library costs microseconds, and
+// an application launches the same kernel thousands of times.
+type Memo struct {
+	// Repeat, when non-zero, names the recorded instance this launch is:
+	// later launches of the kernel with the same geometry, shared memory
+	// and argument bytes are that instance too, and the caller reports how
+	// many it forwarded with AddRepeats.
+	Repeat int
+	// Capped: the kernel takes no new instances (--max-recordings). Its
+	// launches that are not a remembered repeat need not be shown, only
+	// counted (AddForwarded).
+	Capped bool
+}
+
 // Recorder records the selected launches of one application run.
 type Recorder struct {
 	cfg  Config
@@ -100,6 +116,14 @@ type Recorder struct {
 
 	buffers     [2][][]byte // snapshot buffers: prologue, epilogue
 	bufferBytes uint64
+
+	repeats []repeatRef // Memo.Repeat-1 indexes it
+}
+
+// repeatRef is the instance a Memo.Repeat names.
+type repeatRef struct {
+	ks *kernelState
+	dh string
 }
 
 type kernelKey struct {
@@ -109,9 +133,10 @@ type kernelKey struct {
 
 type kernelState struct {
 	selected bool
-	broken   bool       // could not be recorded (no IR, ...); reported once
-	meta     *db.Kernel // nil until the first instance is recorded
-	dirty    bool       // Occurrences changed since the last write
+	broken   bool           // could not be recorded (no IR, ...); reported once
+	meta     *db.Kernel     // nil until the first instance is recorded
+	dirty    bool           // Occurrences changed since the last write
+	repeat   map[string]int // dynamic hash -> Memo.Repeat handed out for it
 }
 
 // New prepares a recording into cfg.DB, creating the directory and the
@@ -260,32 +285,34 @@ func (r *Recorder) Managed() {
 // when it is selected and new, performing it itself; otherwise it tells the
 // caller to perform it.
 func (r *Recorder) Launch(l *Launch) (Decision, error) {
+	d, _, err := r.LaunchMemo(l)
+	return d, err
+}
+
+// LaunchMemo is Launch, and says what the caller may remember so that it
+// need not show this launch's repeats (see Memo).
+func (r *Recorder) LaunchMemo(l *Launch) (Decision, Memo, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.status.LaunchesSeen++
-	key := kernelKey{l.Kernel.Name, l.Kernel.Module}
-	ks := r.kernels[key]
-	if ks == nil {
-		ks = &kernelState{selected: r.cfg.Selects(l.Kernel.Name, l.Kernel.Demangled)}
-		r.kernels[key] = ks
-	}
+	ks := r.kernelState(l.Kernel)
 	if !ks.selected || ks.broken {
-		return ForwardAlways, nil
+		return ForwardAlways, Memo{}, nil
 	}
 	r.status.LaunchesSelected++
 	r.matching++
 	if r.matching <= r.cfg.Skip {
-		return Forward, nil
+		return Forward, Memo{}, nil
 	}
 	dh := db.DynamicHash(l.Grid, l.Block, l.Shared, l.Args)
 	if ks.meta != nil {
 		if inst := ks.meta.Instances[dh]; inst != nil {
 			inst.Occurrences++
 			ks.dirty = true
-			return Forward, nil
+			return Forward, r.memo(ks, dh), nil
 		}
-		if r.cfg.MaxRecordings > 0 && len(ks.meta.Instances) >= r.cfg.MaxRecordings {
-			return Forward, nil
+		if r.capped(ks) {
+			return Forward, Memo{Capped: true}, nil
 		}
 	}
 	if ks.meta == nil {
@@ -293,11 +320,77 @@ func (r *Recorder) Launch(l *Launch) (Decision, error) {
 		if err != nil {
 			ks.broken = true
 			r.reportError(fmt.Sprintf("kernel %s is not recorded: %v", l.Kernel.Demangled, err))
-			return ForwardAlways, nil
+			return ForwardAlways, Memo{}, nil
 		}
 		ks.meta = meta
 	}
-	return r.recordInstance(ks, l, dh)
+	d, err := r.recordInstance(ks, l, dh)
+	var m Memo
+	if ks.meta.Instances[dh] != nil {
+		m = r.memo(ks, dh)
+		m.Capped = r.capped(ks)
+	}
+	return d, m, err
+}
+
+func (r *Recorder) kernelState(k Kernel) *kernelState {
+	key := kernelKey{k.Name, k.Module}
+	ks := r.kernels[key]
+	if ks == nil {
+		ks = &kernelState{selected: r.cfg.Selects(k.Name, k.Demangled)}
+		r.kernels[key] = ks
+	}
+	return ks
+}
+
+// capped reports whether the kernel takes no new instances.
+func (r *Recorder) capped(ks *kernelState) bool {
+	return r.cfg.MaxRecordings > 0 && ks.meta != nil && len(ks.meta.Instances) >= r.cfg.MaxRecordings
+}
+
+// memo names a recorded instance for Memo.Repeat, once per instance.
+func (r *Recorder) memo(ks *kernelState, dh string) Memo {
+	if ks.repeat == nil {
+		ks.repeat = map[string]int{}
+	}
+	id, ok := ks.repeat[dh]
+	if !ok {
+		r.repeats = append(r.repeats, repeatRef{ks, dh})
+		id = len(r.repeats)
+		ks.repeat[dh] = id
+	}
+	return Memo{Repeat: id}
+}
+
+// AddRepeats counts n launches the caller forwarded as repeats of the
+// instance that a Memo.Repeat of id named.
+func (r *Recorder) AddRepeats(id int, n uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if id < 1 || id > len(r.repeats) || n == 0 {
+		return
+	}
+	ref := r.repeats[id-1]
+	inst := ref.ks.meta.Instances[ref.dh]
+	if inst == nil {
+		return
+	}
+	inst.Occurrences += int(n)
+	ref.ks.dirty = true
+	r.status.LaunchesSeen += int64(n)
+	r.status.LaunchesSelected += int64(n)
+}
+
+// AddForwarded counts n launches of k that the caller forwarded without
+// showing them (a kernel answered ForwardAlways, or a Memo.Capped one).
+func (r *Recorder) AddForwarded(k Kernel, n uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ks := r.kernelState(k)
+	r.status.LaunchesSeen += int64(n)
+	if ks.selected {
+		r.status.LaunchesSelected += int64(n)
+	}
 }
 
 // describeKernel builds the kernel's database entry and writes its IR.

@@ -372,6 +372,74 @@ func TestSelectionSkipAndCap(t *testing.T) {
 	}
 }
 
+// TestMemoLetsTheCallerCountRepeats: LaunchMemo names recorded instances
+// and says when a kernel is capped, never during --skip; the counts the
+// caller reports for what it decided alone end up in the occurrences and
+// the status exactly as if every launch had been shown.
+func TestMemoLetsTheCallerCountRepeats(t *testing.T) {
+	f := newFixture(t, func(c *Config) {
+		c.Kernels = regexp.MustCompile(`^saxpy\(`)
+		c.Skip = 1
+		c.MaxRecordings = 2
+	})
+	f.setup()
+	launch := func(a float32) (Decision, Memo) {
+		t.Helper()
+		l := saxpyLaunch(a, f.x, f.y, 4)
+		d, m, err := f.rec.LaunchMemo(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d != Launched {
+			if err := f.gpu.Launch(l); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return d, m
+	}
+	if _, m := launch(1); m != (Memo{}) {
+		t.Errorf("skipped launch: memo %+v, want none", m)
+	}
+	d, m2 := launch(2)
+	if d != Launched || m2.Repeat == 0 || m2.Capped {
+		t.Errorf("first instance: %v %+v, want Launched with a repeat, not capped", d, m2)
+	}
+	if _, m := launch(2); m != m2 {
+		t.Errorf("a repeat shown anyway: memo %+v, want %+v", m, m2)
+	}
+	d, m3 := launch(3)
+	if d != Launched || m3.Repeat == 0 || m3.Repeat == m2.Repeat || !m3.Capped {
+		t.Errorf("second instance: %v %+v, want Launched, another repeat, capped", d, m3)
+	}
+	if _, m := launch(4); m != (Memo{Capped: true}) {
+		t.Errorf("a launch past the cap: memo %+v, want capped only", m)
+	}
+	other := Kernel{Name: "_Z5otherv", Demangled: "other()"}
+	f.gpu.kernels["_Z5otherv"] = func(*simGPU, *Launch) error { return nil }
+	if d, _ := f.rec.Launch(&Launch{Kernel: other, Grid: spec.Dim3{X: 1, Y: 1, Z: 1}, Block: spec.Dim3{X: 1, Y: 1, Z: 1}}); d != ForwardAlways {
+		t.Fatalf("unselected kernel: %v", d)
+	}
+	// What a shim decided alone: 5 more of a=2, 1 of a=3, 7 past the cap,
+	// 9 of the unselected kernel.
+	f.rec.AddRepeats(m2.Repeat, 5)
+	f.rec.AddRepeats(m3.Repeat, 1)
+	f.rec.AddForwarded(saxpyLaunch(0, 0, 0, 0).Kernel, 7)
+	f.rec.AddForwarded(other, 9)
+	f.rec.AddRepeats(99, 1) // an unknown repeat is ignored
+	f.rec.Finish()
+	occ := map[string]int{}
+	for _, r := range f.open().All() {
+		occ[r.Instance.Args[0]] = r.Instance.Occurrences
+	}
+	if occ[fmt.Sprintf("%x", floats(2))] != 7 || occ[fmt.Sprintf("%x", floats(3))] != 2 || len(occ) != 2 {
+		t.Errorf("occurrences %v, want a=2: 7, a=3: 2", occ)
+	}
+	st := f.rec.Status()
+	if st.LaunchesSeen != 6+5+1+7+9 || st.LaunchesSelected != 5+5+1+7 {
+		t.Errorf("launches seen %d, selected %d; want 28 and 18", st.LaunchesSeen, st.LaunchesSelected)
+	}
+}
+
 func TestArenaExhaustionIsReportedWithVass(t *testing.T) {
 	f := newFixture(t, func(c *Config) { c.VASize = 4 << 20 })
 	if _, err := f.rec.Malloc(3 << 20); err != nil {

@@ -1,13 +1,56 @@
 #!/usr/bin/env bash
 # Run on a build machine (Go + LLVM 22) to prepare .gpu/ for a GPU machine that
-# has neither: the mneme prefix and the GPU test binaries, linked against
-# libLLVM-22.so (which .gpu/env.sh provides there). See scripts/gpu-test.sh.
+# has neither. See scripts/gpu-test.sh.
+#
+#   scripts/gpu-bundle.sh               .gpu/mneme-bundle.tar.xz: the mneme prefix
+#       and the GPU test binaries, linked against libLLVM-22.so (which
+#       .gpu/env.sh provides there with clang-22), for scripts/gpu-test.sh.
+#   scripts/gpu-bundle.sh record-bench  .gpu/record-bench.tar.xz: what the
+#       recording-overhead benchmark needs and nothing else, so it travels
+#       without clang: the prefix as `make` ships it (LLVM linked statically),
+#       the same mneme linked against libLLVM-22.so with that library, and
+#       scalarsweep built plainly and with the wrapper for sm_90 against CUDA
+#       headers from NVIDIA's wheels. Run on the GPU machine:
+#         mkdir -p /tmp/rb && tar xJf .gpu/record-bench.tar.xz -C /tmp/rb && /tmp/rb/run.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ -f .gpu/env.sh ] || { echo "run the clang/LLVM bundling step first (.gpu/env.sh missing)" >&2; exit 1; }
 export CGO_CPPFLAGS="$(llvm-config-22 --cppflags)" CGO_LDFLAGS="$(llvm-config-22 --ldflags)"
+strip_flags="GOFLAGS=-ldflags=-s -ldflags=-w"
+
+if [ "${1:-}" = record-bench ]; then
+  b=.gpu/record-bench; rm -rf "$b"; mkdir -p "$b/apps" "$b/llvm"
+  make all PREFIX="$PWD/$b/prefix" LLVM_LINK=static "$strip_flags" >/dev/null
+  make mneme PREFIX="$PWD/$b/shared" LLVM_LINK=shared "$strip_flags" >/dev/null
+  mv "$b/shared/bin/mneme" "$b/prefix/bin/mneme-shared" && rm -rf "$b/shared"
+  # libLLVM and what it needs that an Ubuntu GPU machine may lack.
+  for l in /usr/lib/llvm-22/lib/libLLVM.so.22.1 /lib/x86_64-linux-gnu/libz3.so.4 /lib/x86_64-linux-gnu/libedit.so.2; do cp -L "$l" "$b/llvm/"; done
+  cuda=${CUDA_PATH:-/usr/local/cuda}
+  [ -f "$cuda/include/cuda_runtime.h" ] || cuda=$(toolchain/scripts/local-cuda.sh "$PWD/build/cuda")
+  export CUDA_PATH=$cuda
+  make -s -C examples/scalarsweep BUILD="$PWD/$b/plain" CUDA="$cuda" ARCH=sm_90 >/dev/null
+  make -s -C examples/scalarsweep BUILD="$PWD/$b/wrapped" CUDA="$cuda" ARCH=sm_90 CXX="$PWD/$b/prefix/bin/mneme-cxx" >/dev/null
+  cp "$b/plain/scalarsweep" "$b/apps/scalarsweep-plain"; cp "$b/wrapped/scalarsweep" "$b/apps/scalarsweep-wrapped"; rm -rf "$b/plain" "$b/wrapped"
+  cat > "$b/run.sh" <<'RUN'
+#!/usr/bin/env bash
+# The recording-overhead benchmark on a bare GPU machine (see scripts/gpu-bundle.sh).
+here=$(cd "$(dirname "$0")" && pwd)
+export LD_LIBRARY_PATH=$here/llvm:${CUDA_PATH:-/usr/local/cuda}/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | sed 's/^/GPU: /'
+exec python3 "${BENCH:-$here/record_overhead.py}" --plain "$here/apps/scalarsweep-plain" --wrapped "$here/apps/scalarsweep-wrapped" \
+  --mneme "record=$here/prefix/bin/mneme" --mneme "record-shared-llvm=$here/prefix/bin/mneme-shared" "$@"
+RUN
+  chmod +x "$b/run.sh"; cp runtime/shim/bench/record_overhead.py "$b/"
+  tar cf - -C "$b" . | xz -T0 -6 > .gpu/record-bench.tar.xz
+  rm -rf "$b"
+  du -sh .gpu/record-bench.tar.xz
+  exit 0
+fi
+
+[ -f .gpu/env.sh ] || { echo "run the clang/LLVM bundling step first (.gpu/env.sh missing)" >&2; exit 1; }
 rm -rf .gpu/prefix .gpu/tests
-make all PREFIX="$PWD/.gpu/prefix" GOFLAGS="-ldflags=-s -ldflags=-w" >/dev/null
+# Linked against libLLVM-22.so: statically linked binaries would not fit the
+# transfer limit next to the clang packages.
+make all PREFIX="$PWD/.gpu/prefix" LLVM_LINK=shared "$strip_flags" >/dev/null
 mkdir -p .gpu/tests
 for pkg in cuda jit replay record; do
   [ -d "$pkg" ] || continue

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Installs what mneme needs on Debian 12 (LLVM 22, clang-22, lld-22, zstd
-# headers; Go modules) and builds the prefix under build/. Idempotent.
+# Installs what mneme needs on Debian 12 (LLVM 22, clang-22, lld-22, zstd and
+# zlib headers; Go modules) and builds the prefix under build/. Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 need=()
-for p in llvm-22-dev clang-22 lld-22 libzstd-dev; do
+for p in llvm-22-dev clang-22 lld-22 libzstd-dev zlib1g-dev; do
   dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then

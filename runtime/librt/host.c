@@ -44,3 +44,9 @@ cudaError_t rth_get_device(int *ordinal) { return api->get_device(ordinal); }
 cudaError_t rth_driver_version(int *v) { return api->driver_version(v); }
 cudaError_t rth_runtime_version(int *v) { return api->runtime_version(v); }
 const char *rth_error_string(cudaError_t e) { return api->error_string(e); }
+int rth_memo_enable(int kernel_index, int nparams, const size_t *sizes) {
+  return api->memo_enable(kernel_index, nparams, sizes);
+}
+int rth_memo_drain(struct mneme_launch_count *out, int cap) {
+  return api->memo_drain(out, cap);
+}

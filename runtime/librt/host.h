@@ -23,4 +23,6 @@ cudaError_t rth_get_device(int *ordinal);
 cudaError_t rth_driver_version(int *v);
 cudaError_t rth_runtime_version(int *v);
 const char *rth_error_string(cudaError_t e);
+int rth_memo_enable(int kernel_index, int nparams, const size_t *sizes);
+int rth_memo_drain(struct mneme_launch_count *out, int cap);
 #endif

@@ -137,11 +137,14 @@ func mneme_rt_managed(size C.size_t) {
 }
 
 //export mneme_rt_launch
-func mneme_rt_launch(fn unsafe.Pointer, index C.int, gx, gy, gz, bx, by, bz C.unsigned, args *unsafe.Pointer, shared C.size_t, stream C.cudaStream_t, ptsz C.int, handled *C.int) C.cudaError_t {
+func mneme_rt_launch(fn unsafe.Pointer, index C.int, gx, gy, gz, bx, by, bz C.unsigned, args *unsafe.Pointer, shared C.size_t, stream C.cudaStream_t, ptsz C.int, handled *C.int, memo *C.struct_mneme_launch_memo) C.cudaError_t {
 	*handled = C.MNEME_LAUNCH_FORWARD
 	if rec == nil || proc == nil || index < 0 {
 		return 0
 	}
+	// Bring the counts of launches the shim decided alone up to date, so
+	// kernel files written now carry them.
+	drainMemo()
 	k := kernelAt(int(index), fn)
 	if k.err != nil {
 		*handled = C.MNEME_LAUNCH_FORWARD_ALWAYS
@@ -167,7 +170,11 @@ func mneme_rt_launch(fn unsafe.Pointer, index C.int, gx, gy, gz, bx, by, bz C.un
 	if err := proc.enter(); err != nil {
 		return 0
 	}
-	d, err := rec.Launch(l)
+	d, m, err := rec.LaunchMemo(l)
+	memo.repeat, memo.capped = C.int(m.Repeat), 0
+	if m.Capped {
+		memo.capped = 1
+	}
 	switch d {
 	case record.Launched:
 		*handled = C.MNEME_LAUNCH_DONE
@@ -210,7 +217,40 @@ func kernelAt(index int, fn unsafe.Pointer) *kernelInfo {
 	if k.err != nil && rec.Wants(k.reg) {
 		rec.ReportError(fmt.Sprintf("kernel %s is not recorded: its parameters cannot be read: %v", k.reg.Demangled, k.err))
 	}
+	if k.err == nil && rec.Wants(k.reg) {
+		// Let the shim key this kernel's launches, to decide repeats alone.
+		sizes := make([]C.size_t, len(k.paramSizes)+1)
+		for i, n := range k.paramSizes {
+			sizes[i] = C.size_t(n)
+		}
+		C.rth_memo_enable(C.int(index), C.int(len(k.paramSizes)), &sizes[0])
+	}
 	return k
+}
+
+// drainMemo hands the recorder the launches the shim forwarded without
+// asking: repeats of recorded instances, and launches of kernels it need
+// not see.
+func drainMemo() {
+	var buf [64]C.struct_mneme_launch_count
+	for {
+		n := int(C.rth_memo_drain(&buf[0], C.int(len(buf))))
+		if n == 0 {
+			return
+		}
+		for _, c := range buf[:n] {
+			if c.repeat > 0 {
+				rec.AddRepeats(int(c.repeat), uint64(c.launches))
+				continue
+			}
+			kernelsMu.Lock()
+			k := kernels[int(c.kernel_index)]
+			kernelsMu.Unlock()
+			if k != nil {
+				rec.AddForwarded(k.reg, uint64(c.launches))
+			}
+		}
+	}
 }
 
 // errorCode turns an error of a real CUDA call into the code the
@@ -232,5 +272,8 @@ func mneme_rt_finish() {
 		return
 	}
 	registered()
+	if proc != nil {
+		drainMemo()
+	}
 	rec.Finish()
 }

@@ -97,11 +97,14 @@ static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 struct fatbin_entry {
   void **handle;
 };
+struct launch_memo;
 struct kernel_entry {
   struct mneme_kernel_reg reg;
   void **handle;
   char *demangled; /* owned; filled lazily */
   int forward_always;
+  struct launch_memo *memo; /* owned; NULL until the library enables it */
+  uint64_t forwarded;       /* launches forwarded without asking, undrained */
 };
 struct var_entry {
   struct mneme_var_reg reg;
@@ -127,6 +130,63 @@ static int grow(void **arr, int *cap, int n, size_t elem) {
   *arr = p;
   *cap = ncap;
   return 1;
+}
+
+/* kernel_slots maps a host stub to its kernel index + 1 (open addressing,
+ * at most half full), so finding a launched kernel does not scan the table
+ * in applications with hundreds of kernels. Guarded by table_lock. */
+static int *kernel_slots;
+static size_t kernel_slots_cap;
+
+static size_t pointer_hash(const void *p) {
+  uint64_t h = (uint64_t)(uintptr_t)p * 0x9E3779B97F4A7C15ull;
+  return (size_t)(h >> 17);
+}
+
+static void kernel_slots_put(int *slots, size_t cap, int idx) {
+  size_t i = pointer_hash(kernels[idx].reg.host_fun) & (cap - 1);
+  while (slots[i] != 0) {
+    if (kernels[slots[i] - 1].reg.host_fun == kernels[idx].reg.host_fun)
+      return; /* registered twice: the first registration stays */
+    i = (i + 1) & (cap - 1);
+  }
+  slots[i] = idx + 1;
+}
+
+/* kernel_slots_add indexes kernels[idx]; without memory for the index the
+ * lookup falls back to a scan. */
+static void kernel_slots_add(int idx) {
+  if ((size_t)n_kernels * 2 > kernel_slots_cap) {
+    size_t cap = kernel_slots_cap ? kernel_slots_cap * 2 : 256;
+    while ((size_t)n_kernels * 2 > cap)
+      cap *= 2;
+    int *slots = calloc(cap, sizeof *slots);
+    if (slots == NULL)
+      return;
+    free(kernel_slots);
+    kernel_slots = slots;
+    kernel_slots_cap = cap;
+    for (int i = 0; i < n_kernels; i++)
+      kernel_slots_put(kernel_slots, kernel_slots_cap, i);
+    return;
+  }
+  kernel_slots_put(kernel_slots, kernel_slots_cap, idx);
+}
+
+static int kernel_index_locked(const void *host_fun) {
+  if (kernel_slots_cap >= (size_t)n_kernels * 2 && kernel_slots != NULL) {
+    size_t i = pointer_hash(host_fun) & (kernel_slots_cap - 1);
+    while (kernel_slots[i] != 0) {
+      if (kernels[kernel_slots[i] - 1].reg.host_fun == host_fun)
+        return kernel_slots[i] - 1;
+      i = (i + 1) & (kernel_slots_cap - 1);
+    }
+    return -1;
+  }
+  for (int i = 0; i < n_kernels; i++)
+    if (kernels[i].reg.host_fun == host_fun)
+      return i;
+  return -1;
 }
 
 static int module_of(void **handle) {
@@ -167,6 +227,7 @@ void __wrap___cudaRegisterFunction(void **handle, const char *host_fun,
     k->reg.device_name = device_name;
     k->reg.module = module_of(handle);
     k->handle = handle;
+    kernel_slots_add(n_kernels - 1);
   }
   pthread_mutex_unlock(&table_lock);
 }
@@ -270,14 +331,172 @@ static int api_var_at(int i, struct mneme_var_reg *out) {
 
 static int api_kernel_index(const void *host_fun) {
   pthread_mutex_lock(&table_lock);
-  int found = -1;
-  for (int i = 0; i < n_kernels; i++)
-    if (kernels[i].reg.host_fun == host_fun) {
-      found = i;
-      break;
-    }
+  int found = kernel_index_locked(host_fun);
   pthread_mutex_unlock(&table_lock);
   return found;
+}
+
+/* ---- the launch memo (see struct mneme_launch_memo) ---- */
+
+/* A launch's key: its geometry, shared memory and argument bytes, the same
+ * bytes the library's dynamic hash covers. */
+struct memo_slot {
+  uint64_t hash;
+  unsigned char *key; /* owned; NULL: empty slot */
+  int repeat;
+  uint64_t launches; /* forwarded as this repeat, undrained */
+};
+
+struct launch_memo {
+  int nparams;
+  size_t *sizes;
+  size_t key_len;
+  int capped;
+  struct memo_slot *slots; /* open addressing, at most half full */
+  size_t cap, used;
+};
+
+#define MEMO_KEY_HEADER 32 /* grid, block (6 x 4 bytes), shared (8) */
+
+/* Launches counted in C and not yet drained, so a drain with nothing to do
+ * returns at once. Guarded by table_lock like the counters. */
+static uint64_t memo_pending;
+
+static uint64_t key_hash(const unsigned char *p, size_t n) {
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
+  for (; n >= 8; p += 8, n -= 8) {
+    uint64_t w;
+    memcpy(&w, p, 8);
+    h = (h ^ w) * 0xff51afd7ed558ccdull;
+    h ^= h >> 32;
+  }
+  uint64_t w = 0;
+  memcpy(&w, p, n);
+  h = (h ^ w) * 0xc4ceb9fe1a85ec53ull;
+  return h ^ (h >> 29);
+}
+
+/* launch_key writes the launch's key into buf (m->key_len bytes); it fails
+ * (0) when the arguments cannot be read. */
+static int launch_key(const struct launch_memo *m, dim3 grid, dim3 block,
+                      size_t shared, void **args, unsigned char *buf) {
+  if (m->nparams > 0 && args == NULL)
+    return 0;
+  uint32_t dims[6] = {grid.x, grid.y, grid.z, block.x, block.y, block.z};
+  uint64_t sh = shared;
+  memcpy(buf, dims, sizeof dims);
+  memcpy(buf + sizeof dims, &sh, sizeof sh);
+  size_t off = MEMO_KEY_HEADER;
+  for (int i = 0; i < m->nparams; i++) {
+    if (m->sizes[i] > 0 && args[i] == NULL)
+      return 0;
+    memcpy(buf + off, args[i], m->sizes[i]);
+    off += m->sizes[i];
+  }
+  return 1;
+}
+
+static struct memo_slot *memo_find(struct launch_memo *m, uint64_t h,
+                                   const unsigned char *key) {
+  if (m->cap == 0)
+    return NULL;
+  for (size_t i = h & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+    struct memo_slot *s = &m->slots[i];
+    if (s->key == NULL)
+      return NULL;
+    if (s->hash == h && memcmp(s->key, key, m->key_len) == 0)
+      return s;
+  }
+}
+
+/* memo_insert remembers key as repeat; without memory it remembers nothing
+ * and the launch's repeats keep asking the library. */
+static void memo_insert(struct launch_memo *m, uint64_t h,
+                        const unsigned char *key, int repeat) {
+  if (memo_find(m, h, key) != NULL)
+    return;
+  if ((m->used + 1) * 2 > m->cap) {
+    size_t cap = m->cap ? m->cap * 2 : 16;
+    struct memo_slot *slots = calloc(cap, sizeof *slots);
+    if (slots == NULL)
+      return;
+    for (size_t i = 0; i < m->cap; i++) {
+      struct memo_slot *s = &m->slots[i];
+      if (s->key == NULL)
+        continue;
+      size_t j = s->hash & (cap - 1);
+      while (slots[j].key != NULL)
+        j = (j + 1) & (cap - 1);
+      slots[j] = *s;
+    }
+    free(m->slots);
+    m->slots = slots;
+    m->cap = cap;
+  }
+  unsigned char *copy = malloc(m->key_len);
+  if (copy == NULL)
+    return;
+  memcpy(copy, key, m->key_len);
+  size_t j = h & (m->cap - 1);
+  while (m->slots[j].key != NULL)
+    j = (j + 1) & (m->cap - 1);
+  m->slots[j] = (struct memo_slot){.hash = h, .key = copy, .repeat = repeat};
+  m->used++;
+}
+
+static int api_memo_enable(int idx, int nparams, const size_t *sizes) {
+  if (nparams < 0)
+    return 0;
+  struct launch_memo *m = calloc(1, sizeof *m);
+  size_t *copy = calloc((size_t)nparams + 1, sizeof *copy);
+  if (m == NULL || copy == NULL) {
+    free(m);
+    free(copy);
+    return 0;
+  }
+  m->nparams = nparams;
+  m->sizes = copy;
+  m->key_len = MEMO_KEY_HEADER;
+  for (int i = 0; i < nparams; i++) {
+    copy[i] = sizes[i];
+    m->key_len += sizes[i];
+  }
+  pthread_mutex_lock(&table_lock);
+  int ok = idx >= 0 && idx < n_kernels;
+  if (ok && kernels[idx].memo == NULL) {
+    kernels[idx].memo = m;
+    m = NULL;
+  }
+  pthread_mutex_unlock(&table_lock);
+  if (m != NULL) {
+    free(m->sizes);
+    free(m);
+  }
+  return ok;
+}
+
+static int api_memo_drain(struct mneme_launch_count *out, int cap) {
+  int n = 0;
+  pthread_mutex_lock(&table_lock);
+  for (int i = 0; memo_pending > 0 && i < n_kernels && n < cap; i++) {
+    struct kernel_entry *k = &kernels[i];
+    if (k->forwarded > 0) {
+      out[n++] = (struct mneme_launch_count){i, 0, k->forwarded};
+      memo_pending -= k->forwarded;
+      k->forwarded = 0;
+    }
+    struct launch_memo *m = k->memo;
+    for (size_t j = 0; m != NULL && j < m->cap && n < cap; j++) {
+      struct memo_slot *s = &m->slots[j];
+      if (s->key != NULL && s->launches > 0) {
+        out[n++] = (struct mneme_launch_count){i, s->repeat, s->launches};
+        memo_pending -= s->launches;
+        s->launches = 0;
+      }
+    }
+  }
+  pthread_mutex_unlock(&table_lock);
+  return n;
 }
 
 static cudaError_t api_launch(const void *func, dim3 grid, dim3 block,
@@ -326,6 +545,8 @@ static struct mneme_host_api host_api = {
     .driver_version = cudaDriverGetVersion,
     .runtime_version = cudaRuntimeGetVersion,
     .error_string = cudaGetErrorString,
+    .memo_enable = api_memo_enable,
+    .memo_drain = api_memo_drain,
 };
 
 /* ---- the Go library, loaded on first use while recording ---- */
@@ -426,19 +647,70 @@ static void warn_managed(void) {
 
 /* ---- launches ---- */
 
-/* kernel_flag reads (set < 0) or sets a kernel's forward_always flag under
- * the table lock, since the table may be reallocated by a late
- * registration on another thread. */
-static int kernel_flag(int idx, int set) {
-  pthread_mutex_lock(&table_lock);
-  int v = 0;
-  if (idx < n_kernels) {
-    if (set >= 0)
-      kernels[idx].forward_always = set;
-    v = kernels[idx].forward_always;
+/* A key fits this buffer on the stack unless the kernel takes more than
+ * ~1 KiB of arguments. */
+#define MEMO_STACK_KEY 1024
+
+/* memo_forward decides a launch in C when it can: a kernel the library
+ * never wants to see, a remembered repeat, or a capped kernel. It returns
+ * the kernel's index (or -1) in *idx and whether to forward at once. The
+ * launch's key goes to *key, replaced by a heap buffer for large keys,
+ * which the caller frees. Called with table_lock held. */
+static int memo_forward(const void *func, dim3 grid, dim3 block, void **args,
+                        size_t shared, int *idx, unsigned char **key) {
+  *idx = kernel_index_locked(func);
+  if (*idx < 0)
+    return 0;
+  struct kernel_entry *k = &kernels[*idx];
+  if (k->forward_always) {
+    k->forwarded++;
+    memo_pending++;
+    return 1;
   }
-  pthread_mutex_unlock(&table_lock);
-  return v;
+  struct launch_memo *m = k->memo;
+  if (m == NULL)
+    return 0;
+  if (m->key_len > MEMO_STACK_KEY && (*key = malloc(m->key_len)) == NULL)
+    return 0;
+  if (!launch_key(m, grid, block, shared, args, *key))
+    return 0;
+  struct memo_slot *s = memo_find(m, key_hash(*key, m->key_len), *key);
+  if (s != NULL) {
+    s->launches++;
+    memo_pending++;
+    return 1;
+  }
+  if (m->capped) {
+    k->forwarded++;
+    memo_pending++;
+    return 1;
+  }
+  return 0;
+}
+
+/* memo_learn applies what the library said about a launch it was shown.
+ * Called with table_lock held. */
+static void memo_learn(int idx, int handled,
+                       const struct mneme_launch_memo *memo, dim3 grid,
+                       dim3 block, void **args, size_t shared,
+                       unsigned char **key) {
+  if (idx < 0 || idx >= n_kernels)
+    return;
+  struct kernel_entry *k = &kernels[idx];
+  if (handled == MNEME_LAUNCH_FORWARD_ALWAYS)
+    k->forward_always = 1;
+  struct launch_memo *m = k->memo;
+  if (m == NULL)
+    return;
+  if (memo->capped)
+    m->capped = 1;
+  if (memo->repeat <= 0)
+    return;
+  /* The memo may have been enabled during this very call: key it now. */
+  if (m->key_len > MEMO_STACK_KEY && (*key = malloc(m->key_len)) == NULL)
+    return;
+  if (launch_key(m, grid, block, shared, args, *key))
+    memo_insert(m, key_hash(*key, m->key_len), *key, memo->repeat);
 }
 
 static cudaError_t record_launch(const void *func, dim3 grid, dim3 block,
@@ -446,17 +718,32 @@ static cudaError_t record_launch(const void *func, dim3 grid, dim3 block,
                                  cudaStream_t stream, int ptsz) {
   if (!load_runtime(1))
     return api_launch(func, grid, block, args, shared, stream, ptsz);
-  int idx = api_kernel_index(func);
-  if (idx >= 0 && kernel_flag(idx, -1))
+  unsigned char stack_key[MEMO_STACK_KEY], *key = stack_key;
+  int idx;
+  pthread_mutex_lock(&table_lock);
+  int forward = memo_forward(func, grid, block, args, shared, &idx, &key);
+  pthread_mutex_unlock(&table_lock);
+  if (key != stack_key) {
+    free(key);
+    key = stack_key;
+  }
+  if (forward)
     return api_launch(func, grid, block, args, shared, stream, ptsz);
   int handled = MNEME_LAUNCH_FORWARD;
+  struct mneme_launch_memo memo = {0, 0};
   cudaError_t e = rt.launch(func, idx, grid.x, grid.y, grid.z, block.x,
                             block.y, block.z, args, shared, stream, ptsz,
-                            &handled);
+                            &handled, &memo);
+  if (idx >= 0 && (handled == MNEME_LAUNCH_FORWARD_ALWAYS || memo.repeat > 0 ||
+                   memo.capped)) {
+    pthread_mutex_lock(&table_lock);
+    memo_learn(idx, handled, &memo, grid, block, args, shared, &key);
+    pthread_mutex_unlock(&table_lock);
+    if (key != stack_key)
+      free(key);
+  }
   if (handled == MNEME_LAUNCH_DONE)
     return e;
-  if (handled == MNEME_LAUNCH_FORWARD_ALWAYS && idx >= 0)
-    kernel_flag(idx, 1);
   return api_launch(func, grid, block, args, shared, stream, ptsz);
 }
 

@@ -41,7 +41,7 @@ enum {
 
 /* Bumped whenever a structure or signature below changes; the library
  * refuses a shim of another version instead of misreading it. */
-#define MNEME_RT_ABI_VERSION 2
+#define MNEME_RT_ABI_VERSION 3
 
 /* One __cudaRegisterFunction call. */
 struct mneme_kernel_reg {
@@ -59,6 +59,27 @@ struct mneme_var_reg {
   int module;
   int constant; /* __constant__ */
   int managed;  /* __managed__ */
+};
+
+/* What the library lets the shim remember about a launch it was shown, so
+ * that its repeats are decided in C: a call into the Go library costs
+ * microseconds, and applications launch the same kernel thousands of times. */
+struct mneme_launch_memo {
+  /* Non-zero: this launch is recorded instance `repeat`; later launches of
+   * the kernel with the same key are forwarded and counted under it. */
+  int repeat;
+  /* Non-zero: the kernel takes no new instances; launches whose key is not
+   * remembered are forwarded and counted without asking. */
+  int capped;
+};
+
+/* Launches the shim forwarded without asking, for memo_drain: of kernel
+ * kernel_index as repeats of instance `repeat`, or (repeat 0) of a kernel
+ * answered MNEME_LAUNCH_FORWARD_ALWAYS or capped. */
+struct mneme_launch_count {
+  int kernel_index;
+  int repeat;
+  uint64_t launches;
 };
 
 /* What the shim offers the library: the embedded IR, the registration tables
@@ -95,6 +116,15 @@ struct mneme_host_api {
   cudaError_t (*driver_version)(int *version);
   cudaError_t (*runtime_version)(int *version);
   const char *(*error_string)(cudaError_t err);
+
+  /* The launch memo (see struct mneme_launch_memo). memo_enable tells the
+   * shim a selected kernel's parameter sizes (cuFuncGetParamInfo), which
+   * make up a launch's key with its geometry and shared memory; it returns
+   * 0 if the shim could not keep them. memo_drain moves up to cap counts of
+   * launches the shim forwarded without asking into out, resets them and
+   * returns how many it moved (0: none left). */
+  int (*memo_enable)(int kernel_index, int nparams, const size_t *sizes);
+  int (*memo_drain)(struct mneme_launch_count *out, int cap);
 };
 
 /* Allocation kinds passed to mneme_rt_malloc, for the status counters. */
@@ -127,7 +157,8 @@ typedef cudaError_t (*mneme_rt_launch_fn)(const void *func, int kernel_index,
                                           unsigned by, unsigned bz,
                                           void **args, size_t shared,
                                           cudaStream_t stream, int ptsz,
-                                          int *handled);
+                                          int *handled,
+                                          struct mneme_launch_memo *memo);
 typedef void (*mneme_rt_managed_fn)(size_t size);
 typedef void (*mneme_rt_finish_fn)(void);
 

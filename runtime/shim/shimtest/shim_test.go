@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -185,4 +186,58 @@ func measure(b *testing.B, exe string, n int) float64 {
 	}
 	v, _ := strconv.ParseFloat(m[1], 64)
 	return v
+}
+
+// TestLaunchMemo checks the shim's launch memo against a stand-in runtime
+// library that decides like the recorder with --max-recordings 3: the shim
+// asks the library only about launches it cannot decide itself (the first
+// of each kernel, and new arguments until the kernel is capped), forwards
+// every launch to CUDA exactly once, and hands the library exact counts of
+// what it decided alone.
+func TestLaunchMemo(t *testing.T) {
+	b := newBuild(t)
+	lib := filepath.Join(b.dir, "librt_standin.so")
+	b.run(b.cc, "-O2", "-fPIC", "-shared", "-Wall", "-Werror", "-o", lib, "testdata/rt_standin.c")
+	app := b.link("memo_app", "testdata/memo_app.c", true)
+	out, stderr := runProgram(t, app, "MNEME_RECORD=1", "MNEME_RT_LIB="+lib)
+	var asked, counted []string
+	launches := 0
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		switch {
+		case strings.HasPrefix(line, "asked "):
+			asked = append(asked, strings.TrimPrefix(line, "asked "))
+		case strings.HasPrefix(line, "counted "):
+			counted = append(counted, strings.TrimPrefix(line, "counted "))
+		case strings.HasPrefix(line, "launch "):
+			launches++
+		}
+	}
+	wantAsked := []string{
+		"_Z6kernelPfi grid=1 arg0=0", "_Z6kernelPfi grid=1 arg0=1", "_Z6kernelPfi grid=1 arg0=2",
+		"_Z5otherv grid=1 arg0=0", "_Z3big5Large grid=1 arg0=9",
+	}
+	if strings.Join(asked, "\n") != strings.Join(wantAsked, "\n") {
+		t.Errorf("the library was asked about:\n%s\nwant:\n%s", strings.Join(asked, "\n"), strings.Join(wantAsked, "\n"))
+	}
+	// Argument 0 repeats 3 times after it was recorded, 1 and 2 once each;
+	// 5, 5, 6 and the other geometry come after the cap; _Z5otherv is
+	// forwarded 4 times after the first; the large argument repeats twice.
+	wantCounted := []string{
+		"_Z3big5Large repeat=10 launches=2",
+		"_Z5otherv repeat=0 launches=4",
+		"_Z6kernelPfi repeat=0 launches=4",
+		"_Z6kernelPfi repeat=1 launches=3",
+		"_Z6kernelPfi repeat=2 launches=1",
+		"_Z6kernelPfi repeat=3 launches=1",
+	}
+	sort.Strings(counted)
+	if strings.Join(counted, "\n") != strings.Join(wantCounted, "\n") {
+		t.Errorf("the shim counted:\n%s\nwant:\n%s", strings.Join(counted, "\n"), strings.Join(wantCounted, "\n"))
+	}
+	if launches != 20 {
+		t.Errorf("%d launches reached CUDA, want all 20\n%s", launches, out)
+	}
+	if stderr != "" {
+		t.Errorf("stderr: %q", stderr)
+	}
 }
