@@ -218,6 +218,7 @@ func (r *Recorder) Malloc(size uint64) (uint64, error) {
 	defer r.mu.Unlock()
 	r.status.Allocations++
 	if r.arena == nil && r.arenaErr == nil {
+		Trace("runtime", "arena reserve")
 		start := time.Now()
 		r.arena, r.arenaErr = arena.NewReserving(r.vm, r.cfg.VABase, r.cfg.VASize, r.reservation())
 		r.status.ArenaSeconds += time.Since(start).Seconds()
@@ -316,6 +317,7 @@ func (r *Recorder) LaunchMemo(l *Launch) (Decision, Memo, error) {
 		}
 	}
 	if ks.meta == nil {
+		Trace("runtime", "describe kernel %s", l.Kernel.Name)
 		meta, err := r.describeKernel(l)
 		if err != nil {
 			ks.broken = true
@@ -482,6 +484,8 @@ func (r *Recorder) snapshotOptions(s *db.Snapshot) db.SnapshotOptions {
 // the kernel file that names them.
 func (r *Recorder) recordInstance(ks *kernelState, l *Launch, dh string) (Decision, error) {
 	name := l.Kernel.Demangled
+	Trace("runtime", "record %s begin", dh)
+	defer Trace("runtime", "record %s end", dh)
 	if err := r.proc.Synchronize(); err != nil {
 		// The application's own earlier work failed; it will see the error
 		// itself, and this launch cannot be recorded in a known state.
@@ -626,6 +630,7 @@ func (r *Recorder) buffer(set, i int, n uint64) []byte {
 func (r *Recorder) Finish() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	Trace("runtime", "finish")
 	for _, ks := range r.kernels {
 		if ks.meta == nil || !ks.dirty {
 			continue

@@ -82,6 +82,8 @@ the application crashes: every recorded launch is complete on disk.`,
 }
 
 func runRecord(stderr io.Writer, args []string, f *recordFlags) error {
+	record.Trace("mneme", "record begin")
+	defer record.Trace("mneme", "record end")
 	if len(args) > 0 && args[0] == "--" {
 		args = args[1:]
 	}
@@ -131,9 +133,11 @@ func runRecord(stderr io.Writer, args []string, f *recordFlags) error {
 	// only once the application has started keeps the llvm package's
 	// forked bitcode checks away from the application's own fork and exec.
 	var prefetch *llvmir.Prefetched
+	record.Trace("mneme", "application start")
 	appExit, appDesc := runApplication(app, args[1:], env, func() {
 		prefetch = llvmir.Prefetch(func() ([]mnemert.IREntry, error) { return mnemert.ExecutableIR(app) })
 	})
+	record.Trace("mneme", "application exited")
 	var irTools record.IRTools = llvmir.Tools{}
 	embeddedIR := func() ([]mnemert.IREntry, error) { return mnemert.ExecutableIR(app) }
 	if prefetch != nil {
@@ -173,6 +177,7 @@ func runRecord(stderr io.Writer, args []string, f *recordFlags) error {
 			}
 		}
 		status.IRSeconds += time.Since(start).Seconds()
+		record.Trace("mneme", "finalized")
 	}
 	if status.InstancesRecorded > 0 {
 		// What was recorded must read back, whatever happened afterwards.
@@ -182,6 +187,7 @@ func runRecord(stderr io.Writer, args []string, f *recordFlags) error {
 		}
 		summary = fmt.Sprintf("%d instance(s) of %d kernel(s) recorded in %s (%d of %d launches selected)",
 			d.NumInstances(), len(d.Kernels), rdb, status.LaunchesSelected, status.LaunchesSeen)
+		record.Trace("mneme", "read back")
 	}
 	if status.SnapshotSeconds > 0 {
 		summary += fmt.Sprintf("; snapshots: %s of device data written as %s at %.0f MiB/s",

@@ -54,6 +54,8 @@ func mneme_rt_init(api *C.struct_mneme_host_api) C.int {
 		return -1
 	}
 	start := time.Now()
+	record.Trace("runtime", "init begin")
+	defer record.Trace("runtime", "init end")
 	C.rth_set_api(api)
 	cfg, err := record.ConfigFromEnv(os.Getenv)
 	if err != nil {
@@ -192,6 +194,7 @@ func kernelAt(index int, fn unsafe.Pointer) *kernelInfo {
 	if k := kernels[index]; k != nil {
 		return k
 	}
+	record.Trace("runtime", "first launch of kernel %d", index)
 	k := &kernelInfo{}
 	kernels[index] = k
 	var reg C.struct_mneme_kernel_reg
@@ -276,4 +279,5 @@ func mneme_rt_finish() {
 		drainMemo()
 	}
 	rec.Finish()
+	record.Trace("runtime", "finish end")
 }

@@ -17,11 +17,13 @@
 #include "mneme_shim.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* ---- the real CUDA runtime (bound by --wrap) and a few unwrapped calls ---- */
 
@@ -85,9 +87,35 @@ extern const char __stop_mneme_ir[] __attribute__((weak));
  * load and one predictable branch. */
 static int mneme_recording;
 
+/* MNEME_TRACE: the file where a recording's steps are timed (see
+ * record.EnvTrace); NULL when not tracing. */
+static const char *trace_path;
+
+static void shim_trace(const char *event) {
+  if (trace_path == NULL)
+    return;
+  int fd = open(trace_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return;
+  struct timespec t;
+  clock_gettime(CLOCK_REALTIME, &t);
+  char line[160];
+  int n = snprintf(line, sizeof line, "%lld %d shim %s\n",
+                   (long long)t.tv_sec * 1000000000LL + t.tv_nsec,
+                   (int)getpid(), event);
+  if (n > 0 && write(fd, line, (size_t)n) < 0)
+    n = 0; /* tracing must not disturb the application */
+  close(fd);
+}
+
 __attribute__((constructor(101))) static void mneme_read_environment(void) {
   const char *r = getenv("MNEME_RECORD");
   mneme_recording = r != NULL && r[0] != '\0' && strcmp(r, "0") != 0;
+  if (mneme_recording) {
+    const char *t = getenv("MNEME_TRACE");
+    trace_path = t != NULL && t[0] != '\0' ? t : NULL;
+    shim_trace("start");
+  }
 }
 
 /* ---- registration tables ---- */
@@ -588,6 +616,7 @@ static int load_runtime(int init_cuda) {
     return rt_ready > 0;
   pthread_mutex_lock(&load_lock);
   if (rt_ready == 0) {
+    shim_trace("load runtime library");
     const char *path = getenv("MNEME_RT_LIB");
     void *lib = NULL;
     if (path == NULL || path[0] == '\0') {
@@ -611,8 +640,10 @@ static int load_runtime(int init_cuda) {
           host_api.ir_start = __start_mneme_ir;
           host_api.ir_size = (size_t)(__stop_mneme_ir - __start_mneme_ir);
         }
+        shim_trace("loaded; creating the CUDA context");
         if (init_cuda)
           __real_cudaFree(NULL);
+        shim_trace("context ready");
         host_api.cuda_initialized = init_cuda;
         if (init(&host_api) != 0)
           load_failed("the runtime library failed to start", NULL);
@@ -630,8 +661,10 @@ __attribute__((destructor)) static void mneme_finish(void) {
     return;
   /* Load even if the application never launched anything, so the status
    * file still says how many kernels were registered. */
+  shim_trace("exit");
   if (load_runtime(0))
     rt.finish();
+  shim_trace("exit: runtime finished");
 }
 
 static pthread_once_t managed_once = PTHREAD_ONCE_INIT;

@@ -14,8 +14,11 @@ and prints, per variant, the median and fastest wall time, the ratio of the
 medians to plain, and the median time of the application's own launch loop
 (which the examples print on stderr as "wall time: X ms").
 
+With --trace, one more run of each recording variant writes a timeline
+(MNEME_TRACE) of where the time goes, printed in ms from the spawn.
+
 Usage: record_overhead.py --plain APP --wrapped APP [--mneme [LABEL=]PATH ...]
-       [--launches 2000] [--runs 15] [--max-recordings 4] [--json FILE]
+       [--launches 2000] [--runs 15] [--max-recordings 4] [--json FILE] [--trace]
 """
 import argparse
 import json
@@ -52,6 +55,7 @@ def main():
     ap.add_argument("--runs", type=int, default=15)
     ap.add_argument("--max-recordings", type=int, default=4)
     ap.add_argument("--json", help="write every sample here")
+    ap.add_argument("--trace", action="store_true", help="print a timeline of one traced run per recording variant")
     a = ap.parse_args()
 
     mnemes = []
@@ -74,6 +78,28 @@ def main():
                 ("in-app", lambda: run([a.wrapped, n], inapp_env))]
     for label, path in mnemes:
         variants.append((label, lambda path=path: run([path, "record", "-rdb", rdb, "--max-recordings", str(a.max_recordings), "--", a.wrapped, n])))
+
+    if a.trace:
+        trace = os.path.join(work, "trace")
+        os.environ["MNEME_TRACE"] = trace
+        inapp_env["MNEME_TRACE"] = trace
+        for name, fn in variants:
+            for _ in range(2):  # the second run, with warm caches, is shown
+                shutil.rmtree(rdb, ignore_errors=True)
+                if os.path.exists(trace):
+                    os.remove(trace)
+                spawn = time.time_ns()
+                fn()
+                done = time.time_ns()
+            print(f"timeline of {name} (ms from spawn):")
+            if os.path.exists(trace):
+                with open(trace) as f:
+                    for line in f:
+                        ns, pid, source, event = line.rstrip("\n").split(" ", 3)
+                        print(f"  {(int(ns) - spawn) / 1e6:8.1f}  {source:<8} {event}")
+            print(f"  {(done - spawn) / 1e6:8.1f}  exited")
+        del os.environ["MNEME_TRACE"]
+        del inapp_env["MNEME_TRACE"]
 
     samples = {name: [] for name, _ in variants}
     last_stderr = {}
