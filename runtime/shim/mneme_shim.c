@@ -111,11 +111,9 @@ static void shim_trace(const char *event) {
 __attribute__((constructor(101))) static void mneme_read_environment(void) {
   const char *r = getenv("MNEME_RECORD");
   mneme_recording = r != NULL && r[0] != '\0' && strcmp(r, "0") != 0;
-  if (mneme_recording) {
-    const char *t = getenv("MNEME_TRACE");
-    trace_path = t != NULL && t[0] != '\0' ? t : NULL;
-    shim_trace("start");
-  }
+  const char *t = getenv("MNEME_TRACE");
+  trace_path = t != NULL && t[0] != '\0' ? t : NULL;
+  shim_trace("start");
 }
 
 /* ---- registration tables ---- */
@@ -657,8 +655,10 @@ static int load_runtime(int init_cuda) {
 }
 
 __attribute__((destructor)) static void mneme_finish(void) {
-  if (!mneme_recording)
+  if (!mneme_recording) {
+    shim_trace("exit");
     return;
+  }
   /* Load even if the application never launched anything, so the status
    * file still says how many kernels were registered. */
   shim_trace("exit");
