@@ -497,6 +497,7 @@ func (r *Recorder) recordInstance(ks *kernelState, l *Launch, dh string) (Decisi
 		r.reportError(fmt.Sprintf("kernel %s: prologue snapshot: %v", name, err))
 		return Forward, nil
 	}
+	Trace("runtime", "record %s: prologue copied", dh)
 	if err := r.proc.Launch(l); err != nil {
 		r.reportError(fmt.Sprintf("kernel %s: launch failed while recording: %v", name, err))
 		return Launched, err
@@ -505,11 +506,13 @@ func (r *Recorder) recordInstance(ks *kernelState, l *Launch, dh string) (Decisi
 		r.reportError(fmt.Sprintf("kernel %s faulted while recording: %v", name, err))
 		return Launched, err
 	}
+	Trace("runtime", "record %s: launched", dh)
 	epi, err := r.snapshot(l, 1)
 	if err != nil {
 		r.reportError(fmt.Sprintf("kernel %s: epilogue snapshot: %v", name, err))
 		return Launched, nil
 	}
+	Trace("runtime", "record %s: epilogue copied", dh)
 	k := ks.meta
 	inst := &db.Instance{
 		DynamicHash: dh,
@@ -539,6 +542,7 @@ func (r *Recorder) recordInstance(ks *kernelState, l *Launch, dh string) (Decisi
 	r.status.SnapshotBytes += int64(inst.PrologueBytes + inst.EpilogueBytes)
 	r.status.SnapshotRawBytes += int64(pro.RawSize() + epi.RawSize())
 	r.status.SnapshotSeconds += time.Since(start).Seconds()
+	Trace("runtime", "record %s: snapshots written", dh)
 	k.Instances[dh] = inst
 	start = time.Now()
 	err = r.writeKernel(k)
