@@ -58,6 +58,8 @@ def main():
     ap.add_argument("--runs", type=int, default=15)
     ap.add_argument("--max-recordings", type=int, default=4)
     ap.add_argument("--json", help="write every sample here")
+    ap.add_argument("--in-app", action="append", default=[], metavar="LABEL:VAR=VALUE[:VAR=VALUE...]",
+                    help="another in-app variant with these variables changed (repeatable), to isolate a cost")
     ap.add_argument("--trace", action="store_true", help="print a timeline of traced runs of every variant first")
     ap.add_argument("--trace-runs", type=int, default=9)
     a = ap.parse_args()
@@ -80,6 +82,10 @@ def main():
     variants = [("plain", lambda: run([a.plain, n])),
                 ("wrapped", lambda: run([a.wrapped, n])),
                 ("in-app", lambda: run([a.wrapped, n], inapp_env))]
+    for spec in a.in_app:
+        label, *pairs = spec.split(":")
+        env = dict(inapp_env, **dict(p.split("=", 1) for p in pairs))
+        variants.append((label, lambda env=env: run([a.wrapped, n], env)))
     for label, path in mnemes:
         variants.append((label, lambda path=path: run([path, "record", "-rdb", rdb, "--max-recordings", str(a.max_recordings), "--", a.wrapped, n])))
 
@@ -90,6 +96,10 @@ def main():
         trace = os.path.join(work, "trace")
         os.environ["MNEME_TRACE"] = trace
         inapp_env["MNEME_TRACE"] = trace
+        for _, fn in variants:
+            env = getattr(fn, "__defaults__", None)
+            if env and isinstance(env[0], dict):
+                env[0]["MNEME_TRACE"] = trace
         for name, fn in variants:
             times = {}
             for _ in range(a.trace_runs):
@@ -118,7 +128,11 @@ def main():
             for key, (_, ts) in sorted(times.items(), key=lambda kv: statistics.median(kv[1][1])):
                 print(f"  {statistics.median(ts):8.1f}  {key}")
         del os.environ["MNEME_TRACE"]
-        del inapp_env["MNEME_TRACE"]
+        for _, fn in variants:
+            env = getattr(fn, "__defaults__", None)
+            if env and isinstance(env[0], dict):
+                env[0].pop("MNEME_TRACE", None)
+        inapp_env.pop("MNEME_TRACE", None)
 
     samples = {name: [] for name, _ in variants}
     last_stderr = {}
