@@ -647,17 +647,12 @@ func (r *Recorder) Finish() {
 	}
 	r.status.Finished = true
 	r.writeStatus()
-	if r.arena != nil && r.proc != nil {
-		// Give the device memory back while CUDA still runs (the shim
-		// finishes from an exit handler that precedes CUDA's shutdown):
-		// left to the driver's teardown of the process, it made the exit
-		// slower. Failing only costs that time, so it is traced, not
-		// reported.
+	if r.arena != nil {
+		// Give the device memory back now: left to the driver, it made the
+		// process's exit slower than the release itself (see Releaser).
 		Trace("runtime", "release the arena")
-		err := r.proc.Synchronize()
-		if err == nil {
-			_, err = r.arena.Release()
+		if _, err := r.arena.Release(); err != nil {
+			fmt.Fprintln(r.cfg.Log, "mneme record:", err)
 		}
-		Trace("runtime", "arena released (%v)", err)
 	}
 }

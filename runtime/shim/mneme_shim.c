@@ -587,8 +587,6 @@ static struct {
 static int rt_ready; /* 1: loaded, -1: failed (recording disabled) */
 static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static void finish_at_exit(void);
-
 static void load_failed(const char *what, const char *detail) {
   fprintf(stderr,
           "mneme: recording disabled: %s%s%s (MNEME_RT_LIB=%s)\n", what,
@@ -645,16 +643,10 @@ static int load_runtime(int init_cuda) {
           __real_cudaFree(NULL);
         shim_trace("context ready");
         host_api.cuda_initialized = init_cuda;
-        if (init(&host_api) != 0) {
+        if (init(&host_api) != 0)
           load_failed("the runtime library failed to start", NULL);
-        } else {
+        else
           rt_ready = 1;
-          /* Registered after the CUDA runtime's own exit handler, so it
-           * runs before the runtime shuts CUDA down (exit handlers run in
-           * reverse order): the recorder can still release its memory. */
-          if (init_cuda)
-            atexit(finish_at_exit);
-        }
       }
     }
   }
@@ -662,27 +654,17 @@ static int load_runtime(int init_cuda) {
   return rt_ready > 0;
 }
 
-/* finish_at_exit ends the recording once, from the exit handler that
- * load_runtime registers or else from the destructor. */
-static void finish_at_exit(void) {
-  static int finished;
-  if (finished)
-    return;
-  finished = 1;
-  shim_trace("exit");
-  /* Load even if the application never launched anything, so the status
-   * file still says how many kernels were registered. */
-  if (load_runtime(0))
-    rt.finish();
-  shim_trace("exit: runtime finished");
-}
-
 __attribute__((destructor)) static void mneme_finish(void) {
   if (!mneme_recording) {
     shim_trace("exit");
     return;
   }
-  finish_at_exit();
+  /* Load even if the application never launched anything, so the status
+   * file still says how many kernels were registered. */
+  shim_trace("exit");
+  if (load_runtime(0))
+    rt.finish();
+  shim_trace("exit: runtime finished");
 }
 
 static pthread_once_t managed_once = PTHREAD_ONCE_INIT;
