@@ -647,12 +647,4 @@ func (r *Recorder) Finish() {
 	}
 	r.status.Finished = true
 	r.writeStatus()
-	if r.arena != nil {
-		// Give the device memory back now: left to the driver, it made the
-		// process's exit slower than the release itself (see Releaser).
-		Trace("runtime", "release the arena")
-		if _, err := r.arena.Release(); err != nil {
-			fmt.Fprintln(r.cfg.Log, "mneme record:", err)
-		}
-	}
 }

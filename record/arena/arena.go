@@ -33,17 +33,6 @@ type Backend interface {
 	Map(addr, size uint64) error
 }
 
-// Releaser is implemented by backends that can give the range back: the
-// recorder releases it when the application exits, so the driver does not
-// have to while the process ends, which was measured to be slower.
-type Releaser interface {
-	// Unmap unmaps [addr, addr+size), exactly a range one Map call mapped,
-	// releasing its physical memory.
-	Unmap(addr, size uint64) error
-	// Free frees the reservation made by Reserve.
-	Free(base, size uint64) error
-}
-
 // Block is one live allocation.
 type Block struct {
 	Addr uint64 // device address
@@ -82,9 +71,7 @@ type Arena struct {
 	holes    []hole           // free spans, sorted by address, never adjacent
 	live     map[uint64]Block // by address
 	mapped   map[uint64]bool  // granularity chunks already backed, by index
-	maps     []hole           // the ranges of the Map calls, for Release
 	highest  uint64           // bytes from base ever handed out (for reports)
-	released bool
 }
 
 // New reserves [base, base+size) through b and serves blocks from all of
@@ -144,9 +131,6 @@ func (a *Arena) Granularity() uint64 { return a.gran }
 func (a *Arena) Alloc(n uint64) (uint64, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.released {
-		return 0, errors.New("recording arena: allocation after the arena was released")
-	}
 	span := roundUp(max(n, 1), a.gran)
 	if span < n { // overflow of the rounding
 		return 0, a.exhausted(n, n)
@@ -197,36 +181,11 @@ func (a *Arena) ensureMapped(addr, span uint64) error {
 		if err := a.backend.Map(a.base+c*a.gran, (run-c)*a.gran); err != nil {
 			return err
 		}
-		a.maps = append(a.maps, hole{a.base + c*a.gran, (run - c) * a.gran})
 		for ; c < run; c++ {
 			a.mapped[c] = true
 		}
 	}
 	return nil
-}
-
-// Release unmaps all the physical memory and frees the reservation, when
-// the backend can (see Releaser); it reports whether it did. The arena
-// serves no allocation afterwards; frees are still accepted.
-func (a *Arena) Release() (bool, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	r, ok := a.backend.(Releaser)
-	if !ok || a.released {
-		return false, nil
-	}
-	a.released = true
-	var first error
-	for _, m := range a.maps {
-		if err := r.Unmap(m.addr, m.size); err != nil && first == nil {
-			first = fmt.Errorf("recording arena: unmap %s at %#x: %w", human(m.size), m.addr, err)
-		}
-	}
-	a.maps, a.mapped = nil, map[uint64]bool{}
-	if err := r.Free(a.base, a.reserved); err != nil && first == nil {
-		first = fmt.Errorf("recording arena: free the reservation at %#x: %w", a.base, err)
-	}
-	return true, first
 }
 
 // Free returns a block to the range, merging it with free neighbours. The

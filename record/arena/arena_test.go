@@ -51,27 +51,6 @@ func (v *hostVM) Map(addr, size uint64) error {
 	return nil
 }
 
-func (v *hostVM) Unmap(addr, size uint64) error {
-	for c := addr; c < addr+size; c += v.gran {
-		if !v.mapped[c] {
-			return fmt.Errorf("unmap of chunk %#x, which is not mapped", c)
-		}
-		delete(v.mapped, c)
-	}
-	return nil
-}
-
-func (v *hostVM) Free(base, size uint64) error {
-	if !v.reserved || base != v.base || size != v.size {
-		return fmt.Errorf("free %#x+%d does not match the reservation %#x+%d", base, size, v.base, v.size)
-	}
-	if len(v.mapped) != 0 {
-		return fmt.Errorf("free with %d chunks still mapped", len(v.mapped))
-	}
-	v.reserved = false
-	return nil
-}
-
 func newArena(t *testing.T, size uint64) (*Arena, *hostVM) {
 	t.Helper()
 	vm := &hostVM{gran: 2 * mib}
@@ -279,28 +258,5 @@ func BenchmarkAllocFree(b *testing.B) {
 			b.Fatal(err)
 		}
 		ptrs = append(ptrs, p)
-	}
-}
-
-func TestReleaseUnmapsEverythingAndFreesTheReservation(t *testing.T) {
-	a, vm := newArena(t, 64*mib)
-	p1, _ := a.Alloc(3 * mib)
-	a.Alloc(1)
-	a.Free(p1)
-	a.Alloc(5 * mib) // does not fit the freed 4 MiB: three more chunks
-	if len(vm.mapped) != 6 || vm.mapCalls != 3 {
-		t.Fatalf("%d chunks mapped in %d calls before release, want 6 in 3", len(vm.mapped), vm.mapCalls)
-	}
-	if ok, err := a.Release(); !ok || err != nil {
-		t.Fatalf("Release: %v %v", ok, err)
-	}
-	if len(vm.mapped) != 0 || vm.reserved {
-		t.Fatalf("after release: %d chunks mapped, reserved %v", len(vm.mapped), vm.reserved)
-	}
-	if _, err := a.Alloc(1); err == nil {
-		t.Error("allocation after release succeeded")
-	}
-	if ok, _ := a.Release(); ok {
-		t.Error("second release did something")
 	}
 }

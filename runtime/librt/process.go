@@ -228,7 +228,3 @@ func (v vmm) Map(addr, size uint64) error {
 	}
 	return h.Release()
 }
-
-func (v vmm) Unmap(addr, size uint64) error { return cuda.MemUnmap(addr, size) }
-
-func (v vmm) Free(base, size uint64) error { return cuda.AddressFree(base, size) }
