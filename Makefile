@@ -32,6 +32,8 @@ cmake:
 test:
 	$(GO) vet ./...
 	$(GO) test ./...
+	# the static LLVM link that `make` ships, through the LLVM and JIT tests
+	$(GO) test -tags llvmstatic ./llvm ./jit
 
 gpu-test:
 	./scripts/gpu-test.sh

@@ -6,7 +6,8 @@
 #  - Without Go (a bare GPU machine): uses what scripts/gpu-bundle.sh put in
 #    .gpu/ (the prefix and prebuilt test binaries; .gpu/env.sh for clang-22).
 # Then it builds the examples plainly and with the wrapper, records, inspects,
-# replays and tunes, and prints a summary. Logs go to ./gpu-test-logs
+# replays and tunes, runs the recorder's checks and overhead benchmark
+# (runtime/shim/bench/gpu-record.sh), and prints a summary. Logs go to ./gpu-test-logs
 # ($GPU_TEST_LOGS), and as one archive into $OUT when that is set.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -93,24 +94,6 @@ if [ -z "${SKIP_E2E:-}" ]; then
     ev=$(med "$logs/fidelity-events.json"); cu=$(med "$logs/fidelity-cupti.json")
     note "fidelity stencil: application ${app_us} us (events); replay ${ev} us (events), ${cu} us (cupti); ratio $(python3 -c "print(round(float('$ev')/float('$app_us'),3))" 2>/dev/null)"
   fi
-  # Recording overhead: an application with 2000 launches, --max-recordings 4,
-  # against its plain run: medians of 9 interleaved runs.
-  app=$w/wrapper/scalarsweep/scalarsweep
-  if [ -x "$app" ]; then
-    python3 - "$app" "$w/rdb-overhead" > "$logs/overhead.txt" <<'PY'
-import statistics, subprocess, sys, time
-app, rdb = sys.argv[1:3]
-def run(cmd):
-    s = time.perf_counter(); subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); return time.perf_counter() - s
-plain, rec = [], []
-for _ in range(9):
-    plain.append(run([app]))
-    rec.append(run(["mneme", "record", "-rdb", rdb, "--overwrite", "--max-recordings", "4", "--", app]))
-p, r = statistics.median(plain), statistics.median(rec)
-print(f"plain {p*1000:.0f} ms, recorded {r*1000:.0f} ms (medians of 9 interleaved), ratio {r/p:.3f}")
-PY
-    note "recording overhead scalarsweep: $(cat "$logs/overhead.txt")"
-  fi
   # Tuning: the 80-configuration vector-add space, 7 timed iterations each.
   rdb=$w/rdb/vecadd
   if [ -d "$rdb" ] && [ -z "${SKIP_TUNE:-}" ]; then
@@ -128,6 +111,17 @@ PY
     while read -r l; do note "${l#== }"; done < <(grep '^==' "$logs/tune-checks.log")
   fi
 fi
+# The recorder's own checks (allocation paths, managed memory, a crashing
+# application, a small arena, per-thread streams, --kernels/--skip) and the
+# recording-overhead benchmark (record_overhead.py, OVERHEAD_RUNS rounds).
+if [ -z "${SKIP_RECORD_CHECKS:-}" ]; then
+  MNEME_PREFIX_DIR=$prefix LOGS=$logs/record-checks OUT= runtime/shim/bench/gpu-record.sh > "$logs/record-checks.log" 2>&1
+  grep -E '^(FAIL|crash|small arena|unwrapped|record rc_)' "$logs/record-checks.log"
+  sed -n '/interleaved runs/,/^recording overhead/p' "$logs/record-checks.log" | grep -v '^  \['
+  note "record checks: $(tail -n 1 "$logs/record-checks.log")"
+  note "$(grep '^recording overhead' "$logs/record-checks.log" || echo "recording overhead: not measured (record-checks.log)")"
+fi
+
 echo; echo "== summary"; printf '%s\n' "${summary[@]}" | tee "$logs/summary.txt"
 # Where a collection folder is given (OUT), leave the logs there as one archive.
 [ -n "${OUT:-}" ] && tar czf "$OUT/gpu-test-logs.tgz" --exclude=./e2e -C "$logs" . 2>/dev/null
