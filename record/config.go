@@ -52,10 +52,6 @@ type Config struct {
 	Skip          int            // matching launches to let pass before recording
 	Compress      bool           // zstd-compress snapshot chunks where it pays
 	Log           io.Writer      // where errors are reported as they happen (the application's stderr)
-	// CompressProcs, when above the current GOMAXPROCS, is the GOMAXPROCS
-	// set while a snapshot is compressed: the runtime library runs with one
-	// processor inside the application and needs more only for that.
-	CompressProcs int
 }
 
 // ParseVASS reads an arena size in GiB ("4", "0.5") as bytes.

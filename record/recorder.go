@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -527,12 +526,6 @@ func (r *Recorder) recordInstance(ks *kernelState, l *Launch, dh string) (Decisi
 		RecordedAt:  time.Now().UTC().Format(time.RFC3339Nano),
 	}
 	start := time.Now()
-	if r.cfg.CompressProcs > 0 && (r.snapshotOptions(pro).Compress || r.snapshotOptions(epi).Compress) {
-		if prev := runtime.GOMAXPROCS(0); r.cfg.CompressProcs > prev {
-			runtime.GOMAXPROCS(r.cfg.CompressProcs)
-			defer runtime.GOMAXPROCS(prev)
-		}
-	}
 	// No fsync: the rename alone keeps the database valid if the
 	// application crashes, which is what recording must survive; an fsync
 	// per snapshot would cost more than the copy on many file systems.

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -599,28 +598,5 @@ func BenchmarkRecordInstance(b *testing.B) {
 				b.ReportMetric(float64(st.SnapshotBytes)/float64(2*n*b.N), "stored/raw")
 			})
 		}
-	}
-}
-
-// TestCompressProcsIsRestored: a recording that compresses its snapshots
-// with more processors leaves GOMAXPROCS as it found it.
-func TestCompressProcsIsRestored(t *testing.T) {
-	prev := runtime.GOMAXPROCS(1)
-	defer runtime.GOMAXPROCS(prev)
-	f := newFixture(t, func(c *Config) { c.Compress, c.CompressProcs = true, 3 })
-	big, err := f.rec.Malloc(minCompressedSnapshot) // zeros: compresses well
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.setup()
-	if d := f.launch(saxpyLaunch(2, f.x, f.y, 4)); d != Launched {
-		t.Fatalf("decision %v", d)
-	}
-	if n := runtime.GOMAXPROCS(0); n != 1 {
-		t.Errorf("GOMAXPROCS %d after the recording, want 1 restored", n)
-	}
-	st := f.rec.Status()
-	if st.SnapshotBytes >= st.SnapshotRawBytes/4 {
-		t.Errorf("snapshots of %d raw bytes (a %#x block of zeros) written as %d: not compressed", st.SnapshotRawBytes, big, st.SnapshotBytes)
 	}
 }

@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
 	"sync"
 	"time"
 	"unsafe"
@@ -62,15 +61,6 @@ func mneme_rt_init(api *C.struct_mneme_host_api) C.int {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "mneme record:", err)
 		return -1
-	}
-	// One processor: the recorder runs on the application's threads, one
-	// call at a time, and idle processors only wake OS threads (scheduler
-	// spinning, idle GC workers) that the application pays for: measured on
-	// the H200 machine, the 4 recordings of scalarsweep's launch loop took
-	// ~1.5 ms less and the whole run ~12 ms less with GOMAXPROCS=1.
-	// Compressing a large snapshot is the parallel work; it gets them all.
-	if os.Getenv("GOMAXPROCS") == "" {
-		cfg.CompressProcs = runtime.GOMAXPROCS(1)
 	}
 	if api.cuda_initialized == 0 {
 		// Loaded at exit by an application that made no CUDA call: report
