@@ -122,11 +122,16 @@ def main():
                                 key = key.replace("#", str(seen[key]))
                             events.append((key, int(ns) - spawn))
                 events.append(("exited", done - spawn))
+                events.sort(key=lambda e: e[1])
+                prev = 0
                 for i, (key, t) in enumerate(events):
-                    times.setdefault(key, (i, []))[1].append(t / 1e6)
-            print(f"timeline of {name}: median ms from the spawn over {a.trace_runs} runs")
-            for key, (_, ts) in sorted(times.items(), key=lambda kv: statistics.median(kv[1][1])):
-                print(f"  {statistics.median(ts):8.1f}  {key}")
+                    times.setdefault(key, (i, [], []))
+                    times[key][1].append(t / 1e6)
+                    times[key][2].append((t - prev) / 1e6)
+                    prev = t
+            print(f"timeline of {name} over {a.trace_runs} runs: median ms from the spawn, and median ms since the event before")
+            for key, (_, ts, steps) in sorted(times.items(), key=lambda kv: statistics.median(kv[1][1])):
+                print(f"  {statistics.median(ts):8.1f} {statistics.median(steps):8.1f}  {key}")
         del os.environ["MNEME_TRACE"]
         for _, fn in variants:
             env = getattr(fn, "__defaults__", None)
