@@ -608,19 +608,12 @@ static void *timed_dlopen(const char *path) {
 /* load_runtime dlopens the library and initializes it. init_cuda makes the
  * CUDA runtime create its context first (cudaFree(NULL)), so the library's
  * driver-API calls see the same primary context as the application; it is
- * false only on the exit path, where no CUDA call should be made. The
- * context is created before the Go runtime starts in the process, so CUDA
- * sets up its address space as it would without us. */
+ * false only on the exit path, where no CUDA call should be made. */
 static int load_runtime(int init_cuda) {
   if (__builtin_expect(rt_ready != 0, 1))
     return rt_ready > 0;
   pthread_mutex_lock(&load_lock);
   if (rt_ready == 0) {
-    if (init_cuda) {
-      shim_trace("creating the CUDA context");
-      __real_cudaFree(NULL);
-      shim_trace("context ready");
-    }
     shim_trace("load runtime library");
     const char *path = getenv("MNEME_RT_LIB");
     void *lib = NULL;
@@ -645,7 +638,10 @@ static int load_runtime(int init_cuda) {
           host_api.ir_start = __start_mneme_ir;
           host_api.ir_size = (size_t)(__stop_mneme_ir - __start_mneme_ir);
         }
-        shim_trace("runtime library loaded");
+        shim_trace("loaded; creating the CUDA context");
+        if (init_cuda)
+          __real_cudaFree(NULL);
+        shim_trace("context ready");
         host_api.cuda_initialized = init_cuda;
         if (init(&host_api) != 0)
           load_failed("the runtime library failed to start", NULL);
