@@ -335,12 +335,16 @@ func TestScalarArgumentsMakeDistinctInstancesAndRepeatsCount(t *testing.T) {
 	}
 }
 
+// saxpySkip1Cap2 selects saxpy only, skips its first launch and records at
+// most 2 of its instances.
+func saxpySkip1Cap2(c *Config) {
+	c.Kernels = regexp.MustCompile(`^saxpy\(`)
+	c.Skip = 1
+	c.MaxRecordings = 2
+}
+
 func TestSelectionSkipAndCap(t *testing.T) {
-	f := newFixture(t, func(c *Config) {
-		c.Kernels = regexp.MustCompile(`^saxpy\(`)
-		c.Skip = 1
-		c.MaxRecordings = 2
-	})
+	f := newFixture(t, saxpySkip1Cap2)
 	f.setup()
 	other := &Launch{Kernel: Kernel{Name: "_Z5otherv", Demangled: "other()"}, Grid: spec.Dim3{X: 1, Y: 1, Z: 1}, Block: spec.Dim3{X: 1, Y: 1, Z: 1}}
 	f.gpu.kernels["_Z5otherv"] = func(*simGPU, *Launch) error { return nil }
@@ -377,11 +381,7 @@ func TestSelectionSkipAndCap(t *testing.T) {
 // caller reports for what it decided alone end up in the occurrences and
 // the status exactly as if every launch had been shown.
 func TestMemoLetsTheCallerCountRepeats(t *testing.T) {
-	f := newFixture(t, func(c *Config) {
-		c.Kernels = regexp.MustCompile(`^saxpy\(`)
-		c.Skip = 1
-		c.MaxRecordings = 2
-	})
+	f := newFixture(t, saxpySkip1Cap2)
 	f.setup()
 	launch := func(a float32) (Decision, Memo) {
 		t.Helper()
