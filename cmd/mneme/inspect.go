@@ -154,26 +154,50 @@ func describeDB(d *db.DB) inspectDoc {
 // share gets the <static-hash>/<dynamic-hash> form.
 func shortIDs(d *db.DB) map[string]string {
 	all := d.All()
-	out := make(map[string]string, len(all))
+	// Sorted by dynamic hash, the longest prefix an instance shares with any
+	// other is the one it shares with a neighbour: one more digit (at
+	// least 8) is unique, which is what db.Find resolves.
+	sorted := append([]db.InstanceRef(nil), all...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Instance.DynamicHash < sorted[j].Instance.DynamicHash })
+	uniform := true // every dynamic hash of one length, as db.DynamicHash makes them
 	for _, r := range all {
+		uniform = uniform && len(r.Instance.DynamicHash) == len(all[0].Instance.DynamicHash)
+	}
+	resolves := func(id string, r db.InstanceRef) bool {
+		k, inst, err := d.Find(id)
+		return err == nil && k == r.Kernel && inst == r.Instance
+	}
+	out := make(map[string]string, len(all))
+	for i, r := range sorted {
 		dh := r.Instance.DynamicHash
-		id := ""
-		for n := min(8, len(dh)); n <= len(dh); n++ {
-			if k, inst, err := d.Find(dh[:n]); err == nil && k == r.Kernel && inst == r.Instance {
-				id = dh[:n]
-				break
+		shared := 0
+		for _, j := range []int{i - 1, i + 1} {
+			if j >= 0 && j < len(sorted) {
+				shared = max(shared, commonPrefix(dh, sorted[j].Instance.DynamicHash))
 			}
 		}
-		if id == "" {
-			sh := r.Kernel.StaticHash
-			id = sh[:min(8, len(sh))] + "/" + dh[:min(8, len(dh))]
-			if k, inst, err := d.Find(id); err != nil || k != r.Kernel || inst != r.Instance {
-				id = r.ID()
-			}
+		if id := dh[:min(max(8, shared+1), len(dh))]; shared < len(dh) && (uniform || resolves(id, r)) {
+			out[r.ID()] = id
+			continue
+		}
+		// The same launch recorded for two kernels: qualify it.
+		sh := r.Kernel.StaticHash
+		id := sh[:min(8, len(sh))] + "/" + dh[:min(8, len(dh))]
+		if !resolves(id, r) {
+			id = r.ID()
 		}
 		out[r.ID()] = id
 	}
 	return out
+}
+
+// commonPrefix is the length of the longest common prefix of a and b.
+func commonPrefix(a, b string) int {
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
+	}
+	return n
 }
 
 // formatArg decodes argument bytes by their recorded kind.
