@@ -86,6 +86,12 @@ func codeOf(err error) int {
 	return 0
 }
 
+// IsNoGPU reports whether err means this machine cannot run kernels at all:
+// no driver, or a driver that sees no device.
+func IsNoGPU(err error) bool {
+	return errors.Is(err, ErrNoDriver) || codeOf(err) == ErrCodeNoDevice
+}
+
 // IsLaunchFailure reports whether err is a fault raised while a kernel ran:
 // an illegal or misaligned address, a trap or device assert, an illegal
 // instruction, a stack error, a timeout. Such errors surface at the launch

@@ -393,6 +393,9 @@ func (w *worker) tryStartOpen(ctx context.Context) error {
 		return fmt.Errorf("open: %w", err)
 	}
 	if !resp.OK {
+		if resp.NoGPU {
+			return fmt.Errorf("%w: %s", ErrNoGPU, resp.Error)
+		}
 		return fmt.Errorf("%s", resp.Error)
 	}
 	if !w.compileOnly {

@@ -2,6 +2,7 @@ package tune
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -221,6 +222,15 @@ func TestExecutorOpenFailureIsReported(t *testing.T) {
 	err := e.Start(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "no CUDA driver") {
 		t.Fatalf("Start: %v, want the worker's open error", err)
+	}
+	if !errors.Is(err, ErrNoGPU) {
+		t.Errorf("Start: %v does not match ErrNoGPU across the protocol", err)
+	}
+	// Another open failure is not mistaken for a missing GPU.
+	e, _ = newTestExecutor(t, "TESTWORKER_FAIL_OPEN=db")
+	e.MaxOpenFailures = 1
+	if err := e.Start(context.Background()); err == nil || errors.Is(err, ErrNoGPU) || !strings.Contains(err.Error(), "no such database") {
+		t.Errorf("Start with a bad database: %v", err)
 	}
 }
 

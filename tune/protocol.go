@@ -99,6 +99,8 @@ type Response struct {
 	// Closing says the worker exits after this answer (the run left its
 	// CUDA context unusable); the client sends it nothing more.
 	Closing bool `json:"closing,omitempty"`
+	// NoGPU marks a failed open on a machine without a usable GPU.
+	NoGPU bool `json:"no_gpu,omitempty"`
 }
 
 // UnusableSession is implemented by sessions that can become unusable (a
@@ -111,6 +113,11 @@ type UnusableSession interface {
 // ErrSessionUnusable is Serve's result after it answered a request that left
 // the session unusable.
 var ErrSessionUnusable = errors.New("the session became unusable")
+
+// ErrNoGPU is wrapped by a Session's Open error when the machine has no
+// usable GPU (no driver, no device); the answer then carries no_gpu, and the
+// Executor's Start error wraps it again on the client's side.
+var ErrNoGPU = errors.New("no GPU")
 
 // OpenInfo is what a Session reports after opening.
 type OpenInfo struct {
@@ -175,6 +182,7 @@ func Serve(in io.Reader, out io.Writer, s Session) error {
 				info, err := s.Open(*req.Open)
 				if err != nil {
 					resp.Error = "open: " + err.Error()
+					resp.NoGPU = errors.Is(err, ErrNoGPU)
 					break
 				}
 				opened = true

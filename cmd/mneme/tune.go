@@ -358,7 +358,7 @@ func runTune(stdout, stderr io.Writer, fl *pflag.FlagSet, f *tuneFlags) error {
 			res.Close()
 			os.Remove(filepath.Join(opts.Output, tune.TrialsFile))
 		}
-		if strings.Contains(err.Error(), "no CUDA driver") || strings.Contains(err.Error(), "CUDA_ERROR_NO_DEVICE") {
+		if errors.Is(err, tune.ErrNoGPU) {
 			return withExit(exitNoGPU, fmt.Errorf("tune needs a GPU: %w", err))
 		}
 		return withExit(exitFailure, err)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mneme-gpu/mneme/cuda"
 	"github.com/mneme-gpu/mneme/replay"
 	"github.com/mneme-gpu/mneme/spec"
 	"github.com/mneme-gpu/mneme/tune"
@@ -51,6 +52,9 @@ func (w *replayWorker) Open(p tune.OpenParams) (tune.OpenInfo, error) {
 	s, err := replay.Open(replay.Options{DB: p.DB, Kernel: p.Kernel, Instance: p.Instance, Device: p.GPU,
 		Iterations: p.Iterations, Warmup: p.Warmup, Verify: v, CacheDir: p.CacheDir, CompileOnly: p.CompileOnly})
 	if err != nil {
+		if cuda.IsNoGPU(err) {
+			err = fmt.Errorf("%w: %w", tune.ErrNoGPU, err)
+		}
 		return tune.OpenInfo{}, err
 	}
 	w.session = s

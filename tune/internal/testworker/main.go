@@ -51,8 +51,11 @@ func logEvent(format string, a ...any) {
 }
 
 func (s *session) Open(p tune.OpenParams) (tune.OpenInfo, error) {
-	if os.Getenv("TESTWORKER_FAIL_OPEN") == "1" {
-		return tune.OpenInfo{}, fmt.Errorf("no CUDA driver found (test worker told to fail)")
+	switch os.Getenv("TESTWORKER_FAIL_OPEN") {
+	case "1":
+		return tune.OpenInfo{}, fmt.Errorf("%w: no CUDA driver found (test worker told to fail)", tune.ErrNoGPU)
+	case "db":
+		return tune.OpenInfo{}, fmt.Errorf("open %s: no such database (test worker told to fail)", p.DB)
 	}
 	s.params = p
 	logEvent("open gpu=%d compile_only=%v", p.GPU, p.CompileOnly)
