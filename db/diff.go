@@ -27,47 +27,23 @@ type Range struct {
 // global present in only one snapshot, or with a different size, is reported
 // whole (from the epilogue, or the prologue if it is only there).
 func ChangedRanges(pro, epi *Snapshot) []Range {
-	var out []Range
-	proBlobs := make(map[uint64]*Blob, len(pro.Blobs))
-	for i := range pro.Blobs {
-		proBlobs[pro.Blobs[i].Addr] = &pro.Blobs[i]
-	}
-	seen := make(map[uint64]bool, len(epi.Blobs))
-	for i := range epi.Blobs {
-		e := &epi.Blobs[i]
-		seen[e.Addr] = true
-		p := proBlobs[e.Addr]
-		if p == nil || p.Size != e.Size {
-			out = appendWhole(out, e.Addr, e.Size, "")
-			continue
+	blobs := func(s *Snapshot) []region {
+		out := make([]region, len(s.Blobs))
+		for i, b := range s.Blobs {
+			out[i] = region{addr: b.Addr, size: b.Size, data: b.Data}
 		}
-		out = appendDiff(out, p.Data, e.Data, e.Addr, "")
+		return out
 	}
-	for i := range pro.Blobs {
-		if p := &pro.Blobs[i]; !seen[p.Addr] {
-			out = appendWhole(out, p.Addr, p.Size, "")
+	globals := func(s *Snapshot) []region {
+		out := make([]region, len(s.Globals))
+		for i, g := range s.Globals {
+			out[i] = region{addr: g.Addr, size: g.Size, data: g.Data, global: g.Name}
 		}
+		return out
 	}
-	proGlobals := make(map[string]*Global, len(pro.Globals))
-	for i := range pro.Globals {
-		proGlobals[pro.Globals[i].Name] = &pro.Globals[i]
-	}
-	seenG := make(map[string]bool, len(epi.Globals))
-	for i := range epi.Globals {
-		e := &epi.Globals[i]
-		seenG[e.Name] = true
-		p := proGlobals[e.Name]
-		if p == nil || p.Size != e.Size {
-			out = appendWhole(out, e.Addr, e.Size, e.Name)
-			continue
-		}
-		out = appendDiff(out, p.Data, e.Data, e.Addr, e.Name)
-	}
-	for i := range pro.Globals {
-		if p := &pro.Globals[i]; !seenG[p.Name] {
-			out = appendWhole(out, p.Addr, p.Size, p.Name)
-		}
-	}
+	// Heap blocks are matched by address, globals by name.
+	out := diffRegions(nil, blobs(pro), blobs(epi), func(r region) uint64 { return r.addr })
+	out = diffRegions(out, globals(pro), globals(epi), func(r region) string { return r.global })
 	sort.SliceStable(out, func(i, j int) bool {
 		if (out[i].Global == "") != (out[j].Global == "") {
 			return out[i].Global == "" // heap first
@@ -77,6 +53,39 @@ func ChangedRanges(pro, epi *Snapshot) []Range {
 		}
 		return out[i].Addr < out[j].Addr
 	})
+	return out
+}
+
+// region is a heap block or a device global as ChangedRanges compares them.
+type region struct {
+	addr, size uint64
+	data       []byte
+	global     string // the global's name; "" for heap blocks
+}
+
+// diffRegions appends what differs between the prologue's and the
+// epilogue's regions, matched by key: the differing bytes of a region in
+// both, and the whole of a region in only one or resized.
+func diffRegions[K comparable](out []Range, pro, epi []region, key func(region) K) []Range {
+	before := make(map[K]region, len(pro))
+	for _, p := range pro {
+		before[key(p)] = p
+	}
+	seen := make(map[K]bool, len(epi))
+	for _, e := range epi {
+		seen[key(e)] = true
+		p, ok := before[key(e)]
+		if !ok || p.size != e.size {
+			out = appendWhole(out, e.addr, e.size, e.global)
+			continue
+		}
+		out = appendDiff(out, p.data, e.data, e.addr, e.global)
+	}
+	for _, p := range pro {
+		if !seen[key(p)] {
+			out = appendWhole(out, p.addr, p.size, p.global)
+		}
+	}
 	return out
 }
 
