@@ -291,6 +291,17 @@ func TestChangedRanges(t *testing.T) {
 	if r := ChangedRanges(pro, epi2); len(r) != 1 || r[0].Addr != 0x200000000000 || r[0].Size != 10 {
 		t.Fatalf("new blob: %+v", r)
 	}
+	// A global that exists only before the launch, or changes size, is
+	// reported whole too.
+	epi3 := sampleSnapshot()
+	epi3.Globals = nil
+	if r := ChangedRanges(pro, epi3); len(r) != 1 || r[0].Global != "counter" || r[0].Size != pro.Globals[0].Size {
+		t.Fatalf("vanished global: %+v", r)
+	}
+	epi3.Globals = []Global{{Name: "counter", Addr: 0x7000, Size: 8, Data: make([]byte, 8)}}
+	if r := ChangedRanges(pro, epi3); len(r) != 1 || r[0].Global != "counter" || r[0].Size != 8 {
+		t.Fatalf("resized global: %+v", r)
+	}
 }
 
 // TestCodecChoice checks which codec each kind of content gets.
