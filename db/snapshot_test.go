@@ -294,11 +294,14 @@ func TestChangedRanges(t *testing.T) {
 	// A global that exists only before the launch, or changes size, is
 	// reported whole too.
 	epi3 := sampleSnapshot()
-	epi3.Globals = nil
+	if epi3.Globals[0].Name != "counter" {
+		t.Fatalf("sample snapshot changed: first global %q", epi3.Globals[0].Name)
+	}
+	epi3.Globals = epi3.Globals[1:]
 	if r := ChangedRanges(pro, epi3); len(r) != 1 || r[0].Global != "counter" || r[0].Size != pro.Globals[0].Size {
 		t.Fatalf("vanished global: %+v", r)
 	}
-	epi3.Globals = []Global{{Name: "counter", Addr: 0x7000, Size: 8, Data: make([]byte, 8)}}
+	epi3.Globals = append([]Global{{Name: "counter", Addr: 0x7000, Size: 8, Data: make([]byte, 8)}}, epi3.Globals...)
 	if r := ChangedRanges(pro, epi3); len(r) != 1 || r[0].Global != "counter" || r[0].Size != 8 {
 		t.Fatalf("resized global: %+v", r)
 	}
