@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/expr-lang/expr/vm"
 	"github.com/mneme-gpu/mneme/spec"
@@ -218,14 +220,35 @@ func ParseSpace(file string, data []byte, l Launch, lim Limits) (*Space, error) 
 		}
 		return c, env, nil
 	}
+	// Evaluate checks every constraint of a point and then derives it: the
+	// last point's derivation is kept so that happens once, not once per
+	// constraint and again for the configuration.
+	var (
+		lastMu  sync.Mutex
+		lastKey string
+		lastCfg spec.Config
+		lastEnv map[string]any
+		lastErr error
+	)
+	derived := func(pt Point) (spec.Config, map[string]any, error) {
+		key := pt.Key()
+		lastMu.Lock()
+		defer lastMu.Unlock()
+		if lastEnv == nil && lastErr == nil || key != lastKey {
+			lastCfg, lastEnv, lastErr = derive(pt)
+			lastKey = key
+		}
+		return lastCfg, lastEnv, lastErr
+	}
 	s.Derive = func(pt Point) (spec.Config, error) {
-		c, _, err := derive(pt)
+		c, _, err := derived(pt)
+		c.SpecializeArgs = slices.Clone(c.SpecializeArgs) // the kept one stays intact
 		return c, err
 	}
 	for _, c := range constraints {
 		c := c
 		s.Constraints = append(s.Constraints, Constraint{Name: c.text, Check: func(pt Point) (bool, error) {
-			_, env, err := derive(pt)
+			_, env, err := derived(pt)
 			if err != nil {
 				return false, err
 			}
