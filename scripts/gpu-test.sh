@@ -9,6 +9,10 @@
 # replays and tunes, runs the recorder's checks and overhead benchmark
 # (runtime/shim/bench/gpu-record.sh), and prints a summary. Logs go to ./gpu-test-logs
 # ($GPU_TEST_LOGS), and as one archive into $OUT when that is set.
+# Narrowing a run: GPU_TEST_PACKAGES (Go packages, default cuda jit replay
+# record), GPU_BENCH=1 (add the jit and replay benchmarks), EXAMPLES,
+# SKIP_E2E, SKIP_TUNE, SKIP_TUNE_CHECKS, TUNE_CHECKS, SKIP_RECORD_CHECKS,
+# OVERHEAD_RUNS (rounds of the overhead benchmark, default 31).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
