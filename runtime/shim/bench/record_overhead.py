@@ -82,9 +82,11 @@ def main():
     variants = [("plain", lambda: run([a.plain, n])),
                 ("wrapped", lambda: run([a.wrapped, n])),
                 ("in-app", lambda: run([a.wrapped, n], inapp_env))]
+    envs = [os.environ, inapp_env]  # what --trace sets MNEME_TRACE in
     for spec in a.in_app:
         label, *pairs = spec.split(":")
         env = dict(inapp_env, **dict(p.split("=", 1) for p in pairs))
+        envs.append(env)
         variants.append((label, lambda env=env: run([a.wrapped, n], env)))
     for label, path in mnemes:
         variants.append((label, lambda path=path: run([path, "record", "-rdb", rdb, "--max-recordings", str(a.max_recordings), "--", a.wrapped, n])))
@@ -94,12 +96,8 @@ def main():
         # time from the spawn is shown (events named by a hash are numbered
         # in order instead, so runs line up).
         trace = os.path.join(work, "trace")
-        os.environ["MNEME_TRACE"] = trace
-        inapp_env["MNEME_TRACE"] = trace
-        for _, fn in variants:
-            env = getattr(fn, "__defaults__", None)
-            if env and isinstance(env[0], dict):
-                env[0]["MNEME_TRACE"] = trace
+        for env in envs:
+            env["MNEME_TRACE"] = trace
         for name, fn in variants:
             times = {}
             for _ in range(a.trace_runs):
@@ -124,20 +122,16 @@ def main():
                 events.append(("exited", done - spawn))
                 events.sort(key=lambda e: e[1])
                 prev = 0
-                for i, (key, t) in enumerate(events):
-                    times.setdefault(key, (i, [], []))
-                    times[key][1].append(t / 1e6)
-                    times[key][2].append((t - prev) / 1e6)
+                for key, t in events:
+                    at, steps = times.setdefault(key, ([], []))
+                    at.append(t / 1e6)
+                    steps.append((t - prev) / 1e6)
                     prev = t
             print(f"timeline of {name} over {a.trace_runs} runs: median ms from the spawn, and median ms since the event before")
-            for key, (_, ts, steps) in sorted(times.items(), key=lambda kv: statistics.median(kv[1][1])):
+            for key, (ts, steps) in sorted(times.items(), key=lambda kv: statistics.median(kv[1][0])):
                 print(f"  {statistics.median(ts):8.1f} {statistics.median(steps):8.1f}  {key}")
-        del os.environ["MNEME_TRACE"]
-        for _, fn in variants:
-            env = getattr(fn, "__defaults__", None)
-            if env and isinstance(env[0], dict):
-                env[0].pop("MNEME_TRACE", None)
-        inapp_env.pop("MNEME_TRACE", None)
+        for env in envs:
+            env.pop("MNEME_TRACE", None)
 
     samples = {name: [] for name, _ in variants}
     last_stderr = {}
