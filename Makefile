@@ -12,28 +12,84 @@ GOTAGS      := $(if $(filter static,$(LLVM_LINK)),llvmstatic,)
 export CGO_CPPFLAGS := $(shell $(LLVM_CONFIG) --cppflags)
 export CGO_LDFLAGS  := $(shell $(LLVM_CONFIG) --ldflags) -Wl,-rpath,$(shell $(LLVM_CONFIG) --libdir)
 
-.PHONY: all mneme runtime cmake test gpu-test clean
+# Lint tools: staticcheck at a pinned version, installed from the Go module
+# proxy into $(TOOLS) on first use (scripts/setup.sh installs it up front);
+# clang-format-22 from Debian (scripts/setup.sh).
+TOOLS               ?= $(CURDIR)/.tools
+STATICCHECK_VERSION := v0.8.2
+STATICCHECK         := $(TOOLS)/staticcheck-$(STATICCHECK_VERSION)
+CLANG_FORMAT        ?= clang-format-22
+# Mutation testing (make mutate, not part of make test: it takes a while):
+# gremlins at a pinned version, installed the same way.
+GREMLINS_VERSION    := v0.6.0
+GREMLINS            := $(TOOLS)/gremlins-$(GREMLINS_VERSION)
+# Tracked and new (not ignored) files, so build outputs are never checked.
+GO_FILES = $$(git ls-files --cached --others --exclude-standard '*.go')
+C_FILES  = $$(git ls-files --cached --others --exclude-standard '*.c' '*.h' '*.cc' '*.cpp' '*.cu' '*.cuh')
+# How long `make test` runs each fuzz target.
+FUZZTIME ?= 3s
+# Packages whose code runs goroutines, tested again under the race detector.
+RACE_PKGS := ./tune ./db ./record ./record/arena
+
+.PHONY: all mneme runtime cmake test lint tools gpu-test mutate clean
 all: mneme runtime cmake
 
 mneme:
 	$(GO) build -trimpath -tags '$(GOTAGS)' -o $(PREFIX)/bin/mneme ./cmd/mneme
 	install -m 755 toolchain/bin/mneme-cc toolchain/bin/mneme-cxx $(PREFIX)/bin/
 
+# The C shim: one object per file of cmd/mneme-rt/shim, archived afresh (ar
+# would keep members of files that no longer exist).
+SHIM_SRC := $(wildcard cmd/mneme-rt/shim/*.c)
+SHIM_OBJ := $(SHIM_SRC:cmd/mneme-rt/shim/%.c=$(PREFIX)/obj/shim/%.o)
+
 runtime:
-	@mkdir -p $(PREFIX)/lib $(PREFIX)/obj
-	$(GO) build -trimpath -buildmode=c-shared -o $(PREFIX)/lib/libmneme_rt.so ./runtime/librt
-	$(CC) -O2 -fPIC -Wall -c runtime/shim/mneme_shim.c -o $(PREFIX)/obj/mneme_shim.o
-	ar rcs $(PREFIX)/lib/libmneme_shim.a $(PREFIX)/obj/mneme_shim.o
+	@mkdir -p $(PREFIX)/lib $(PREFIX)/obj/shim
+	$(GO) build -trimpath -buildmode=c-shared -o $(PREFIX)/lib/libmneme_rt.so ./cmd/mneme-rt
+	for c in $(SHIM_SRC); do $(CC) -O2 -fPIC -Wall -c $$c -o $(PREFIX)/obj/shim/$$(basename $$c .c).o || exit 1; done
+	rm -f $(PREFIX)/lib/libmneme_shim.a
+	ar rcs $(PREFIX)/lib/libmneme_shim.a $(SHIM_OBJ)
 
 cmake:
 	@mkdir -p $(PREFIX)/lib/cmake/mneme
 	cp toolchain/cmake/*.cmake $(PREFIX)/lib/cmake/mneme/
 
-test:
+tools: $(STATICCHECK)
+
+$(STATICCHECK):
+	@mkdir -p $(TOOLS)
+	GOBIN=$(TOOLS) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	mv $(TOOLS)/staticcheck $@
+
+$(GREMLINS):
+	@mkdir -p $(TOOLS)
+	GOBIN=$(TOOLS) $(GO) install github.com/go-gremlins/gremlins/cmd/gremlins@$(GREMLINS_VERSION)
+	mv $(TOOLS)/gremlins $@
+
+# go vet, staticcheck (staticcheck.conf), the format of every Go file (gofmt)
+# and C, C++ and CUDA file (clang-format, .clang-format), and that every file
+# the sources and documents refer to exists.
+lint: $(STATICCHECK)
 	$(GO) vet ./...
+	$(STATICCHECK) ./...
+	@files=$$(gofmt -l $(GO_FILES)); if [ -n "$$files" ]; then echo "gofmt -w these files:"; echo "$$files"; exit 1; fi
+	$(CLANG_FORMAT) --dry-run --Werror $(C_FILES)
+	./scripts/check-refs.sh
+
+test: lint
 	$(GO) test ./...
+	$(GO) test -race $(RACE_PKGS)
 	# the static LLVM link that `make` ships, through the LLVM and JIT tests
 	$(GO) test -tags llvmstatic ./llvm ./jit
+	# the Python API (python/), from the virtual environment scripts/setup.sh makes
+	cd python && ../.venv/bin/python -m pytest -q
+	# every fuzz target past its seeds, FUZZTIME each (scripts/fuzz-all.sh)
+	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz-all.sh
+
+# Mutation testing of the packages where a wrong answer is silent
+# (scripts/mutate.sh); prints each package's score.
+mutate: $(GREMLINS)
+	GREMLINS=$(GREMLINS) ./scripts/mutate.sh
 
 gpu-test:
 	./scripts/gpu-test.sh

@@ -11,16 +11,19 @@
 #include <string.h>
 
 typedef int CUptiResult;
-typedef void (*mn_buffer_requested)(uint8_t **buffer, size_t *size, size_t *max_records);
-typedef void (*mn_buffer_completed)(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size,
-                                    size_t valid);
+typedef void (*mn_buffer_requested)(uint8_t **buffer, size_t *size,
+                                    size_t *max_records);
+typedef void (*mn_buffer_completed)(CUcontext ctx, uint32_t stream,
+                                    uint8_t *buffer, size_t size, size_t valid);
 
 static void *cupti;
-static CUptiResult (*p_cuptiActivityRegisterCallbacks)(mn_buffer_requested, mn_buffer_completed);
+static CUptiResult (*p_cuptiActivityRegisterCallbacks)(mn_buffer_requested,
+                                                       mn_buffer_completed);
 static CUptiResult (*p_cuptiActivityEnable)(int kind);
 static CUptiResult (*p_cuptiActivityDisable)(int kind);
 static CUptiResult (*p_cuptiActivityFlushAll)(uint32_t flag);
-static CUptiResult (*p_cuptiActivityGetNextRecord)(uint8_t *buffer, size_t valid, void **record);
+static CUptiResult (*p_cuptiActivityGetNextRecord)(uint8_t *buffer,
+                                                   size_t valid, void **record);
 static CUptiResult (*p_cuptiGetResultString)(CUptiResult r, const char **s);
 
 // CUpti_ActivityKind values.
@@ -48,25 +51,28 @@ static int collecting;
 
 static void on_requested(uint8_t **buffer, size_t *size, size_t *max_records) {
   void *p = NULL;
-  if (posix_memalign(&p, 8, BUFFER_BYTES) != 0) p = NULL;
+  if (posix_memalign(&p, 8, BUFFER_BYTES) != 0)
+    p = NULL;
   *buffer = p;
   *size = p ? BUFFER_BYTES : 0;
   *max_records = 0;
 }
 
-static void on_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size,
-                         size_t valid) {
+static void on_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer,
+                         size_t size, size_t valid) {
   void *rec = NULL;
   (void)ctx;
   (void)stream;
   (void)size;
-  if (!buffer) return;
+  if (!buffer)
+    return;
   pthread_mutex_lock(&mu);
   while (valid > 0 && p_cuptiActivityGetNextRecord(buffer, valid, &rec) == 0) {
     const uint8_t *r = rec;
     uint32_t kind;
     memcpy(&kind, r + OFF_KIND, 4);
-    if ((kind != KIND_CONCURRENT_KERNEL && kind != KIND_KERNEL) || !collecting) continue;
+    if ((kind != KIND_CONCURRENT_KERNEL && kind != KIND_KERNEL) || !collecting)
+      continue;
     if (nrecs == caprecs) {
       size_t ncap = caprecs ? caprecs * 2 : 1024;
       mn_kernel_record *n = realloc(recs, ncap * sizeof(*n));
@@ -106,17 +112,22 @@ int mn_cupti_load(char *err, size_t errlen) {
   };
   char path[4096];
   const char *home = getenv("CUDA_HOME");
-  if (!home) home = getenv("CUDA_PATH");
+  if (!home)
+    home = getenv("CUDA_PATH");
   if (home) {
     snprintf(path, sizeof(path), "%s/extras/CUPTI/lib64/libcupti.so", home);
-    if (try_open(path)) goto found;
+    if (try_open(path))
+      goto found;
     snprintf(path, sizeof(path), "%s/lib64/libcupti.so", home);
-    if (try_open(path)) goto found;
+    if (try_open(path))
+      goto found;
   }
   for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-    if (try_open(names[i])) goto found;
-  snprintf(err, errlen, "libcupti.so not found (tried the loader path, $CUDA_HOME, "
-                        "/usr/local/cuda/extras/CUPTI/lib64 and /usr/local/cuda/lib64)");
+    if (try_open(names[i]))
+      goto found;
+  snprintf(err, errlen,
+           "libcupti.so not found (tried the loader path, $CUDA_HOME, "
+           "/usr/local/cuda/extras/CUPTI/lib64 and /usr/local/cuda/lib64)");
   return 0;
 found:
 #define R(name) p_##name = (__typeof__(p_##name))dlsym(cupti, #name)
@@ -127,14 +138,17 @@ found:
   R(cuptiActivityGetNextRecord);
   R(cuptiGetResultString);
 #undef R
-  if (!p_cuptiActivityRegisterCallbacks || !p_cuptiActivityEnable || !p_cuptiActivityDisable ||
-      !p_cuptiActivityFlushAll || !p_cuptiActivityGetNextRecord) {
-    snprintf(err, errlen, "libcupti.so lacks the activity API (cuptiActivityEnable ...)");
+  if (!p_cuptiActivityRegisterCallbacks || !p_cuptiActivityEnable ||
+      !p_cuptiActivityDisable || !p_cuptiActivityFlushAll ||
+      !p_cuptiActivityGetNextRecord) {
+    snprintf(err, errlen,
+             "libcupti.so lacks the activity API (cuptiActivityEnable ...)");
     return 0;
   }
   CUptiResult r = p_cuptiActivityRegisterCallbacks(on_requested, on_completed);
   if (r != 0) {
-    snprintf(err, errlen, "cuptiActivityRegisterCallbacks: %s", mn_cupti_result_string(r));
+    snprintf(err, errlen, "cuptiActivityRegisterCallbacks: %s",
+             mn_cupti_result_string(r));
     return 0;
   }
   return 1;
@@ -142,7 +156,8 @@ found:
 
 const char *mn_cupti_result_string(int r) {
   const char *s = NULL;
-  if (p_cuptiGetResultString && p_cuptiGetResultString(r, &s) == 0 && s) return s;
+  if (p_cuptiGetResultString && p_cuptiGetResultString(r, &s) == 0 && s)
+    return s;
   return "unknown CUPTI error";
 }
 
@@ -183,6 +198,7 @@ size_t mn_cupti_take(mn_kernel_record **out, uint64_t *d) {
 }
 
 void mn_cupti_free_records(mn_kernel_record *r, size_t n) {
-  for (size_t i = 0; i < n; i++) free(r[i].name);
+  for (size_t i = 0; i < n; i++)
+    free(r[i].name);
   free(r);
 }

@@ -30,19 +30,22 @@ FN(CUresult, cuCtxGetDevice, (CUdevice *));
 FN(CUresult, cuCtxSynchronize, (void));
 FN(CUresult, cuLinkCreate, (unsigned int, int *, void **, CUlinkState *));
 FN(CUresult, cuLinkAddData,
-   (CUlinkState, int, void *, size_t, const char *, unsigned int, int *, void **));
+   (CUlinkState, int, void *, size_t, const char *, unsigned int, int *,
+    void **));
 FN(CUresult, cuLinkComplete, (CUlinkState, void **, size_t *));
 FN(CUresult, cuLinkDestroy, (CUlinkState));
-FN(CUresult, cuModuleLoadDataEx, (CUmodule *, const void *, unsigned int, int *, void **));
+FN(CUresult, cuModuleLoadDataEx,
+   (CUmodule *, const void *, unsigned int, int *, void **));
 FN(CUresult, cuModuleGetFunction, (CUfunction *, CUmodule, const char *));
-FN(CUresult, cuModuleGetGlobal, (CUdeviceptr *, size_t *, CUmodule, const char *));
+FN(CUresult, cuModuleGetGlobal,
+   (CUdeviceptr *, size_t *, CUmodule, const char *));
 FN(CUresult, cuModuleUnload, (CUmodule));
 FN(CUresult, cuFuncGetAttribute, (int *, int, CUfunction));
 FN(CUresult, cuFuncSetAttribute, (CUfunction, int, int));
 FN(CUresult, cuFuncGetParamInfo, (CUfunction, size_t, size_t *, size_t *));
 FN(CUresult, cuLaunchKernel,
-   (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
-    void **, void **));
+   (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+    unsigned, CUstream, void **, void **));
 FN(CUresult, cuStreamCreate, (CUstream *, unsigned int));
 FN(CUresult, cuStreamSynchronize, (CUstream));
 FN(CUresult, cuStreamDestroy, (CUstream));
@@ -60,24 +63,29 @@ FN(CUresult, cuMemcpyDtoDAsync, (CUdeviceptr, CUdeviceptr, size_t, CUstream));
 FN(CUresult, cuMemsetD8, (CUdeviceptr, unsigned char, size_t));
 FN(CUresult, cuMemGetInfo, (size_t *, size_t *));
 FN(CUresult, cuPointerGetAttribute, (void *, int, CUdeviceptr));
-FN(CUresult, cuMemGetAllocationGranularity, (size_t *, const mn_mem_allocation_prop *, int));
+FN(CUresult, cuMemGetAllocationGranularity,
+   (size_t *, const mn_mem_allocation_prop *, int));
 FN(CUresult, cuMemAddressReserve,
    (CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long));
 FN(CUresult, cuMemAddressFree, (CUdeviceptr, size_t));
 FN(CUresult, cuMemCreate,
-   (CUmemGenericAllocationHandle *, size_t, const mn_mem_allocation_prop *, unsigned long long));
+   (CUmemGenericAllocationHandle *, size_t, const mn_mem_allocation_prop *,
+    unsigned long long));
 FN(CUresult, cuMemRelease, (CUmemGenericAllocationHandle));
 FN(CUresult, cuMemMap,
-   (CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long));
+   (CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle,
+    unsigned long long));
 FN(CUresult, cuMemUnmap, (CUdeviceptr, size_t));
-FN(CUresult, cuMemSetAccess, (CUdeviceptr, size_t, const mn_mem_access_desc *, size_t));
+FN(CUresult, cuMemSetAccess,
+   (CUdeviceptr, size_t, const mn_mem_access_desc *, size_t));
 #undef FN
 
 // resolve tries each name in turn: the versioned one cuda.h maps to first,
 // then older spellings for drivers that predate it.
 static void *resolve(const char *a, const char *b) {
   void *p = dlsym(lib, a);
-  if (!p && b) p = dlsym(lib, b);
+  if (!p && b)
+    p = dlsym(lib, b);
   return p;
 }
 
@@ -101,7 +109,8 @@ int mn_load_driver(char *err, size_t errlen) {
   R(cuDeviceGetAttribute, "cuDeviceGetAttribute", NULL);
   R(cuDeviceGetUuid, "cuDeviceGetUuid_v2", "cuDeviceGetUuid");
   R(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", NULL);
-  R(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease");
+  R(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2",
+    "cuDevicePrimaryCtxRelease");
   R(cuCtxGetCurrent, "cuCtxGetCurrent", NULL);
   R(cuCtxSetCurrent, "cuCtxSetCurrent", NULL);
   R(cuCtxGetDevice, "cuCtxGetDevice", NULL);
@@ -143,17 +152,20 @@ int mn_load_driver(char *err, size_t errlen) {
   R(cuMemMap, "cuMemMap", NULL);
   R(cuMemUnmap, "cuMemUnmap", NULL);
   R(cuMemSetAccess, "cuMemSetAccess", NULL);
-  if (!p_cuInit || !p_cuGetErrorName || !p_cuGetErrorString || !p_cuCtxGetCurrent) {
-    snprintf(err, errlen, "libcuda.so.1 lacks cuInit, cuGetErrorName or cuCtxGetCurrent");
+  if (!p_cuInit || !p_cuGetErrorName || !p_cuGetErrorString ||
+      !p_cuCtxGetCurrent) {
+    snprintf(err, errlen,
+             "libcuda.so.1 lacks cuInit, cuGetErrorName or cuCtxGetCurrent");
     return 0;
   }
   return 1;
 }
 
-#define CALL(name, ...) \
-  do {                  \
-    if (!p_##name) return MN_SYMBOL_MISSING; \
-    return p_##name(__VA_ARGS__); \
+#define CALL(name, ...)                                                        \
+  do {                                                                         \
+    if (!p_##name)                                                             \
+      return MN_SYMBOL_MISSING;                                                \
+    return p_##name(__VA_ARGS__);                                              \
   } while (0)
 
 // The context bound by the Go side: a Go goroutine may run on any OS thread,
@@ -163,22 +175,28 @@ static CUcontext bound_ctx;
 static void ensure_ctx(void) {
   CUcontext cur = NULL;
   CUcontext want = __atomic_load_n(&bound_ctx, __ATOMIC_ACQUIRE);
-  if (!want) return;
-  if (p_cuCtxGetCurrent(&cur) == 0 && cur == NULL) p_cuCtxSetCurrent(want);
+  if (!want)
+    return;
+  if (p_cuCtxGetCurrent(&cur) == 0 && cur == NULL)
+    p_cuCtxSetCurrent(want);
 }
 
-#define CTXCALL(name, ...) \
-  do {                     \
-    if (!p_##name) return MN_SYMBOL_MISSING; \
-    ensure_ctx();          \
-    return p_##name(__VA_ARGS__); \
+#define CTXCALL(name, ...)                                                     \
+  do {                                                                         \
+    if (!p_##name)                                                             \
+      return MN_SYMBOL_MISSING;                                                \
+    ensure_ctx();                                                              \
+    return p_##name(__VA_ARGS__);                                              \
   } while (0)
 
-void mn_bind_context(uintptr_t ctx) { __atomic_store_n(&bound_ctx, (CUcontext)ctx, __ATOMIC_RELEASE); }
+void mn_bind_context(uintptr_t ctx) {
+  __atomic_store_n(&bound_ctx, (CUcontext)ctx, __ATOMIC_RELEASE);
+}
 
 void mn_unbind_context(uintptr_t ctx) {
   CUcontext expected = (CUcontext)ctx;
-  __atomic_compare_exchange_n(&bound_ctx, &expected, NULL, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+  __atomic_compare_exchange_n(&bound_ctx, &expected, NULL, 0, __ATOMIC_ACQ_REL,
+                              __ATOMIC_ACQUIRE);
 }
 
 CUresult mn_cuInit(void) { CALL(cuInit, 0); }
@@ -187,39 +205,55 @@ CUresult mn_cuDriverGetVersion(int *v) { CALL(cuDriverGetVersion, v); }
 void mn_error_strings(CUresult r, const char **name, const char **msg) {
   *name = NULL;
   *msg = NULL;
-  if (p_cuGetErrorName) p_cuGetErrorName(r, name);
-  if (p_cuGetErrorString) p_cuGetErrorString(r, msg);
+  if (p_cuGetErrorName)
+    p_cuGetErrorName(r, name);
+  if (p_cuGetErrorString)
+    p_cuGetErrorString(r, msg);
 }
 
 CUresult mn_cuDeviceGetCount(int *n) { CALL(cuDeviceGetCount, n); }
-CUresult mn_cuDeviceGet(CUdevice *d, int ordinal) { CALL(cuDeviceGet, d, ordinal); }
-CUresult mn_cuDeviceGetName(char *buf, int len, CUdevice d) { CALL(cuDeviceGetName, buf, len, d); }
-CUresult mn_cuDeviceTotalMem(size_t *bytes, CUdevice d) { CALL(cuDeviceTotalMem, bytes, d); }
+CUresult mn_cuDeviceGet(CUdevice *d, int ordinal) {
+  CALL(cuDeviceGet, d, ordinal);
+}
+CUresult mn_cuDeviceGetName(char *buf, int len, CUdevice d) {
+  CALL(cuDeviceGetName, buf, len, d);
+}
+CUresult mn_cuDeviceTotalMem(size_t *bytes, CUdevice d) {
+  CALL(cuDeviceTotalMem, bytes, d);
+}
 CUresult mn_cuDeviceGetAttribute(int *v, int attr, CUdevice d) {
   CALL(cuDeviceGetAttribute, v, attr, d);
 }
-CUresult mn_cuDeviceGetUuid(unsigned char uuid[16], CUdevice d) { CALL(cuDeviceGetUuid, uuid, d); }
+CUresult mn_cuDeviceGetUuid(unsigned char uuid[16], CUdevice d) {
+  CALL(cuDeviceGetUuid, uuid, d);
+}
 
 CUresult mn_cuDevicePrimaryCtxRetain(uintptr_t *ctx, CUdevice d) {
   CUcontext c = NULL;
-  if (!p_cuDevicePrimaryCtxRetain) return MN_SYMBOL_MISSING;
+  if (!p_cuDevicePrimaryCtxRetain)
+    return MN_SYMBOL_MISSING;
   CUresult r = p_cuDevicePrimaryCtxRetain(&c, d);
   *ctx = (uintptr_t)c;
   return r;
 }
-CUresult mn_cuDevicePrimaryCtxRelease(CUdevice d) { CALL(cuDevicePrimaryCtxRelease, d); }
+CUresult mn_cuDevicePrimaryCtxRelease(CUdevice d) {
+  CALL(cuDevicePrimaryCtxRelease, d);
+}
 CUresult mn_cuCtxGetCurrent(uintptr_t *ctx) {
   CUcontext c = NULL;
   CUresult r = p_cuCtxGetCurrent(&c);
   *ctx = (uintptr_t)c;
   return r;
 }
-CUresult mn_cuCtxSetCurrent(uintptr_t ctx) { CALL(cuCtxSetCurrent, (CUcontext)ctx); }
+CUresult mn_cuCtxSetCurrent(uintptr_t ctx) {
+  CALL(cuCtxSetCurrent, (CUcontext)ctx);
+}
 CUresult mn_cuCtxGetDevice(CUdevice *d) { CALL(cuCtxGetDevice, d); }
 CUresult mn_cuCtxSynchronize(void) { CTXCALL(cuCtxSynchronize); }
 
-CUresult mn_link_ptx(const char *ptx, size_t len, const char *name, mn_link_args *a) {
-  int opts[16];  // 8 at most: keep room, an overflow here corrupts the stack
+CUresult mn_link_ptx(const char *ptx, size_t len, const char *name,
+                     mn_link_args *a) {
+  int opts[16]; // 8 at most: keep room, an overflow here corrupts the stack
   void *vals[16];
   unsigned n = 0;
   CUlinkState st = NULL;
@@ -228,32 +262,43 @@ CUresult mn_link_ptx(const char *ptx, size_t len, const char *name, mn_link_args
   size_t size = 0;
 
   a->failed_call = "cuLinkCreate_v2";
-  if (!p_cuLinkCreate || !p_cuLinkAddData || !p_cuLinkComplete || !p_cuLinkDestroy)
+  if (!p_cuLinkCreate || !p_cuLinkAddData || !p_cuLinkComplete ||
+      !p_cuLinkDestroy)
     return MN_SYMBOL_MISSING;
   ensure_ctx();
-  opts[n] = MN_JIT_INFO_LOG_BUFFER; vals[n++] = a->info_log;
-  opts[n] = MN_JIT_INFO_LOG_BUFFER_SIZE_BYTES; vals[n++] = (void *)(uintptr_t)a->log_size;
-  opts[n] = MN_JIT_ERROR_LOG_BUFFER; vals[n++] = a->error_log;
-  opts[n] = MN_JIT_ERROR_LOG_BUFFER_SIZE_BYTES; vals[n++] = (void *)(uintptr_t)a->log_size;
-  opts[n] = MN_JIT_LOG_VERBOSE; vals[n++] = (void *)(uintptr_t)1;
+  opts[n] = MN_JIT_INFO_LOG_BUFFER;
+  vals[n++] = a->info_log;
+  opts[n] = MN_JIT_INFO_LOG_BUFFER_SIZE_BYTES;
+  vals[n++] = (void *)(uintptr_t)a->log_size;
+  opts[n] = MN_JIT_ERROR_LOG_BUFFER;
+  vals[n++] = a->error_log;
+  opts[n] = MN_JIT_ERROR_LOG_BUFFER_SIZE_BYTES;
+  vals[n++] = (void *)(uintptr_t)a->log_size;
+  opts[n] = MN_JIT_LOG_VERBOSE;
+  vals[n++] = (void *)(uintptr_t)1;
   if (a->opt_level >= 0) {
-    opts[n] = MN_JIT_OPTIMIZATION_LEVEL; vals[n++] = (void *)(uintptr_t)a->opt_level;
+    opts[n] = MN_JIT_OPTIMIZATION_LEVEL;
+    vals[n++] = (void *)(uintptr_t)a->opt_level;
   }
   if (a->max_registers > 0) {
-    opts[n] = MN_JIT_MAX_REGISTERS; vals[n++] = (void *)(uintptr_t)a->max_registers;
+    opts[n] = MN_JIT_MAX_REGISTERS;
+    vals[n++] = (void *)(uintptr_t)a->max_registers;
   }
   if (a->target > 0) {
-    opts[n] = MN_JIT_TARGET; vals[n++] = (void *)(uintptr_t)a->target;
+    opts[n] = MN_JIT_TARGET;
+    vals[n++] = (void *)(uintptr_t)a->target;
   }
   r = p_cuLinkCreate(n, opts, vals, &st);
-  if (r != 0) return r;
+  if (r != 0)
+    return r;
   a->failed_call = "cuLinkAddData_v2";
   {
     // Verbosity again for this input's ptxas run, so its own report (with
     // spill figures) is written where the driver supports that.
     int in_opts[1] = {MN_JIT_LOG_VERBOSE};
     void *in_vals[1] = {(void *)(uintptr_t)1};
-    r = p_cuLinkAddData(st, 1 /* CU_JIT_INPUT_PTX */, (void *)ptx, len, name, 1, in_opts, in_vals);
+    r = p_cuLinkAddData(st, 1 /* CU_JIT_INPUT_PTX */, (void *)ptx, len, name, 1,
+                        in_opts, in_vals);
   }
   if (r == 0) {
     a->failed_call = "cuLinkComplete";
@@ -274,70 +319,89 @@ CUresult mn_link_ptx(const char *ptx, size_t len, const char *name, mn_link_args
   return r;
 }
 
-CUresult mn_module_load(uintptr_t *mod, const void *image, char *errlog, unsigned int loglen) {
+CUresult mn_module_load(uintptr_t *mod, const void *image, char *errlog,
+                        unsigned int loglen) {
   int opts[2] = {MN_JIT_ERROR_LOG_BUFFER, MN_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
   void *vals[2] = {errlog, (void *)(uintptr_t)loglen};
   CUmodule m = NULL;
-  if (!p_cuModuleLoadDataEx) return MN_SYMBOL_MISSING;
+  if (!p_cuModuleLoadDataEx)
+    return MN_SYMBOL_MISSING;
   ensure_ctx();
   CUresult r = p_cuModuleLoadDataEx(&m, image, 2, opts, vals);
   *mod = (uintptr_t)m;
   return r;
 }
 
-CUresult mn_cuModuleGetFunction(uintptr_t *fn, uintptr_t mod, const char *name) {
+CUresult mn_cuModuleGetFunction(uintptr_t *fn, uintptr_t mod,
+                                const char *name) {
   CUfunction f = NULL;
-  if (!p_cuModuleGetFunction) return MN_SYMBOL_MISSING;
+  if (!p_cuModuleGetFunction)
+    return MN_SYMBOL_MISSING;
   CUresult r = p_cuModuleGetFunction(&f, (CUmodule)mod, name);
   *fn = (uintptr_t)f;
   return r;
 }
-CUresult mn_cuModuleGetGlobal(CUdeviceptr *addr, size_t *size, uintptr_t mod, const char *name) {
+CUresult mn_cuModuleGetGlobal(CUdeviceptr *addr, size_t *size, uintptr_t mod,
+                              const char *name) {
   CALL(cuModuleGetGlobal, addr, size, (CUmodule)mod, name);
 }
-CUresult mn_cuModuleUnload(uintptr_t mod) { CTXCALL(cuModuleUnload, (CUmodule)mod); }
+CUresult mn_cuModuleUnload(uintptr_t mod) {
+  CTXCALL(cuModuleUnload, (CUmodule)mod);
+}
 CUresult mn_cuFuncGetAttribute(int *v, int attr, uintptr_t fn) {
   CALL(cuFuncGetAttribute, v, attr, (CUfunction)fn);
 }
 CUresult mn_cuFuncSetAttribute(uintptr_t fn, int attr, int value) {
   CALL(cuFuncSetAttribute, (CUfunction)fn, attr, value);
 }
-CUresult mn_cuFuncGetParamInfo(uintptr_t fn, size_t index, size_t *offset, size_t *size) {
+CUresult mn_cuFuncGetParamInfo(uintptr_t fn, size_t index, size_t *offset,
+                               size_t *size) {
   CALL(cuFuncGetParamInfo, (CUfunction)fn, index, offset, size);
 }
 
-CUresult mn_launch(uintptr_t fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                   unsigned bz, unsigned shared, uintptr_t stream, char *argbuf,
-                   const uint32_t *offsets, int nargs) {
+CUresult mn_launch(uintptr_t fn, unsigned gx, unsigned gy, unsigned gz,
+                   unsigned bx, unsigned by, unsigned bz, unsigned shared,
+                   uintptr_t stream, char *argbuf, const uint32_t *offsets,
+                   int nargs) {
   void *small[64];
   void **params = small;
   CUresult r;
-  if (!p_cuLaunchKernel) return MN_SYMBOL_MISSING;
+  if (!p_cuLaunchKernel)
+    return MN_SYMBOL_MISSING;
   if (nargs > 64) {
     params = malloc(sizeof(void *) * (size_t)nargs);
-    if (!params) return 2; /* CUDA_ERROR_OUT_OF_MEMORY */
+    if (!params)
+      return 2; /* CUDA_ERROR_OUT_OF_MEMORY */
   }
-  for (int i = 0; i < nargs; i++) params[i] = argbuf + offsets[i];
+  for (int i = 0; i < nargs; i++)
+    params[i] = argbuf + offsets[i];
   ensure_ctx();
-  r = p_cuLaunchKernel((CUfunction)fn, gx, gy, gz, bx, by, bz, shared, (CUstream)stream,
-                       nargs ? params : NULL, NULL);
-  if (params != small) free(params);
+  r = p_cuLaunchKernel((CUfunction)fn, gx, gy, gz, bx, by, bz, shared,
+                       (CUstream)stream, nargs ? params : NULL, NULL);
+  if (params != small)
+    free(params);
   return r;
 }
 
 CUresult mn_cuStreamCreate(uintptr_t *s) {
   CUstream st = NULL;
-  if (!p_cuStreamCreate) return MN_SYMBOL_MISSING;
+  if (!p_cuStreamCreate)
+    return MN_SYMBOL_MISSING;
   ensure_ctx();
   CUresult r = p_cuStreamCreate(&st, 0);
   *s = (uintptr_t)st;
   return r;
 }
-CUresult mn_cuStreamSynchronize(uintptr_t s) { CTXCALL(cuStreamSynchronize, (CUstream)s); }
-CUresult mn_cuStreamDestroy(uintptr_t s) { CTXCALL(cuStreamDestroy, (CUstream)s); }
+CUresult mn_cuStreamSynchronize(uintptr_t s) {
+  CTXCALL(cuStreamSynchronize, (CUstream)s);
+}
+CUresult mn_cuStreamDestroy(uintptr_t s) {
+  CTXCALL(cuStreamDestroy, (CUstream)s);
+}
 CUresult mn_cuEventCreate(uintptr_t *e) {
   CUevent ev = NULL;
-  if (!p_cuEventCreate) return MN_SYMBOL_MISSING;
+  if (!p_cuEventCreate)
+    return MN_SYMBOL_MISSING;
   ensure_ctx();
   CUresult r = p_cuEventCreate(&ev, 0);
   *e = (uintptr_t)ev;
@@ -346,7 +410,9 @@ CUresult mn_cuEventCreate(uintptr_t *e) {
 CUresult mn_cuEventRecord(uintptr_t e, uintptr_t s) {
   CTXCALL(cuEventRecord, (CUevent)e, (CUstream)s);
 }
-CUresult mn_cuEventSynchronize(uintptr_t e) { CTXCALL(cuEventSynchronize, (CUevent)e); }
+CUresult mn_cuEventSynchronize(uintptr_t e) {
+  CTXCALL(cuEventSynchronize, (CUevent)e);
+}
 CUresult mn_cuEventElapsedTime(float *ms, uintptr_t start, uintptr_t end) {
   CTXCALL(cuEventElapsedTime, ms, (CUevent)start, (CUevent)end);
 }
@@ -363,7 +429,8 @@ CUresult mn_cuMemcpyDtoH(void *dst, CUdeviceptr src, size_t n) {
 CUresult mn_cuMemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t n) {
   CTXCALL(cuMemcpyDtoD, dst, src, n);
 }
-CUresult mn_cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, uintptr_t s) {
+CUresult mn_cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n,
+                              uintptr_t s) {
   CTXCALL(cuMemcpyDtoDAsync, dst, src, n, (CUstream)s);
 }
 CUresult mn_cuMemsetD8(CUdeviceptr dst, unsigned char v, size_t n) {
@@ -380,8 +447,8 @@ CUresult mn_cuPointerIsManaged(unsigned int *managed, CUdeviceptr p) {
 
 static void device_prop(mn_mem_allocation_prop *prop, CUdevice d) {
   memset(prop, 0, sizeof(*prop));
-  prop->type = 1;          // CU_MEM_ALLOCATION_TYPE_PINNED
-  prop->locationType = 1;  // CU_MEM_LOCATION_TYPE_DEVICE
+  prop->type = 1;         // CU_MEM_ALLOCATION_TYPE_PINNED
+  prop->locationType = 1; // CU_MEM_LOCATION_TYPE_DEVICE
   prop->locationId = d;
 }
 
@@ -394,17 +461,25 @@ CUresult mn_cuMemGetAllocationGranularity(size_t *g, CUdevice d) {
 CUresult mn_cuMemAddressReserve(CUdeviceptr *p, size_t size, CUdeviceptr addr) {
   CTXCALL(cuMemAddressReserve, p, size, 0, addr, 0);
 }
-CUresult mn_cuMemAddressFree(CUdeviceptr p, size_t size) { CTXCALL(cuMemAddressFree, p, size); }
-CUresult mn_cuMemCreate(CUmemGenericAllocationHandle *h, size_t size, CUdevice d) {
+CUresult mn_cuMemAddressFree(CUdeviceptr p, size_t size) {
+  CTXCALL(cuMemAddressFree, p, size);
+}
+CUresult mn_cuMemCreate(CUmemGenericAllocationHandle *h, size_t size,
+                        CUdevice d) {
   mn_mem_allocation_prop prop;
   device_prop(&prop, d);
   CTXCALL(cuMemCreate, h, size, &prop, 0);
 }
-CUresult mn_cuMemRelease(CUmemGenericAllocationHandle h) { CTXCALL(cuMemRelease, h); }
-CUresult mn_cuMemMap(CUdeviceptr p, size_t size, CUmemGenericAllocationHandle h) {
+CUresult mn_cuMemRelease(CUmemGenericAllocationHandle h) {
+  CTXCALL(cuMemRelease, h);
+}
+CUresult mn_cuMemMap(CUdeviceptr p, size_t size,
+                     CUmemGenericAllocationHandle h) {
   CTXCALL(cuMemMap, p, size, 0, h, 0);
 }
-CUresult mn_cuMemUnmap(CUdeviceptr p, size_t size) { CTXCALL(cuMemUnmap, p, size); }
+CUresult mn_cuMemUnmap(CUdeviceptr p, size_t size) {
+  CTXCALL(cuMemUnmap, p, size);
+}
 CUresult mn_cuMemSetAccess(CUdeviceptr p, size_t size, CUdevice d) {
   mn_mem_access_desc desc = {1 /* DEVICE */, d, 3 /* PROT_READWRITE */};
   CTXCALL(cuMemSetAccess, p, size, &desc, 1);

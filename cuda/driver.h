@@ -37,10 +37,10 @@ enum {
 
 // CUmemAllocationProp (32 bytes on LP64).
 typedef struct {
-  int type;                  // CUmemAllocationType: 1 = PINNED
-  int requestedHandleTypes;  // CUmemAllocationHandleType: 0 = none
-  int locationType;          // CUmemLocation.type: 1 = DEVICE
-  int locationId;            // CUmemLocation.id: device ordinal
+  int type;                 // CUmemAllocationType: 1 = PINNED
+  int requestedHandleTypes; // CUmemAllocationHandleType: 0 = none
+  int locationType;         // CUmemLocation.type: 1 = DEVICE
+  int locationId;           // CUmemLocation.id: device ordinal
   void *win32HandleMetaData;
   unsigned char compressionType;
   unsigned char gpuDirectRDMACapable;
@@ -52,7 +52,7 @@ typedef struct {
 typedef struct {
   int locationType;
   int locationId;
-  int flags;  // CUmemAccess_flags: 3 = PROT_READWRITE
+  int flags; // CUmemAccess_flags: 3 = PROT_READWRITE
 } mn_mem_access_desc;
 
 // Loading and errors.
@@ -77,7 +77,7 @@ CUresult mn_cuCtxSetCurrent(uintptr_t ctx);
 CUresult mn_cuCtxGetDevice(CUdevice *d);
 CUresult mn_cuCtxSynchronize(void);
 void mn_bind_context(uintptr_t ctx);
-void mn_unbind_context(uintptr_t ctx);  // only if ctx is the bound one
+void mn_unbind_context(uintptr_t ctx); // only if ctx is the bound one
 
 // JIT linking: everything between cuLinkCreate and cuLinkDestroy.
 typedef struct {
@@ -87,23 +87,28 @@ typedef struct {
   char *info_log;
   char *error_log;
   unsigned int log_size;
-  void *cubin;       // malloc'd copy, caller frees
+  void *cubin; // malloc'd copy, caller frees
   size_t cubin_size;
   const char *failed_call;
 } mn_link_args;
-CUresult mn_link_ptx(const char *ptx, size_t len, const char *name, mn_link_args *a);
+CUresult mn_link_ptx(const char *ptx, size_t len, const char *name,
+                     mn_link_args *a);
 
 // Modules and functions.
-CUresult mn_module_load(uintptr_t *mod, const void *image, char *errlog, unsigned int loglen);
+CUresult mn_module_load(uintptr_t *mod, const void *image, char *errlog,
+                        unsigned int loglen);
 CUresult mn_cuModuleGetFunction(uintptr_t *fn, uintptr_t mod, const char *name);
-CUresult mn_cuModuleGetGlobal(CUdeviceptr *addr, size_t *size, uintptr_t mod, const char *name);
+CUresult mn_cuModuleGetGlobal(CUdeviceptr *addr, size_t *size, uintptr_t mod,
+                              const char *name);
 CUresult mn_cuModuleUnload(uintptr_t mod);
 CUresult mn_cuFuncGetAttribute(int *v, int attr, uintptr_t fn);
 CUresult mn_cuFuncSetAttribute(uintptr_t fn, int attr, int value);
-CUresult mn_cuFuncGetParamInfo(uintptr_t fn, size_t index, size_t *offset, size_t *size);
-CUresult mn_launch(uintptr_t fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                   unsigned bz, unsigned shared, uintptr_t stream, char *argbuf,
-                   const uint32_t *offsets, int nargs);
+CUresult mn_cuFuncGetParamInfo(uintptr_t fn, size_t index, size_t *offset,
+                               size_t *size);
+CUresult mn_launch(uintptr_t fn, unsigned gx, unsigned gy, unsigned gz,
+                   unsigned bx, unsigned by, unsigned bz, unsigned shared,
+                   uintptr_t stream, char *argbuf, const uint32_t *offsets,
+                   int nargs);
 
 // Streams and events.
 CUresult mn_cuStreamCreate(uintptr_t *s);
@@ -121,7 +126,8 @@ CUresult mn_cuMemFree(CUdeviceptr p);
 CUresult mn_cuMemcpyHtoD(CUdeviceptr dst, const void *src, size_t n);
 CUresult mn_cuMemcpyDtoH(void *dst, CUdeviceptr src, size_t n);
 CUresult mn_cuMemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t n);
-CUresult mn_cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, uintptr_t s);
+CUresult mn_cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n,
+                              uintptr_t s);
 CUresult mn_cuMemsetD8(CUdeviceptr dst, unsigned char v, size_t n);
 CUresult mn_cuMemGetInfo(size_t *free_bytes, size_t *total_bytes);
 CUresult mn_cuPointerIsManaged(unsigned int *managed, CUdeviceptr p);
@@ -130,9 +136,11 @@ CUresult mn_cuPointerIsManaged(unsigned int *managed, CUdeviceptr p);
 CUresult mn_cuMemGetAllocationGranularity(size_t *g, CUdevice d);
 CUresult mn_cuMemAddressReserve(CUdeviceptr *p, size_t size, CUdeviceptr addr);
 CUresult mn_cuMemAddressFree(CUdeviceptr p, size_t size);
-CUresult mn_cuMemCreate(CUmemGenericAllocationHandle *h, size_t size, CUdevice d);
+CUresult mn_cuMemCreate(CUmemGenericAllocationHandle *h, size_t size,
+                        CUdevice d);
 CUresult mn_cuMemRelease(CUmemGenericAllocationHandle h);
-CUresult mn_cuMemMap(CUdeviceptr p, size_t size, CUmemGenericAllocationHandle h);
+CUresult mn_cuMemMap(CUdeviceptr p, size_t size,
+                     CUmemGenericAllocationHandle h);
 CUresult mn_cuMemUnmap(CUdeviceptr p, size_t size);
 CUresult mn_cuMemSetAccess(CUdeviceptr p, size_t size, CUdevice d);
 
@@ -140,7 +148,7 @@ CUresult mn_cuMemSetAccess(CUdeviceptr p, size_t size, CUdevice d);
 typedef struct {
   uint64_t start, end;
   uint32_t correlation_id;
-  char *name;  // malloc'd, freed by mn_cupti_free_records
+  char *name; // malloc'd, freed by mn_cupti_free_records
 } mn_kernel_record;
 int mn_cupti_load(char *err, size_t errlen);
 int mn_cupti_enable(void);

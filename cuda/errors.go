@@ -4,10 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/mneme-gpu/mneme"
 )
 
 // ErrNoDriver is what every call returns, wrapped, on a machine without a
-// usable CUDA driver. Test it with errors.Is.
+// usable CUDA driver. Test it with errors.Is. Such errors also match
+// mneme.ErrNoGPU, as does a driver's CUDA_ERROR_NO_DEVICE.
 var ErrNoDriver = errors.New("no CUDA driver found")
 
 // ErrNoCUPTI is returned, wrapped, by NewKernelTimer when libcupti cannot be loaded.
@@ -28,9 +31,9 @@ func (e *driverLoadError) Error() string {
 
 func (e *driverLoadError) Unwrap() []error {
 	if e.cause != nil {
-		return []error{ErrNoDriver, e.cause}
+		return []error{ErrNoDriver, mneme.ErrNoGPU, e.cause}
 	}
-	return []error{ErrNoDriver}
+	return []error{ErrNoDriver, mneme.ErrNoGPU}
 }
 
 // Error is a failed driver call: the call's name and the CUDA error it returned.
@@ -43,6 +46,12 @@ type Error struct {
 
 func (e *Error) Error() string {
 	return fmt.Sprintf("%s: %s (%s)", e.Call, e.Name, e.Msg)
+}
+
+// Is makes a driver that sees no device match mneme.ErrNoGPU, like a
+// missing driver: for the user both mean there is no GPU to run on.
+func (e *Error) Is(target error) bool {
+	return target == mneme.ErrNoGPU && e.Code == ErrCodeNoDevice
 }
 
 // CUresult values the package and its callers classify on.
@@ -87,10 +96,10 @@ func codeOf(err error) int {
 }
 
 // IsNoGPU reports whether err means this machine cannot run kernels at all:
-// no driver, or a driver that sees no device.
-func IsNoGPU(err error) bool {
-	return errors.Is(err, ErrNoDriver) || codeOf(err) == ErrCodeNoDevice
-}
+// no driver, or a driver that sees no device. It is the one test every
+// command and the replay worker use, so "no GPU" (exit code 6) means the
+// same everywhere; errors from the tuning protocol's no_gpu match it too.
+func IsNoGPU(err error) bool { return errors.Is(err, mneme.ErrNoGPU) }
 
 // IsLaunchFailure reports whether err is a fault raised while a kernel ran:
 // an illegal or misaligned address, a trap or device assert, an illegal

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/mneme-gpu/mneme"
 )
 
 func TestErrorMessageNamesCallAndCUDAError(t *testing.T) {
@@ -67,5 +69,27 @@ func TestDriverLoadErrorMatchesErrNoDriver(t *testing.T) {
 	var ce *Error
 	if !errors.Is(initFail, ErrNoDriver) || !errors.As(initFail, &ce) || ce.Code != ErrCodeNoDevice {
 		t.Fatalf("cuInit failure %v: want ErrNoDriver and the cuInit *Error", initFail)
+	}
+}
+
+func TestIsNoGPU(t *testing.T) {
+	noDevice := &Error{Call: "cuDeviceGet", Code: ErrCodeNoDevice, Name: "CUDA_ERROR_NO_DEVICE", Msg: "no CUDA-capable device is detected"}
+	for _, c := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"missing driver", &driverLoadError{detail: "libcuda.so.1: cannot open shared object file"}, true},
+		{"cuInit without devices", &driverLoadError{cause: &Error{Call: "cuInit", Code: ErrCodeNoDevice, Name: "CUDA_ERROR_NO_DEVICE"}}, true},
+		{"driver sees no device", fmt.Errorf("device 0: %w", noDevice), true},
+		{"the sentinel itself, as the tuning protocol carries it", fmt.Errorf("%w: open: no CUDA driver found", mneme.ErrNoGPU), true},
+		{"a device that does not exist", &Error{Call: "cuDeviceGet", Code: ErrCodeInvalidDevice, Name: "CUDA_ERROR_INVALID_DEVICE"}, false},
+		{"out of memory", &Error{Call: "cuMemAlloc_v2", Code: ErrCodeOutOfMemory}, false},
+		{"not a CUDA error", errors.New("disk full"), false},
+		{"nil", nil, false},
+	} {
+		if got := IsNoGPU(c.err); got != c.want {
+			t.Errorf("%s: IsNoGPU(%v) = %v, want %v", c.name, c.err, got, c.want)
+		}
 	}
 }

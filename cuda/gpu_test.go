@@ -12,7 +12,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/mneme-gpu/mneme/spec"
+	"github.com/mneme-gpu/mneme"
+	"github.com/mneme-gpu/mneme/internal/gputest"
 )
 
 // testPTX holds y[i] = a*x[i] + y[i] over n elements, a module global, a
@@ -83,15 +84,10 @@ var (
 )
 
 // gpu makes device 0's primary context current for the test, or skips
-// when this machine has no CUDA driver.
+// when this machine has no CUDA driver (gputest.Need).
 func gpu(tb testing.TB) DeviceProps {
 	tb.Helper()
-	if err := Init(); err != nil {
-		if errors.Is(err, ErrNoDriver) {
-			tb.Skip("no CUDA driver: " + err.Error())
-		}
-		tb.Fatal(err)
-	}
+	gputest.Need(tb, Init())
 	gpuOnce.Do(func() {
 		var d Device
 		if d, gpuErr = GetDevice(0); gpuErr != nil {
@@ -105,9 +101,7 @@ func gpu(tb testing.TB) DeviceProps {
 		}
 		gpuErr = gpuCtx.SetCurrent()
 	})
-	if gpuErr != nil {
-		tb.Fatal(gpuErr)
-	}
+	gputest.Need(tb, gpuErr)
 	return gpuProps
 }
 
@@ -310,7 +304,7 @@ func TestGPULinkLoadLaunch(t *testing.T) {
 		t.Fatal(err)
 	}
 	args := [][]byte{u32(n), f32(3), u64(dx), u64(dy)}
-	if err := f.Launch(spec.Dim3{X: (n + 255) / 256, Y: 1, Z: 1}, spec.Dim3{X: 256, Y: 1, Z: 1}, 0, 0, args); err != nil {
+	if err := f.Launch(mneme.Dim3{X: (n + 255) / 256, Y: 1, Z: 1}, mneme.Dim3{X: 256, Y: 1, Z: 1}, 0, 0, args); err != nil {
 		t.Fatal(err)
 	}
 	if err := Synchronize(); err != nil {
@@ -327,15 +321,15 @@ func TestGPULinkLoadLaunch(t *testing.T) {
 	}
 
 	// Wrong argument sizes are refused before the driver reads them.
-	if err := f.Launch(spec.Dim3{X: 1, Y: 1, Z: 1}, spec.Dim3{X: 1, Y: 1, Z: 1}, 0, 0, [][]byte{u32(1), f32(1), u32(0), u64(dy)}); err == nil || !strings.Contains(err.Error(), "argument 2 has 4 bytes") {
+	if err := f.Launch(mneme.Dim3{X: 1, Y: 1, Z: 1}, mneme.Dim3{X: 1, Y: 1, Z: 1}, 0, 0, [][]byte{u32(1), f32(1), u32(0), u64(dy)}); err == nil || !strings.Contains(err.Error(), "argument 2 has 4 bytes") {
 		t.Fatalf("short argument: %v", err)
 	}
 	// An over-sized block is an invalid launch; the context survives it.
-	err = f.Launch(spec.Dim3{X: 1, Y: 1, Z: 1}, spec.Dim3{X: 2048, Y: 1, Z: 1}, 0, 0, args)
+	err = f.Launch(mneme.Dim3{X: 1, Y: 1, Z: 1}, mneme.Dim3{X: 2048, Y: 1, Z: 1}, 0, 0, args)
 	if !IsInvalidLaunch(err) || IsSticky(err) || IsLaunchFailure(err) {
 		t.Fatalf("block of 2048 threads: %v (invalid=%v sticky=%v)", err, IsInvalidLaunch(err), IsSticky(err))
 	}
-	if err := f.Launch(spec.Dim3{X: 1, Y: 1, Z: 1}, spec.Dim3{X: 32, Y: 1, Z: 1}, 0, 0, args); err != nil {
+	if err := f.Launch(mneme.Dim3{X: 1, Y: 1, Z: 1}, mneme.Dim3{X: 32, Y: 1, Z: 1}, 0, 0, args); err != nil {
 		t.Fatalf("launch after an invalid launch: %v", err)
 	}
 	if err := Synchronize(); err != nil {
@@ -432,7 +426,7 @@ func TestGPUEventAndCUPTITiming(t *testing.T) {
 	defer MemFree(dx)
 	defer MemFree(dy)
 	args := [][]byte{u32(n), f32(2), u64(dx), u64(dy)}
-	grid, block := spec.Dim3{X: n / 256, Y: 1, Z: 1}, spec.Dim3{X: 256, Y: 1, Z: 1}
+	grid, block := mneme.Dim3{X: n / 256, Y: 1, Z: 1}, mneme.Dim3{X: 256, Y: 1, Z: 1}
 
 	// The first launch of a kernel also loads it (lazy loading); warm up.
 	if err := f.Launch(grid, block, 0, 0, args); err != nil {
@@ -462,7 +456,7 @@ func TestGPUEventAndCUPTITiming(t *testing.T) {
 
 	timer, err := NewKernelTimer()
 	if errors.Is(err, ErrNoCUPTI) {
-		t.Skip("no CUPTI: " + err.Error())
+		gputest.Skip(t, "no CUPTI: "+err.Error())
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -593,7 +587,7 @@ func TestGPUVirtualMemory(t *testing.T) {
 	// A kernel uses the mapped memory at its fixed address.
 	m, _ := loadTestModule(t, p)
 	poke, _ := m.Function("poke")
-	if err := poke.Launch(spec.Dim3{X: 1, Y: 1, Z: 1}, spec.Dim3{X: 1, Y: 1, Z: 1}, 0, 0, [][]byte{u64(addr + g + 64)}); err != nil {
+	if err := poke.Launch(mneme.Dim3{X: 1, Y: 1, Z: 1}, mneme.Dim3{X: 1, Y: 1, Z: 1}, 0, 0, [][]byte{u64(addr + g + 64)}); err != nil {
 		t.Fatal(err)
 	}
 	if err := Synchronize(); err != nil {
@@ -630,7 +624,7 @@ func TestGPUKernelFaults(t *testing.T) {
 	gpu(t)
 	for _, c := range []string{"illegal-address", "trap"} {
 		t.Run(c, func(t *testing.T) {
-			cmd := exec.Command(os.Args[0], "-test.run=^TestGPUFaultChild$", "-test.v")
+			cmd := exec.Command(os.Args[0], "-test.run=^TestFaultChild$", "-test.v")
 			cmd.Env = append(os.Environ(), "MNEME_CUDA_FAULT_CASE="+c)
 			out, err := cmd.CombinedOutput()
 			if err != nil {
@@ -645,7 +639,9 @@ func TestGPUKernelFaults(t *testing.T) {
 	}
 }
 
-func TestGPUFaultChild(t *testing.T) {
+// TestFaultChild is the process TestGPUKernelFaults starts: a fault poisons
+// the context, so each runs alone. Run directly, it has nothing to do.
+func TestFaultChild(t *testing.T) {
 	which := os.Getenv("MNEME_CUDA_FAULT_CASE")
 	if which == "" {
 		t.Skip("runs only as a child of TestGPUKernelFaults")
@@ -666,7 +662,7 @@ func TestGPUFaultChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = f.Launch(spec.Dim3{X: 1, Y: 1, Z: 1}, spec.Dim3{X: 1, Y: 1, Z: 1}, 0, 0, args)
+	err = f.Launch(mneme.Dim3{X: 1, Y: 1, Z: 1}, mneme.Dim3{X: 1, Y: 1, Z: 1}, 0, 0, args)
 	if err == nil {
 		err = Synchronize()
 	}
@@ -684,7 +680,7 @@ func TestGPUFaultChild(t *testing.T) {
 
 // saxpyLaunch prepares a launch of the test module's saxpy over 1024
 // elements for a benchmark; the memory is freed when it ends.
-func saxpyLaunch(b *testing.B) (f *Function, grid, block spec.Dim3, args [][]byte) {
+func saxpyLaunch(b *testing.B) (f *Function, grid, block mneme.Dim3, args [][]byte) {
 	b.Helper()
 	m, _ := loadTestModule(b, gpu(b))
 	f, err := m.Function("saxpy")
@@ -701,7 +697,7 @@ func saxpyLaunch(b *testing.B) (f *Function, grid, block spec.Dim3, args [][]byt
 		b.Cleanup(func() { MemFree(addr) })
 	}
 	args = [][]byte{u32(n), f32(2), u64(buffers[0]), u64(buffers[1])}
-	return f, spec.Dim3{X: n / 256, Y: 1, Z: 1}, spec.Dim3{X: 256, Y: 1, Z: 1}, args
+	return f, mneme.Dim3{X: n / 256, Y: 1, Z: 1}, mneme.Dim3{X: 256, Y: 1, Z: 1}, args
 }
 
 // BenchmarkLaunchSynchronize is the tuning loop's inner step: one small

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"unsafe"
 
-	"github.com/mneme-gpu/mneme/spec"
+	"github.com/mneme-gpu/mneme"
 )
 
 // Module is a loaded cubin, fatbinary or PTX image.
@@ -240,7 +240,7 @@ var scratchPool = sync.Pool{New: func() any {
 // Launch starts the kernel on stream s. args[i] holds the bytes of the i-th
 // parameter, sized as ParamInfo reports. A fault inside the kernel is
 // reported by the next synchronizing call, not here.
-func (f *Function) Launch(grid, block spec.Dim3, sharedMem uint32, s Stream, args [][]byte) error {
+func (f *Function) Launch(grid, block mneme.Dim3, sharedMem uint32, s Stream, args [][]byte) error {
 	if err := Init(); err != nil {
 		return err
 	}

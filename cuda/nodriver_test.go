@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mneme-gpu/mneme/spec"
+	"github.com/mneme-gpu/mneme"
 )
 
 // TestNoDriverEveryCallFailsCleanly runs where libcuda.so.1 is absent (CI,
@@ -40,7 +40,7 @@ func TestNoDriverEveryCallFailsCleanly(t *testing.T) {
 		"ParamInfo":           func() error { _, err := f.ParamInfo(); return err },
 		"SetMaxDynamicShared": func() error { return f.SetMaxDynamicShared(1 << 16) },
 		"Launch": func() error {
-			return f.Launch(spec.Dim3{X: 1, Y: 1, Z: 1}, spec.Dim3{X: 1, Y: 1, Z: 1}, 0, 0, [][]byte{{1, 2, 3, 4}})
+			return f.Launch(mneme.Dim3{X: 1, Y: 1, Z: 1}, mneme.Dim3{X: 1, Y: 1, Z: 1}, 0, 0, [][]byte{{1, 2, 3, 4}})
 		},
 		"NewStream":       func() error { _, err := NewStream(); return err },
 		"Stream.Sync":     Stream(0).Synchronize,

@@ -1,10 +1,13 @@
 package db
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
+	"runtime"
 	"sync"
 
+	"github.com/klauspost/compress/zstd"
 	"github.com/zeebo/xxh3"
 )
 
@@ -220,4 +223,45 @@ func decodeShuffle(dst, src []byte, scratch *[]byte) error {
 	}
 	unshuffle4(dst, planes)
 	return nil
+}
+
+// zstd coders are shared: EncodeAll and DecodeAll are safe for concurrent
+// use and keep their state between calls, so a snapshot pays no setup cost.
+var (
+	zstdEncoder = sync.OnceValue(func() *zstd.Encoder {
+		e, err := zstd.NewWriter(nil,
+			zstd.WithEncoderLevel(zstd.SpeedFastest),
+			zstd.WithEncoderConcurrency(runtime.GOMAXPROCS(0)),
+			zstd.WithEncoderCRC(false), // every chunk has its own xxh3
+			zstd.WithWindowSize(maxChunkSize))
+		if err != nil {
+			panic(err) // only invalid static options get here
+		}
+		return e
+	})
+	zstdDecoder = sync.OnceValue(func() *zstd.Decoder {
+		d, err := zstd.NewReader(nil,
+			zstd.WithDecoderConcurrency(runtime.GOMAXPROCS(0)),
+			zstd.IgnoreChecksum(true),
+			// A chunk never decodes to more than the largest chunk size, so
+			// a corrupt frame cannot make the decoder allocate more.
+			zstd.WithDecoderMaxMemory(maxChunkSize),
+			zstd.WithDecoderMaxWindow(maxChunkSize))
+		if err != nil {
+			panic(err)
+		}
+		return d
+	})
+	zeroPage [64 << 10]byte
+)
+
+func isZero(b []byte) bool {
+	for len(b) > 0 {
+		n := min(len(b), len(zeroPage))
+		if !bytes.Equal(b[:n], zeroPage[:n]) {
+			return false
+		}
+		b = b[n:]
+	}
+	return true
 }

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/mneme-gpu/mneme/internal/safefile"
 )
 
 // DB is a recording database opened for reading: every kernel file of a
@@ -52,7 +54,12 @@ func Open(path string) (*DB, error) {
 		files = []string{path}
 	}
 	for _, f := range files {
-		k, err := ReadKernel(f)
+		var k *Kernel
+		if fi.IsDir() {
+			k, err = readKernelIn(d.Dir, filepath.Base(f))
+		} else {
+			k, err = ReadKernel(f)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -165,14 +172,43 @@ func (d *DB) ArgBytes(inst *Instance) ([][]byte, error) {
 	return args, nil
 }
 
-// ReadPrologue reads the snapshot taken before the instance's launch.
-func (d *DB) ReadPrologue(inst *Instance) (*Snapshot, error) {
-	return ReadSnapshot(d.Path(inst.Prologue))
+// ReadPrologue reads the snapshot taken before the launch inst of kernel k,
+// bounded by the kernel's arena and device (KernelLimits).
+func (d *DB) ReadPrologue(k *Kernel, inst *Instance) (*Snapshot, error) {
+	return d.readSnapshot(k, inst, inst.Prologue, "PrologueBytes", inst.PrologueBytes, true)
 }
 
-// ReadEpilogue reads the snapshot taken after the instance's launch.
-func (d *DB) ReadEpilogue(inst *Instance) (*Snapshot, error) {
-	return ReadSnapshot(d.Path(inst.Epilogue))
+// ReadEpilogue reads the snapshot taken after the launch inst of kernel k.
+func (d *DB) ReadEpilogue(k *Kernel, inst *Instance) (*Snapshot, error) {
+	return d.readSnapshot(k, inst, inst.Epilogue, "EpilogueBytes", inst.EpilogueBytes, true)
+}
+
+// ReadPrologueMetadata reads only the metadata of the prologue snapshot
+// (ReadSnapshotMetadata): what compiling the kernel needs of it.
+func (d *DB) ReadPrologueMetadata(k *Kernel, inst *Instance) (*Snapshot, error) {
+	return d.readSnapshot(k, inst, inst.Prologue, "PrologueBytes", inst.PrologueBytes, false)
+}
+
+// readSnapshot opens a snapshot of the database: a regular file inside its
+// directory, not a link that leads out of it, of the size the kernel file
+// records for it (field; 0: not recorded).
+func (d *DB) readSnapshot(k *Kernel, inst *Instance, name, field string, size uint64, withData bool) (*Snapshot, error) {
+	f, fi, err := safefile.OpenIn(d.Dir, name, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if size != 0 && uint64(fi.Size()) != size {
+		return nil, fmt.Errorf("%s: instances[%s].%s is %d bytes, but %s holds %d: truncated, or the files do not belong together",
+			d.Path(KernelFileName(k.StaticHash)), inst.DynamicHash, field, size, d.Path(name), fi.Size())
+	}
+	return decodeSnapshot(d.Path(name), f, fi.Size(), KernelLimits(k), withData)
+}
+
+// ReadFile reads a file named inside the database (the IR, the device code)
+// whole: a regular file of at most limit bytes inside the directory.
+func (d *DB) ReadFile(name string, limit int64) ([]byte, error) {
+	return safefile.ReadFileIn(d.Dir, name, limit)
 }
 
 // IRPath is the recorded bitcode of a kernel.

@@ -47,7 +47,7 @@ func checkDecoded(t *testing.T, s *Snapshot) {
 }
 
 func FuzzDecodeSnapshot(f *testing.F) {
-	for _, s := range smallSnapshots(f) {
+	for _, s := range append(smallSnapshots(f), craftedSeeds(f)...) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -62,7 +62,7 @@ func FuzzDecodeSnapshot(f *testing.F) {
 // mutations almost never get past, so the fuzzer explores the structure
 // parser and the chunk decoders behind it as a crafted file could.
 func FuzzDecodeSnapshotUnchecked(f *testing.F) {
-	for _, s := range smallSnapshots(f) {
+	for _, s := range append(smallSnapshots(f), craftedSeeds(f)...) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -76,7 +76,7 @@ func FuzzDecodeSnapshotUnchecked(f *testing.F) {
 }
 
 func FuzzReadSnapshot(f *testing.F) {
-	for _, s := range smallSnapshots(f) {
+	for _, s := range append(smallSnapshots(f), craftedSeeds(f)...) {
 		f.Add(s)
 	}
 	dir := f.TempDir()

@@ -13,14 +13,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/mneme-gpu/mneme/spec"
+	"github.com/mneme-gpu/mneme"
+	"github.com/mneme-gpu/mneme/internal/jsonfield"
+	"github.com/mneme-gpu/mneme/internal/safefile"
 	"github.com/zeebo/xxh3"
 )
 
@@ -40,10 +41,19 @@ type Kernel struct {
 	Modules         []string `json:"Modules"` // ["RecordedIR_<sh>.bc"], relative to the database directory
 	ArgNames        []string `json:"ArgNames"`
 	Specializations []bool   `json:"Specializations"` // per argument: scalar, so it can be folded into the code
+	// DeviceCode is the fat binary the application registered for the
+	// kernel ("DeviceCode_<hash>.fatbin"): the code the application really
+	// ran, which `replay --original` and tuning baselines run. Empty in
+	// recordings made before it was kept.
+	DeviceCode string `json:"DeviceCode,omitempty"`
+	// CompileFlags are the options of the application's compile that shape
+	// device code beyond what the IR shows (-O level, ptxas options), as the
+	// compiler wrapper saw them; replay's baseline honours them.
+	CompileFlags []string `json:"CompileFlags,omitempty"`
 
 	// Ours: what replay and inspect need beyond Mneme's keys.
 	ArgSizes      []uint64             `json:"ArgSizes"`
-	ArgKinds      []string             `json:"ArgKinds"` // see ArgKindSize
+	ArgKinds      []mneme.ArgKind      `json:"ArgKinds"`
 	Device        DeviceInfo           `json:"Device"`
 	Toolchain     Toolchain            `json:"Toolchain"`
 	FormatVersion int                  `json:"FormatVersion"`
@@ -71,14 +81,14 @@ type Toolchain struct {
 // Instance is one distinct launch (geometry, shared memory and argument
 // values) of a kernel, with the snapshots taken before and after it.
 type Instance struct {
-	DynamicHash string    `json:"DynamicHash"`
-	Prologue    string    `json:"Prologue"` // snapshot file name, relative to the database directory
-	Epilogue    string    `json:"Epilogue"`
-	BlockDims   spec.Dim3 `json:"BlockDims"`
-	GridDims    spec.Dim3 `json:"GridDims"`
-	SharedMem   uint32    `json:"SharedMem"`
-	Args        []string  `json:"Args"` // each argument's bytes as lowercase hex
-	Occurrences int       `json:"Occurrences"`
+	DynamicHash string     `json:"DynamicHash"`
+	Prologue    string     `json:"Prologue"` // snapshot file name, relative to the database directory
+	Epilogue    string     `json:"Epilogue"`
+	BlockDims   mneme.Dim3 `json:"BlockDims"`
+	GridDims    mneme.Dim3 `json:"GridDims"`
+	SharedMem   uint32     `json:"SharedMem"`
+	Args        []string   `json:"Args"` // each argument's bytes as lowercase hex
+	Occurrences int        `json:"Occurrences"`
 	// Sizes of the snapshot files as written, for inspect without opening them.
 	PrologueBytes uint64 `json:"PrologueBytes"`
 	EpilogueBytes uint64 `json:"EpilogueBytes"`
@@ -111,6 +121,12 @@ func KernelFileName(sh string) string { return sh + ".json" }
 // IRFileName is the recorded bitcode of the kernel with static hash sh.
 func IRFileName(sh string) string { return "RecordedIR_" + sh + ".bc" }
 
+// DeviceCodeFileName names a fat binary by its content, so kernels of one
+// translation unit share one file.
+func DeviceCodeFileName(image []byte) string {
+	return fmt.Sprintf("DeviceCode_%016x.fatbin", xxh3.Hash(image))
+}
+
 // PrologueFileName is the snapshot taken before launch dh of kernel sh.
 func PrologueFileName(sh, dh string) string {
 	return "DeviceState.prologue." + sh + "." + dh + ".mneme"
@@ -124,7 +140,7 @@ func EpilogueFileName(sh, dh string) string {
 // DynamicHash identifies one launch of a kernel. Unlike Mneme's, which hashes
 // only the dimensions and shared memory, it also covers every argument's
 // bytes, so launches that differ only in a scalar are distinct instances.
-func DynamicHash(grid, block spec.Dim3, shared uint32, args [][]byte) string {
+func DynamicHash(grid, block mneme.Dim3, shared uint32, args [][]byte) string {
 	n := 4*8 + 8
 	for _, a := range args {
 		n += 8 + len(a)
@@ -150,29 +166,6 @@ func StaticHash(mangledName string, ir []byte) string {
 	h.WriteString(mangledName)
 	h.Write(ir)
 	return fmt.Sprintf("%016x", h.Sum64())
-}
-
-// ArgKindSize is the byte size an argument kind implies: i8, i16, i32, i64,
-// f16, bf16, f32, f64, ptr (8 bytes), or byval:N for N bytes of an aggregate
-// or any argument the recorder could not classify.
-func ArgKindSize(kind string) (uint64, error) {
-	switch kind {
-	case "i8":
-		return 1, nil
-	case "i16", "f16", "bf16":
-		return 2, nil
-	case "i32", "f32":
-		return 4, nil
-	case "i64", "f64", "ptr":
-		return 8, nil
-	}
-	if rest, ok := strings.CutPrefix(kind, "byval:"); ok {
-		n, err := strconv.ParseUint(rest, 10, 32)
-		if err == nil && n > 0 {
-			return n, nil
-		}
-	}
-	return 0, fmt.Errorf("unknown argument kind %q (want i8, i16, i32, i64, f16, bf16, f32, f64, ptr or byval:N)", kind)
 }
 
 // ParseVAddr reads the arena base address of the kernel.
@@ -271,6 +264,9 @@ func (k *Kernel) Validate() error {
 			return fieldErr(fmt.Sprintf("Modules[%d]", i), "%q: want a file name inside the database directory", m)
 		}
 	}
+	if k.DeviceCode != "" && !isPlainFileName(k.DeviceCode) {
+		return fieldErr("DeviceCode", "%q: want a file name inside the database directory", k.DeviceCode)
+	}
 	n := len(k.ArgSizes)
 	if len(k.ArgNames) != n {
 		return fieldErr("ArgNames", "%d entries, but ArgSizes has %d", len(k.ArgNames), n)
@@ -282,7 +278,8 @@ func (k *Kernel) Validate() error {
 		return fieldErr("ArgKinds", "%d entries, but ArgSizes has %d", len(k.ArgKinds), n)
 	}
 	for i, kind := range k.ArgKinds {
-		size, err := ArgKindSize(kind)
+		parsed, err := mneme.ParseArgKind(string(kind))
+		size := parsed.Size()
 		if err != nil {
 			return fieldErr(fmt.Sprintf("ArgKinds[%d]", i), "%v", err)
 		}
@@ -329,7 +326,7 @@ func (k *Kernel) validateInstance(id string, inst *Instance) error {
 	}
 	for _, f := range []struct {
 		name string
-		d    spec.Dim3
+		d    mneme.Dim3
 	}{{"GridDims", inst.GridDims}, {"BlockDims", inst.BlockDims}} {
 		if f.d.X == 0 || f.d.Y == 0 || f.d.Z == 0 {
 			return fieldErr(f.name, "%s: every component must be at least 1", f.d)
@@ -382,6 +379,9 @@ var (
 // file name used in errors.
 func ParseKernel(name string, data []byte) (*Kernel, error) {
 	fail := func(err error) (*Kernel, error) { return nil, fmt.Errorf("%s: %w", name, err) }
+	if err := jsonfield.Check(data); err != nil {
+		return fail(err)
+	}
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(data, &top); err != nil {
 		return fail(jsonError(data, err))
@@ -453,13 +453,24 @@ func jsonError(data []byte, err error) error {
 	return fmt.Errorf("invalid JSON: %v", err)
 }
 
-// ReadKernel reads and validates one <static-hash>.json file.
+// ReadKernel reads and validates one <static-hash>.json file (a regular
+// file of at most safefile.MaxJSON bytes).
 func ReadKernel(path string) (*Kernel, error) {
-	data, err := os.ReadFile(path)
+	data, err := safefile.ReadFile(path, safefile.MaxJSON)
 	if err != nil {
 		return nil, err
 	}
 	return ParseKernel(path, data)
+}
+
+// readKernelIn reads the kernel file name of the database directory dir,
+// refusing a link that leads out of it.
+func readKernelIn(dir, name string) (*Kernel, error) {
+	data, err := safefile.ReadFileIn(dir, name, safefile.MaxJSON)
+	if err != nil {
+		return nil, err
+	}
+	return ParseKernel(filepath.Join(dir, name), data)
 }
 
 // MarshalKernel is the exact bytes WriteKernel stores.
@@ -491,7 +502,7 @@ func withEmptySlices(k *Kernel) *Kernel {
 		c.ArgSizes = []uint64{}
 	}
 	if c.ArgKinds == nil {
-		c.ArgKinds = []string{}
+		c.ArgKinds = []mneme.ArgKind{}
 	}
 	c.Instances = make(map[string]*Instance, len(k.Instances))
 	for id, inst := range k.Instances {

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mneme-gpu/mneme/spec"
+	"github.com/mneme-gpu/mneme"
 )
 
 // sampleKernel builds a valid kernel with one instance per scalar value of n.
@@ -24,7 +24,7 @@ func sampleKernel(t testing.TB, name string, ns ...int32) *Kernel {
 		ArgNames:        []string{"x", "n", "a"},
 		Specializations: []bool{false, true, true},
 		ArgSizes:        []uint64{8, 4, 4},
-		ArgKinds:        []string{"ptr", "i32", "f32"},
+		ArgKinds:        []mneme.ArgKind{"ptr", "i32", "f32"},
 		Device:          DeviceInfo{Name: "NVIDIA H200", ComputeCapability: "9.0", Arch: "sm_90", SMCount: 132, TotalMem: 141 << 30, DriverVersion: 13000},
 		Toolchain:       Toolchain{Mneme: "test", LLVM: "22.1.0", Clang: "22.1.0", CUDA: "13.0"},
 		FormatVersion:   FormatVersion,
@@ -36,7 +36,7 @@ func sampleKernel(t testing.TB, name string, ns ...int32) *Kernel {
 			binary.LittleEndian.AppendUint32(nil, uint32(n)),
 			binary.LittleEndian.AppendUint32(nil, math.Float32bits(2.5)),
 		}
-		grid, block := spec.Dim3{X: uint32(n+255) / 256, Y: 1, Z: 1}, spec.Dim3{X: 256, Y: 1, Z: 1}
+		grid, block := mneme.Dim3{X: uint32(n+255) / 256, Y: 1, Z: 1}, mneme.Dim3{X: 256, Y: 1, Z: 1}
 		dh := DynamicHash(grid, block, 0, args)
 		k.Instances[dh] = &Instance{
 			DynamicHash: dh, Prologue: PrologueFileName(sh, dh), Epilogue: EpilogueFileName(sh, dh),
@@ -93,7 +93,7 @@ func TestKernelRoundTrip(t *testing.T) {
 func TestKernelWithoutArgsRoundTrips(t *testing.T) {
 	dir := t.TempDir()
 	sh := StaticHash("_Z4noopv", nil)
-	grid := spec.Dim3{X: 1, Y: 1, Z: 1}
+	grid := mneme.Dim3{X: 1, Y: 1, Z: 1}
 	dh := DynamicHash(grid, grid, 0, nil)
 	k := &Kernel{StaticHash: sh, VAddr: "0x0", KernelName: "_Z4noopv", Modules: []string{IRFileName(sh)}, FormatVersion: FormatVersion,
 		Instances: map[string]*Instance{dh: {DynamicHash: dh, Prologue: "p", Epilogue: "e", GridDims: grid, BlockDims: grid, Occurrences: 3}}}
@@ -110,12 +110,12 @@ func TestKernelWithoutArgsRoundTrips(t *testing.T) {
 }
 
 func TestDynamicHashCoversArguments(t *testing.T) {
-	g, b := spec.Dim3{X: 4, Y: 1, Z: 1}, spec.Dim3{X: 256, Y: 1, Z: 1}
+	g, b := mneme.Dim3{X: 4, Y: 1, Z: 1}, mneme.Dim3{X: 256, Y: 1, Z: 1}
 	base := DynamicHash(g, b, 0, [][]byte{{1, 0, 0, 0}})
 	for name, other := range map[string]string{
 		"scalar":  DynamicHash(g, b, 0, [][]byte{{2, 0, 0, 0}}),
-		"grid":    DynamicHash(spec.Dim3{X: 5, Y: 1, Z: 1}, b, 0, [][]byte{{1, 0, 0, 0}}),
-		"block":   DynamicHash(g, spec.Dim3{X: 128, Y: 2, Z: 1}, 0, [][]byte{{1, 0, 0, 0}}),
+		"grid":    DynamicHash(mneme.Dim3{X: 5, Y: 1, Z: 1}, b, 0, [][]byte{{1, 0, 0, 0}}),
+		"block":   DynamicHash(g, mneme.Dim3{X: 128, Y: 2, Z: 1}, 0, [][]byte{{1, 0, 0, 0}}),
 		"shared":  DynamicHash(g, b, 16, [][]byte{{1, 0, 0, 0}}),
 		"split":   DynamicHash(g, b, 0, [][]byte{{1, 0}, {0, 0}}),
 		"no args": DynamicHash(g, b, 0, nil),

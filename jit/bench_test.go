@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/mneme-gpu/mneme/spec"
+	"github.com/mneme-gpu/mneme"
 )
 
 // BenchmarkColdCompile measures a full compile of a vector-add-sized kernel:
@@ -44,7 +44,7 @@ func BenchmarkCacheHit(b *testing.B) {
 // BenchmarkDiskCacheHit measures a hit in the on-disk cache of a fresh process.
 func BenchmarkDiskCacheHit(b *testing.B) {
 	dir := b.TempDir()
-	r := &Request{IR: testIR(b), Kernel: "vecadd", Config: spec.Baseline(spec.Dim3{X: 1, Y: 1, Z: 1}, spec.Dim3{X: 256, Y: 1, Z: 1}, 0)}
+	r := &Request{IR: testIR(b), Kernel: "vecadd", Config: mneme.Baseline(mneme.Dim3{X: 1, Y: 1, Z: 1}, mneme.Dim3{X: 256, Y: 1, Z: 1}, 0)}
 	if _, err := benchCompilerDir(b, dir).Compile(r); err != nil {
 		b.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package jit
 
 import (
+	"bytes"
 	"container/list"
 	"encoding/binary"
 	"encoding/hex"
@@ -14,9 +15,9 @@ import (
 
 	"github.com/zeebo/xxh3"
 
-	"github.com/mneme-gpu/mneme/cuda"
+	"github.com/mneme-gpu/mneme"
+	"github.com/mneme-gpu/mneme/internal/safefile"
 	"github.com/mneme-gpu/mneme/llvm"
-	"github.com/mneme-gpu/mneme/spec"
 )
 
 // keyVersion changes whenever the compiler would produce different code for
@@ -30,7 +31,7 @@ const keyVersion = "mneme-jit-1"
 func (c *Compiler) Key(req *Request) string {
 	cfg := req.Config
 	if !cfg.SpecializeDims {
-		cfg.Grid, cfg.Block = spec.Dim3{}, spec.Dim3{}
+		cfg.Grid, cfg.Block = mneme.Dim3{}, mneme.Dim3{}
 	}
 	cfg.SharedMem = 0 // dynamic shared memory is a launch parameter, not code
 	cfg.Passes = pipeline(cfg)
@@ -68,10 +69,9 @@ func (c *Compiler) Key(req *Request) string {
 		}
 	}
 	if c.Linking() {
-		// The cubin comes from the driver's ptxas: a new driver may
-		// generate different code, so its version is part of the key.
-		v, _ := cuda.DriverVersion()
-		write([]byte(fmt.Sprintf("cubin driver %d", v)))
+		// A new ptxas may generate different code, so which one and its
+		// version are part of the key.
+		write([]byte("cubin " + c.ptxasIdentity()))
 	}
 	sum := h.Sum128().Bytes()
 	return hex.EncodeToString(sum[:])
@@ -121,36 +121,78 @@ func (m *memoryCache) put(key string, out *Output) {
 	}
 }
 
-// diskCache keeps one JSON file per key. Writes go to a unique temporary file
+// diskCache keeps one file per key: a header line holding the content hash
+// of the JSON entry that follows it. Writes go to a unique temporary file
 // renamed into place, so readers never see a partial entry and two processes
 // compiling the same key at once both leave a complete, identical entry.
+// An entry whose hash does not match (damaged, or edited by hand) is a miss.
 type diskCache struct{ dir string }
 
+// entryMagic starts every cache entry; the xxh3-128 of the rest follows it.
+const entryMagic = "mneme-jit-entry xxh3-128:"
+
+// maxCacheEntry bounds an entry read back: far above any kernel's PTX and cubin.
+const maxCacheEntry = 256 << 20
+
 func (d *diskCache) path(key string) string {
-	return filepath.Join(d.dir, key[:2], key+".json")
+	return filepath.Join(d.dir, d.name(key))
+}
+
+func (d *diskCache) name(key string) string {
+	return filepath.Join(key[:2], key+".json")
 }
 
 func (d *diskCache) get(key string) (*Output, error) {
-	data, err := os.ReadFile(d.path(key))
+	// A regular file inside the cache directory, of bounded size.
+	data, err := safefile.ReadFileIn(d.dir, d.name(key), maxCacheEntry)
 	if err != nil {
 		return nil, err
 	}
+	body, ok := verifyEntry(data)
+	if !ok {
+		return nil, fmt.Errorf("jit cache entry %s is damaged or was edited: its content hash does not match", d.path(key))
+	}
 	var out Output
-	if err := json.Unmarshal(data, &out); err != nil || out.Key != key || len(out.PTX) == 0 {
+	if err := json.Unmarshal(body, &out); err != nil || out.Key != key || len(out.PTX) == 0 {
 		return nil, fmt.Errorf("jit cache entry %s is damaged", d.path(key))
 	}
 	return &out, nil
 }
 
+// sealEntry prefixes an entry's JSON with its content hash.
+func sealEntry(body []byte) []byte {
+	sum := xxh3.Hash128(body).Bytes()
+	return append([]byte(entryMagic+hex.EncodeToString(sum[:])+"\n"), body...)
+}
+
+// verifyEntry returns the JSON of a sealed entry whose hash matches.
+func verifyEntry(data []byte) ([]byte, bool) {
+	rest, ok := bytes.CutPrefix(data, []byte(entryMagic))
+	if !ok {
+		return nil, false
+	}
+	stored, body, ok := bytes.Cut(rest, []byte("\n"))
+	if !ok {
+		return nil, false
+	}
+	sum := xxh3.Hash128(body).Bytes()
+	return body, string(stored) == hex.EncodeToString(sum[:])
+}
+
 func (d *diskCache) put(key string, out *Output) error {
 	p := d.path(key)
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+	if err := os.MkdirAll(d.dir, 0o755); err != nil {
+		return err
+	}
+	// The entry's folder must not be a link out of the cache directory.
+	if err := safefile.MkdirIn(d.dir, key[:2]); err != nil {
 		return err
 	}
 	data, err := json.Marshal(out)
 	if err != nil {
 		return err
 	}
+	data = sealEntry(data)
 	tmp, err := os.CreateTemp(filepath.Dir(p), ".tmp-"+key[:8]+"-*")
 	if err != nil {
 		return err

@@ -7,8 +7,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/mneme-gpu/mneme"
 	"github.com/mneme-gpu/mneme/cuda"
-	"github.com/mneme-gpu/mneme/spec"
+	"github.com/mneme-gpu/mneme/internal/gputest"
 )
 
 var (
@@ -18,7 +19,8 @@ var (
 	gpuErr   error
 )
 
-// gpu returns device 0's primary context, or skips the test with the reason.
+// gpu returns device 0's primary context, or skips the test when this
+// machine has no CUDA driver or GPU (gputest.Need).
 func gpu(t testing.TB) (*cuda.Context, cuda.DeviceProps) {
 	t.Helper()
 	gpuOnce.Do(func() {
@@ -34,9 +36,7 @@ func gpu(t testing.TB) (*cuda.Context, cuda.DeviceProps) {
 		}
 		gpuCtx, gpuErr = dev.RetainPrimaryContext()
 	})
-	if gpuErr != nil {
-		t.Skipf("no CUDA driver or GPU: %v", gpuErr)
-	}
+	gputest.Need(t, gpuErr)
 	return gpuCtx, gpuProps
 }
 
@@ -54,7 +54,7 @@ func benchCompilerDir(b *testing.B, dir string) *Compiler {
 }
 
 // runRepeatAxpy loads a compiled repeat_axpy and runs it on fresh buffers.
-func runRepeatAxpy(t *testing.T, out *Output, n int, rounds int32, a float32, block, grid spec.Dim3) []byte {
+func runRepeatAxpy(t *testing.T, out *Output, n int, rounds int32, a float32, block, grid mneme.Dim3) []byte {
 	t.Helper()
 	mod, err := cuda.LoadModule(out.Cubin)
 	if err != nil {
@@ -106,10 +106,10 @@ func TestGPUSpecializedMatchesGeneric(t *testing.T) {
 	ctx, props := gpu(t)
 	c := NewCompiler(Options{Context: ctx, Arch: props.Arch()})
 	const n = 1 << 16
-	block, grid := spec.Dim3{X: 256, Y: 1, Z: 1}, spec.Dim3{X: n / 256, Y: 1, Z: 1}
+	block, grid := mneme.Dim3{X: 256, Y: 1, Z: 1}, mneme.Dim3{X: n / 256, Y: 1, Z: 1}
 	args := [][]byte{i32(n), i32(37), f32(1.5), u64(0), u64(0)}
 
-	generic := spec.Baseline(grid, block, 0)
+	generic := mneme.Baseline(grid, block, 0)
 	gOut, err := c.Compile(&Request{IR: testIR(t), Kernel: repeatAxpy, Config: generic, Args: args})
 	if err != nil {
 		t.Fatal(err)

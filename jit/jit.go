@@ -9,13 +9,14 @@ package jit
 import (
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"sync"
 	"time"
 
+	"github.com/mneme-gpu/mneme"
 	"github.com/mneme-gpu/mneme/cuda"
 	"github.com/mneme-gpu/mneme/llvm"
-	"github.com/mneme-gpu/mneme/spec"
 )
 
 // DefaultArch is the target used when neither the configuration nor a device names one.
@@ -27,7 +28,7 @@ type Request struct {
 	Name   string // for messages, e.g. the IR file
 	IR     []byte // bitcode
 	Kernel string // mangled name; empty means the module's only kernel
-	Config spec.Config
+	Config mneme.Config
 	Args   [][]byte // recorded argument bytes; needed when Config specializes
 	// Keep names symbols besides the kernel that internalization must leave
 	// visible: device globals that the host (or replay) looks up by name.
@@ -91,6 +92,10 @@ type Compiler struct {
 	disk     *diskCache
 	mu       sync.Mutex
 	inflight map[string]*call
+
+	ptxasOnce sync.Once
+	toolkit   bool   // link with the toolkit's ptxas (libnvJitLink)
+	ptxasID   string // which ptxas links, for cache keys
 }
 
 type call struct {
@@ -114,7 +119,7 @@ func NewCompiler(opts Options) *Compiler {
 // Linking reports whether outputs carry a cubin.
 func (c *Compiler) Linking() bool { return c.opts.Context != nil }
 
-func (c *Compiler) arch(cfg spec.Config) string {
+func (c *Compiler) arch(cfg mneme.Config) string {
 	switch {
 	case cfg.Arch != "":
 		return cfg.Arch
@@ -265,7 +270,7 @@ func rewrite(mod *llvm.Module, kernel string, req *Request) error {
 			if explicit {
 				return fmt.Errorf("argument %d (%s %s) cannot be specialized", i, p.Type, p.Name)
 			}
-			continue // plain "specialize" folds the scalars only
+			continue // Specialize without SpecializeArgs folds the scalars only
 		}
 		if i >= len(req.Args) {
 			return fmt.Errorf("argument %d: no recorded value to specialize (have %d)", i, len(req.Args))
@@ -297,9 +302,9 @@ func rewrite(mod *llvm.Module, kernel string, req *Request) error {
 }
 
 // pipeline is the configuration's pass pipeline, the default when it names none.
-func pipeline(cfg spec.Config) string {
+func pipeline(cfg mneme.Config) string {
 	if cfg.Passes == "" {
-		return spec.DefaultPipeline
+		return mneme.DefaultPipeline
 	}
 	return cfg.Passes
 }
@@ -316,7 +321,7 @@ func (c *Compiler) optimize(req *Request, times *Times) (*llvm.Module, string, *
 	}
 	times.Preprocess = time.Since(t0)
 
-	tm, err := llvm.NewTargetMachine(c.arch(cfg), cfg.PTXVersion, cfg.CodegenOpt)
+	tm, err := newTargetMachine(mod, kernel, c.arch(cfg), cfg)
 	if err != nil {
 		mod.Dispose()
 		return nil, "", nil, &CompileError{Stage: "codegen", Err: err}
@@ -329,6 +334,38 @@ func (c *Compiler) optimize(req *Request, times *Times) (*llvm.Module, string, *
 	}
 	times.Optimize = time.Since(t1)
 	return mod, kernel, tm, nil
+}
+
+// newTargetMachine makes the code generator for one compilation. Unless the
+// configuration says otherwise it generates code as the application's
+// compiler did: the PTX version and the multiply-add fusion that the IR
+// records. Both change the bits of float results (ptxas contracts plain
+// mul/add into fma, never .rn ones) and the kernel's speed.
+func newTargetMachine(mod *llvm.Module, kernel, arch string, cfg mneme.Config) (*llvm.TargetMachine, error) {
+	ptx := cfg.PTXVersion
+	if ptx == 0 {
+		ptx = mod.KernelPTXVersion(kernel)
+	}
+	tm, err := llvm.NewTargetMachine(arch, ptx, cfg.CodegenOpt)
+	if err != nil && cfg.PTXVersion == 0 && ptx != 0 {
+		// The IR asked for a PTX version this LLVM does not know: let the backend choose.
+		tm, err = llvm.NewTargetMachine(arch, 0, cfg.CodegenOpt)
+	}
+	if err != nil {
+		return nil, err
+	}
+	fusion := mod.FPContraction()
+	if cfg.FPContract != "" {
+		if fusion, err = llvm.ParseFPContract(cfg.FPContract); err != nil {
+			tm.Dispose()
+			return nil, err
+		}
+	}
+	if err := tm.SetFPOpFusion(fusion); err != nil {
+		tm.Dispose()
+		return nil, err
+	}
+	return tm, nil
 }
 
 func (c *Compiler) build(req *Request) (*Output, error) {
@@ -359,7 +396,7 @@ func (c *Compiler) build(req *Request) (*Output, error) {
 }
 
 // link runs ptxas through the driver JIT with the compiler's context current.
-func (c *Compiler) link(out *Output, cfg spec.Config, arch string) error {
+func (c *Compiler) link(out *Output, cfg mneme.Config, arch string) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if err := c.opts.Context.SetCurrent(); err != nil {
@@ -370,7 +407,14 @@ func (c *Compiler) link(out *Output, cfg spec.Config, arch string) error {
 		opt = -1 // the driver's default
 	}
 	t := time.Now()
-	res, err := cuda.LinkPTX(out.PTX, out.Kernel, cuda.JITOptions{OptLevel: opt, MaxRegisters: cfg.MaxRegisters, Arch: arch})
+	jo := cuda.JITOptions{OptLevel: opt, MaxRegisters: cfg.MaxRegisters, Arch: arch}
+	var res *cuda.LinkResult
+	var err error
+	if c.useToolkitPTXAS() {
+		res, err = cuda.ToolkitLinkPTX(out.PTX, out.Kernel, jo)
+	} else {
+		res, err = cuda.LinkPTX(out.PTX, out.Kernel, jo)
+	}
 	out.Times.Ptxas = time.Since(t)
 	if err != nil {
 		return err
@@ -407,4 +451,43 @@ func (c *Compiler) OptimizedIR(req *Request) (string, error) {
 	defer mod.Dispose()
 	defer tm.Dispose()
 	return mod.String(), nil
+}
+
+// EnvPTXAS chooses the ptxas that turns PTX into machine code: "toolkit"
+// (libnvJitLink, the ptxas the application's compiler ran; the default when
+// found and not newer than the driver) or "driver" (the driver's JIT).
+const EnvPTXAS = "MNEME_PTXAS"
+
+// useToolkitPTXAS decides once per compiler which ptxas links: the
+// toolkit's gives the application's own machine code for the same PTX,
+// where the driver's may not (see cuda.ToolkitLinkPTX).
+func (c *Compiler) useToolkitPTXAS() bool {
+	c.ptxasOnce.Do(func() {
+		c.ptxasID = "driver"
+		if v, err := cuda.DriverVersion(); err == nil {
+			c.ptxasID = fmt.Sprintf("driver %d", v)
+		}
+		if os.Getenv(EnvPTXAS) == "driver" {
+			return
+		}
+		tv, err := cuda.ToolkitPTXAS()
+		if err != nil {
+			return
+		}
+		// A cubin from a newer toolkit may not load on this driver.
+		var major, minor int
+		dv, derr := cuda.DriverVersion()
+		if _, serr := fmt.Sscanf(tv, "%d.%d", &major, &minor); serr != nil || derr != nil || major*1000+minor*10 > dv {
+			return
+		}
+		c.toolkit = true
+		c.ptxasID = "toolkit " + tv
+	})
+	return c.toolkit
+}
+
+// ptxasIdentity names the ptxas that links, for cache keys.
+func (c *Compiler) ptxasIdentity() string {
+	c.useToolkitPTXAS()
+	return c.ptxasID
 }

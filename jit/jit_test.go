@@ -11,7 +11,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/mneme-gpu/mneme/spec"
+	"github.com/mneme-gpu/mneme"
+	"github.com/mneme-gpu/mneme/llvm"
 )
 
 const repeatAxpy = "_Z11repeat_axpyiifPKfPf"
@@ -25,12 +26,12 @@ func recordedArgs() [][]byte {
 	return [][]byte{i32(4096), i32(1000), f32(1.5), u64(0x153940000000), u64(0x153940004000)}
 }
 
-func baseConfig() spec.Config {
-	c := spec.Baseline(spec.Dim3{X: 16, Y: 1, Z: 1}, spec.Dim3{X: 256, Y: 1, Z: 1}, 0)
+func baseConfig() mneme.Config {
+	c := mneme.Baseline(mneme.Dim3{X: 16, Y: 1, Z: 1}, mneme.Dim3{X: 256, Y: 1, Z: 1}, 0)
 	return c
 }
 
-func compilePTX(t *testing.T, c *Compiler, cfg spec.Config) string {
+func compilePTX(t *testing.T, c *Compiler, cfg mneme.Config) string {
 	t.Helper()
 	out, err := c.Compile(&Request{Name: "kernels.bc", IR: testIR(t), Kernel: repeatAxpy, Config: cfg, Args: recordedArgs()})
 	if err != nil {
@@ -122,7 +123,7 @@ func TestStageTimesReported(t *testing.T) {
 
 func TestKeyIgnoresWhatDoesNotReachTheCode(t *testing.T) {
 	c := NewCompiler(Options{})
-	req := func(cfg spec.Config, args [][]byte) *Request {
+	req := func(cfg mneme.Config, args [][]byte) *Request {
 		return &Request{IR: []byte("ir"), Kernel: "k", Config: cfg, Args: args}
 	}
 	a := baseConfig()
@@ -217,6 +218,35 @@ func TestDamagedCacheEntryIsRecompiled(t *testing.T) {
 	}
 }
 
+// An entry edited by hand, complete and under its own key, is not served.
+func TestEditedCacheEntryIsNotServed(t *testing.T) {
+	dir := t.TempDir()
+	r := &Request{IR: testIR(t), Kernel: "vecadd", Config: baseConfig()}
+	out, err := NewCompiler(Options{CacheDir: dir}).Compile(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := (&diskCache{dir: dir}).path(out.Key)
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := strings.Replace(string(data), "vecadd", "vecadX", 1)
+	if edited == string(data) {
+		t.Fatal("the entry does not name the kernel")
+	}
+	if err := os.WriteFile(p, []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (&diskCache{dir: dir}).get(out.Key); err == nil || !strings.Contains(err.Error(), "content hash") {
+		t.Fatalf("edited entry read back: %v", err)
+	}
+	again, err := NewCompiler(Options{CacheDir: dir}).Compile(r)
+	if err != nil || again.CacheHit != "" || strings.Contains(string(again.PTX), "vecadX") {
+		t.Fatalf("edited entry served: hit=%q err=%v", again.CacheHit, err)
+	}
+}
+
 // Internalization must leave the device globals named in Keep visible, so
 // they can be found by name in the loaded module.
 func TestInternalizeKeepsNamedGlobals(t *testing.T) {
@@ -238,5 +268,32 @@ func TestInternalizeKeepsNamedGlobals(t *testing.T) {
 	}
 	if hidden.Key == kept.Key {
 		t.Fatal("Keep did not change the cache key")
+	}
+}
+
+// TestSpecializeArgsBounds: an argument index one past the kernel's last is
+// refused, naming it, rather than ignored.
+func TestSpecializeArgsBounds(t *testing.T) {
+	cfg := baseConfig()
+	cfg.Specialize, cfg.SpecializeArgs = true, []int{4} // vecadd has 4 parameters
+	_, err := NewCompiler(Options{}).Compile(&Request{IR: testIR(t), Kernel: "vecadd", Config: cfg})
+	if err == nil || !strings.Contains(err.Error(), "argument 4 does not exist") {
+		t.Errorf("specialize_args [4]: %v", err)
+	}
+}
+
+// TestFoldArgsBounds: --arg takes 0-based indices below the parameter count.
+func TestFoldArgsBounds(t *testing.T) {
+	i32 := llvm.Param{Kind: llvm.ParamInt, Bits: 32, Type: "i32"}
+	params := []llvm.Param{i32, i32}
+	for arg, ok := range map[string]bool{"0=1": true, "1=2": true, "2=3": false, "-1=3": false, "x=1": false, "1": false} {
+		var cfg mneme.Config
+		args, err := foldArgs(&cfg, params, []string{arg})
+		if (err == nil) != ok {
+			t.Errorf("--arg %s: %v", arg, err)
+		}
+		if ok && (!cfg.Specialize || len(cfg.SpecializeArgs) != 1 || len(args) != 2) {
+			t.Errorf("--arg %s: config %+v args %v", arg, cfg, args)
+		}
 	}
 }

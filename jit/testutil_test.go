@@ -1,11 +1,14 @@
 package jit
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/mneme-gpu/mneme/internal/gputest"
 )
 
 var (
@@ -40,13 +43,12 @@ func testIR(t testing.TB) []byte {
 		out := filepath.Join(dir, "kernels.bc")
 		args := append(append([]string{}, clangCUDAFlags...), "testdata/kernels.cu", "-o", out)
 		if msg, err := exec.Command(clang, args...).CombinedOutput(); err != nil {
-			irErr = &exec.Error{Name: clang + " " + string(msg), Err: err}
+			irErr = fmt.Errorf("%s: %v\n%s", clang, err, msg)
 			return
 		}
 		irData, irErr = os.ReadFile(out)
 	})
-	if irErr != nil {
-		t.Skipf("clang-22 is needed to build the test kernels: %v", irErr)
-	}
+	// A missing clang skips; a failing compile of the kernels fails.
+	gputest.Tool(t, irErr)
 	return irData
 }

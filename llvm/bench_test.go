@@ -108,3 +108,14 @@ func BenchmarkStages(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkKernelWrites measures the write analysis a replay session does
+// once at open: extract the kernel, SROA, walk.
+func BenchmarkKernelWrites(b *testing.B) {
+	m := parseCUDA(b, "kernels")
+	for b.Loop() {
+		if _, err := m.KernelWrites("_Z11loop_kernelPfPKfif"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

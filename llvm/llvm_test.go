@@ -13,7 +13,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/mneme-gpu/mneme/spec"
+	"github.com/mneme-gpu/mneme"
 )
 
 const (
@@ -466,7 +466,7 @@ func TestSpecializeDims(t *testing.T) {
 	}
 }
 
-func dim(x, y, z uint32) spec.Dim3 { return spec.Dim3{X: x, Y: y, Z: z} }
+func dim(x, y, z uint32) mneme.Dim3 { return mneme.Dim3{X: x, Y: y, Z: z} }
 
 func TestSpecializeDimsClonesSharedFunctions(t *testing.T) {
 	m := parseCUDA(t, "kernels")
@@ -898,5 +898,59 @@ func TestModulesInParallel(t *testing.T) {
 	}
 	if !bytes.Contains([]byte(results[0]), []byte(".entry "+loopKernel)) {
 		t.Error("no kernel in the PTX")
+	}
+}
+
+// TestSpecializeDimsEveryDimension specializes a launch whose x, y and z
+// differ, so that a dimension read from another one is seen: the constants
+// of ntid and nctaid, and the ranges of tid and ctaid, per dimension.
+func TestSpecializeDimsEveryDimension(t *testing.T) {
+	const kernel = "_Z5dims3Pj"
+	m := parseCUDA(t, "dims3")
+	if err := m.SpecializeDims(kernel, dim(2, 3, 5), dim(7, 11, 13)); err != nil {
+		t.Fatal(err)
+	}
+	ir := m.String()
+	for _, d := range []string{"x", "y", "z"} {
+		for _, reg := range []string{"ntid", "nctaid"} {
+			if call := "@llvm.nvvm.read.ptx.sreg." + reg + "." + d + "()"; strings.Contains(ir, "call i32 "+call) {
+				t.Errorf("%s left in the IR", call)
+			}
+		}
+	}
+	for _, want := range []string{
+		"call range(i32 0, 2) i32 @llvm.nvvm.read.ptx.sreg.tid.x()",
+		"call range(i32 0, 3) i32 @llvm.nvvm.read.ptx.sreg.tid.y()",
+		"call range(i32 0, 5) i32 @llvm.nvvm.read.ptx.sreg.tid.z()",
+		"call range(i32 0, 7) i32 @llvm.nvvm.read.ptx.sreg.ctaid.x()",
+		"call range(i32 0, 11) i32 @llvm.nvvm.read.ptx.sreg.ctaid.y()",
+		"call range(i32 0, 13) i32 @llvm.nvvm.read.ptx.sreg.ctaid.z()",
+	} {
+		if !strings.Contains(ir, want) {
+			t.Errorf("IR lacks %q:\n%s", want, ir)
+		}
+	}
+	c, err := m.Clone()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Dispose()
+	if err := c.RunPasses("default<O3>", newTarget(t, "sm_90", 80, 3)); err != nil {
+		t.Fatal(err)
+	}
+	// 2 + 100*3 + 10000*5 and 7 + 100*11 + 10000*13.
+	opt := c.String()
+	for _, want := range []string{"store i32 50302,", "store i32 131107,"} {
+		if !strings.Contains(opt, want) {
+			t.Errorf("optimized IR lacks %q:\n%s", want, opt)
+		}
+	}
+	for i, bad := range []mneme.Dim3{dim(1, 0, 1), dim(1, 1, 0)} {
+		if err := m.SpecializeDims(kernel, bad, dim(1, 1, 1)); err == nil || !strings.Contains(err.Error(), "block dimensions") {
+			t.Errorf("block %d %v: %v", i, bad, err)
+		}
+		if err := m.SpecializeDims(kernel, dim(1, 1, 1), bad); err == nil || !strings.Contains(err.Error(), "grid dimensions") {
+			t.Errorf("grid %d %v: %v", i, bad, err)
+		}
 	}
 }

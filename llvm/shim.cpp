@@ -34,6 +34,8 @@
 #include <llvm/MC/TargetRegistry.h>
 #include <llvm/Support/ErrorHandling.h>
 #include <llvm/Support/raw_ostream.h>
+#include <llvm/Target/TargetMachine.h>
+#include <llvm/Target/TargetOptions.h>
 #include <llvm/TargetParser/Triple.h>
 #include <llvm/Transforms/Utils/Cloning.h>
 #include <llvm/Transforms/Utils/ModuleUtils.h>
@@ -273,8 +275,8 @@ char *mn_parse_bitcode(LLVMContextRef ctx, const char *data, size_t len,
   });
 }
 
-char *mn_check_bitcode_isolated(const char *data, size_t len,
-                                const char *name, size_t memory_budget,
+char *mn_check_bitcode_isolated(const char *data, size_t len, const char *name,
+                                size_t memory_budget,
                                 unsigned timeout_seconds) {
   setup(); // finish one-time setup here, not in the child
   int fds[2];
@@ -301,7 +303,8 @@ char *mn_check_bitcode_isolated(const char *data, size_t len,
       std::fclose(statm);
     }
     if (pages > 0) {
-      rlim_t limit = rlim_t(pages) * rlim_t(sysconf(_SC_PAGESIZE)) + memory_budget;
+      rlim_t limit =
+          rlim_t(pages) * rlim_t(sysconf(_SC_PAGESIZE)) + memory_budget;
       struct rlimit rl = {limit, limit};
       setrlimit(RLIMIT_AS, &rl);
     }
@@ -338,9 +341,9 @@ char *mn_check_bitcode_isolated(const char *data, size_t len,
     if (sig == SIGALRM)
       return copyMessage("the bitcode reader did not finish within " +
                          std::to_string(timeout_seconds) + " s");
-    return copyMessage(std::string("the bitcode reader was killed by ") +
-                       (sig == SIGKILL ? "SIGKILL (out of memory?)"
-                                       : strsignal(sig)));
+    return copyMessage(
+        std::string("the bitcode reader was killed by ") +
+        (sig == SIGKILL ? "SIGKILL (out of memory?)" : strsignal(sig)));
   }
   return copyMessage("the bitcode reader failed (exit status " +
                      std::to_string(WEXITSTATUS(status)) + ")");
@@ -486,8 +489,7 @@ char *mn_check_subtarget(const char *triple, const char *cpu,
   });
 }
 
-void mn_drop_from_used_lists(LLVMModuleRef m, LLVMValueRef *globals,
-                             size_t n) {
+void mn_drop_from_used_lists(LLVMModuleRef m, LLVMValueRef *globals, size_t n) {
   SmallPtrSet<GlobalValue *, 32> drop;
   for (size_t i = 0; i < n; i++)
     drop.insert(cast<GlobalValue>(unwrap(globals[i])));
@@ -569,7 +571,8 @@ size_t mn_annotated_kernels(LLVMModuleRef m, LLVMValueRef *out, size_t cap) {
     // Operands after the first come in (name, value) pairs.
     for (unsigned i = 1; i + 1 < node->getNumOperands(); i += 2) {
       auto *key = dyn_cast_or_null<MDString>(node->getOperand(i));
-      auto *val = mdconst::dyn_extract_or_null<ConstantInt>(node->getOperand(i + 1));
+      auto *val =
+          mdconst::dyn_extract_or_null<ConstantInt>(node->getOperand(i + 1));
       if (key && val && key->getString() == "kernel" && val->isOne()) {
         if (n < cap)
           out[n] = wrap(fn);
@@ -582,3 +585,22 @@ size_t mn_annotated_kernels(LLVMModuleRef m, LLVMValueRef *out, size_t cap) {
 }
 
 } // extern "C"
+
+void mn_set_fp_fusion(LLVMTargetMachineRef tm, int level) {
+  // The C API has no way to set TargetOptions. NVPTX reads AllowFPOpFusion
+  // when it lowers fmul/fadd: under Fast it emits plain mul/add that ptxas
+  // may contract into fma (what clang does for CUDA's default
+  // -ffp-contract=fast); otherwise it pins them with .rn.
+  auto *machine = reinterpret_cast<llvm::TargetMachine *>(tm);
+  switch (level) {
+  case 0:
+    machine->Options.AllowFPOpFusion = llvm::FPOpFusion::Fast;
+    break;
+  case 1:
+    machine->Options.AllowFPOpFusion = llvm::FPOpFusion::Standard;
+    break;
+  default:
+    machine->Options.AllowFPOpFusion = llvm::FPOpFusion::Strict;
+    break;
+  }
+}

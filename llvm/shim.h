@@ -27,9 +27,8 @@ char *mn_parse_bitcode(LLVMContextRef ctx, const char *data, size_t len,
 // bytes of new address space and timeout_seconds of time, and reports the
 // child's verdict: NULL when it read, else why not (reader error, crash,
 // memory exhaustion, time-out). The parent process is never at risk.
-char *mn_check_bitcode_isolated(const char *data, size_t len,
-                                const char *name, size_t memory_budget,
-                                unsigned timeout_seconds);
+char *mn_check_bitcode_isolated(const char *data, size_t len, const char *name,
+                                size_t memory_budget, unsigned timeout_seconds);
 char *mn_parse_ir(LLVMContextRef ctx, const char *text, size_t len,
                   const char *name, LLVMModuleRef *out);
 char *mn_verify(LLVMModuleRef m);
@@ -70,6 +69,8 @@ LLVMValueRef mn_clone_function(LLVMValueRef f, const char *name);
 
 // The defined functions named in !nvvm.annotations with "kernel" = 1.
 size_t mn_annotated_kernels(LLVMModuleRef m, LLVMValueRef *out, size_t cap);
+
+void mn_set_fp_fusion(LLVMTargetMachineRef tm, int level);
 
 #ifdef __cplusplus
 }

@@ -13,7 +13,7 @@ import (
 	"strconv"
 	"unsafe"
 
-	"github.com/mneme-gpu/mneme/spec"
+	"github.com/mneme-gpu/mneme"
 )
 
 // SpecializeArg replaces every use of argument index of kernel with a
@@ -107,15 +107,15 @@ type dimRewrite struct {
 // References held by global variables keep the original, which stays correct,
 // only unspecialized. After ExtractKernel no function is shared and nothing
 // is cloned.
-func (m *Module) SpecializeDims(kernel string, block, grid spec.Dim3) error {
+func (m *Module) SpecializeDims(kernel string, block, grid mneme.Dim3) error {
 	f, err := m.definedFunction(kernel)
 	if err != nil {
 		return err
 	}
 	for _, d := range []struct {
 		what string
-		dim  spec.Dim3
-	}{{"block", block}, {"grid", grid}} {
+		dim  mneme.Dim3
+	}{{mneme.KeyBlock, block}, {mneme.KeyGrid, grid}} {
 		if d.dim.X == 0 || d.dim.Y == 0 || d.dim.Z == 0 {
 			return fmt.Errorf("%s: specializing %s: %s dimensions %s: every dimension must be at least 1", m.name, kernel, d.what, d.dim)
 		}

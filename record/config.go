@@ -1,12 +1,12 @@
 // Package record is the recorder that runs inside a CUDA application started
 // by `mneme record`. The C shim hands every launch, allocation and free to the
-// runtime library (runtime/librt), which forwards them here: allocations are
+// runtime library (cmd/mneme-rt), which forwards them here: allocations are
 // served from a fixed-address arena, and each selected launch is snapshotted
 // before and after it runs and written to the recording database.
 //
 // The package is plain Go over the Process interface (what the recorder needs
 // from the application and its GPU) and arena.Backend, so its logic is
-// tested without a GPU; runtime/librt adapts both to the real CUDA calls.
+// tested without a GPU; cmd/mneme-rt adapts both to the real CUDA calls.
 package record
 
 import (
@@ -34,8 +34,11 @@ const (
 	EnvRuntimeLib    = "MNEME_RT_LIB"         // path of libmneme_rt.so
 )
 
-// DefaultVASSGiB is the default arena size in GiB (the -vass default).
-const DefaultVASSGiB = 4
+// VASSAuto is the default arena size (the -vass default): as large as the
+// GPU's memory. A reservation is only address space, so sizing it for the
+// whole device costs no memory and lets any application that fits on the GPU
+// be recorded.
+const VASSAuto = "auto"
 
 // StatusFileName is the file (JSON) in the database directory through which
 // the runtime tells `mneme record` what happened. It must not end in .json,
@@ -46,7 +49,7 @@ const StatusFileName = ".mneme-record.status"
 type Config struct {
 	DB            string         // database directory
 	VABase        uint64         // arena base address
-	VASize        uint64         // arena size in bytes
+	VASize        uint64         // arena size in bytes; 0 means the GPU's memory (VASSAuto)
 	Kernels       *regexp.Regexp // selects kernels by mangled or demangled name; nil selects all
 	MaxRecordings int            // distinct instances per kernel; 0 means no cap
 	Skip          int            // matching launches to let pass before recording
@@ -54,12 +57,17 @@ type Config struct {
 	Log           io.Writer      // where errors are reported as they happen (the application's stderr)
 }
 
-// ParseVASS reads an arena size in GiB ("4", "0.5") as bytes.
+// ParseVASS reads an arena size in GiB ("4", "0.5") as bytes; "auto" (or
+// nothing) is 0, the GPU's memory.
 func ParseVASS(s string) (uint64, error) {
-	g, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	s = strings.TrimSpace(s)
+	if s == "" || s == VASSAuto {
+		return 0, nil
+	}
+	g, err := strconv.ParseFloat(s, 64)
 	n := uint64(g * (1 << 30))
 	if err != nil || !(g > 0) || g > 1<<20 || n == 0 {
-		return 0, fmt.Errorf("-vass %q: want a positive size in GiB (for example 4 or 0.5)", s)
+		return 0, fmt.Errorf("-vass %q: want auto or a positive size in GiB (for example 4 or 0.5)", s)
 	}
 	return n, nil
 }
@@ -67,7 +75,7 @@ func ParseVASS(s string) (uint64, error) {
 // ConfigFromEnv reads the configuration `mneme record` put in the
 // environment. Every error names the variable.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
-	c := Config{VABase: arena.DefaultBase, VASize: DefaultVASSGiB << 30, Log: os.Stderr}
+	c := Config{VABase: arena.DefaultBase, Log: os.Stderr}
 	c.DB = getenv(EnvDB)
 	if c.DB == "" {
 		return c, fmt.Errorf("%s is not set: run the application under `mneme record`", EnvDB)

@@ -3,11 +3,11 @@ package record
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 
+	"github.com/mneme-gpu/mneme/appabi"
 	"github.com/mneme-gpu/mneme/db"
-	mnemert "github.com/mneme-gpu/mneme/runtime"
+	"github.com/mneme-gpu/mneme/internal/safefile"
 )
 
 // IRTools is what finalizing a recording needs from LLVM: `mneme record`
@@ -41,10 +41,10 @@ type FinalizeResult struct {
 // tools may answer from analysis done earlier (`mneme record` analyzes the
 // executable's embedded IR while the application runs), as long as its
 // answers are those the analysis itself would give.
-func Finalize(dir string, tools IRTools, fallback func() ([]mnemert.IREntry, error)) []FinalizeResult {
+func Finalize(dir string, tools IRTools, fallback func() ([]appabi.IREntry, error)) []FinalizeResult {
 	files, _ := filepath.Glob(filepath.Join(dir, "*.json"))
 	var out []FinalizeResult
-	var entries []mnemert.IREntry
+	var entries []appabi.IREntry
 	var fallbackErr error
 	loaded := false
 	for _, f := range files {
@@ -57,7 +57,7 @@ func Finalize(dir string, tools IRTools, fallback func() ([]mnemert.IREntry, err
 		}
 		res.Kernel = k.Name()
 		irPath := filepath.Join(dir, k.Modules[0])
-		bc, err := os.ReadFile(irPath)
+		bc, err := safefile.ReadFile(irPath, safefile.MaxIR)
 		if err != nil {
 			res.Err = fmt.Errorf("kernel %s: %w", k.Name(), err)
 			out = append(out, res)

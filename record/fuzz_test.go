@@ -3,6 +3,7 @@ package record
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -25,7 +26,8 @@ func FuzzReadStatus(f *testing.F) {
 }
 
 // FuzzConfigFromEnv: any environment gives a configuration or an error,
-// never a panic, and an accepted arena is never empty.
+// never a panic, and an arena given as a size is never empty (an empty or
+// "auto" size is 0: the GPU's memory).
 func FuzzConfigFromEnv(f *testing.F) {
 	f.Add("d", "4", "0x153940000000", "saxpy", "4", "0", "1")
 	f.Add("d", "0.0000001", "", "(", "-1", "x", "2")
@@ -33,7 +35,8 @@ func FuzzConfigFromEnv(f *testing.F) {
 	f.Fuzz(func(t *testing.T, db, vass, base, kernels, maxRec, skip, compress string) {
 		env := map[string]string{EnvDB: db, EnvVASS: vass, EnvVABase: base, EnvKernels: kernels, EnvMaxRecordings: maxRec, EnvSkip: skip, EnvCompress: compress}
 		c, err := ConfigFromEnv(func(k string) string { return env[k] })
-		if err == nil && (c.VASize == 0 || c.DB == "" || c.MaxRecordings < 0 || c.Skip < 0) {
+		auto := strings.TrimSpace(vass) == "" || strings.TrimSpace(vass) == VASSAuto
+		if err == nil && ((c.VASize == 0) != auto || c.DB == "" || c.MaxRecordings < 0 || c.Skip < 0) {
 			t.Fatalf("accepted a bad configuration: %+v", c)
 		}
 	})

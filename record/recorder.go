@@ -5,17 +5,16 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/mneme-gpu/mneme"
 	"github.com/mneme-gpu/mneme/db"
 	"github.com/mneme-gpu/mneme/record/arena"
-	"github.com/mneme-gpu/mneme/spec"
 )
 
 // Process is the recorded application and its GPU, as the recorder needs
-// them. runtime/librt implements it over the shim's real CUDA calls.
+// them. cmd/mneme-rt implements it over the shim's real CUDA calls.
 type Process interface {
 	// Synchronize waits until the device is idle.
 	Synchronize() error
@@ -35,6 +34,14 @@ type Process interface {
 	Toolchain() db.Toolchain
 }
 
+// DeviceCoder is a Process that can hand over the device code the
+// application registered for a module (its fat binary), so replay can run
+// the application's own code as the baseline. Processes that cannot are
+// recorded without it; replay then recompiles the baseline from the IR.
+type DeviceCoder interface {
+	DeviceCode(module int) ([]byte, error)
+}
+
 // Kernel is a registered kernel.
 type Kernel struct {
 	Name      string // mangled device name
@@ -45,8 +52,8 @@ type Kernel struct {
 // Launch is one kernel launch of the application.
 type Launch struct {
 	Kernel Kernel
-	Grid   spec.Dim3
-	Block  spec.Dim3
+	Grid   mneme.Dim3
+	Block  mneme.Dim3
 	Shared uint32
 	Args   [][]byte // each parameter's bytes, sized by cuFuncGetParamInfo
 	Native any      // what the Process needs to perform the launch
@@ -68,7 +75,10 @@ type Global struct {
 type KernelIR struct {
 	Bitcode  []byte
 	ArgNames []string
-	ArgKinds []string // db kinds: i32, f32, ptr, ... (byval:N for aggregates)
+	ArgKinds []mneme.ArgKind // empty until the IR is analyzed
+	// Flags are the compile flags the wrapper embedded with the translation
+	// unit (appabi.IREntry.Flags).
+	Flags []string
 }
 
 // Decision says who performs a launch the recorder was shown.
@@ -107,7 +117,9 @@ type Recorder struct {
 
 	mu        sync.Mutex
 	arena     *arena.Arena
-	arenaErr  error // a failed reservation, reported once and then repeated
+	arenaErr  error  // a failed reservation, reported once and then repeated
+	deviceMem uint64 // the GPU's memory, the arena's size under -vass auto
+	oomSeen   bool   // an allocation the arena could not serve was reported
 	kernels   map[kernelKey]*kernelState
 	matching  int // launches of selected kernels so far (for --skip)
 	status    Status
@@ -220,7 +232,7 @@ func (r *Recorder) Malloc(size uint64) (uint64, error) {
 	if r.arena == nil && r.arenaErr == nil {
 		Trace("runtime", "arena reserve")
 		start := time.Now()
-		r.arena, r.arenaErr = arena.NewReserving(r.vm, r.cfg.VABase, r.cfg.VASize, r.reservation())
+		r.arena, r.arenaErr = arena.NewReserving(r.vm, r.cfg.VABase, r.arenaSize(), r.reservation())
 		r.status.ArenaSeconds += time.Since(start).Seconds()
 		if r.arenaErr != nil {
 			r.status.ArenaError = r.arenaErr.Error()
@@ -238,7 +250,12 @@ func (r *Recorder) Malloc(size uint64) (uint64, error) {
 		if errors.As(err, &ex) && r.status.ArenaError == "" {
 			r.status.ArenaError = err.Error()
 		}
-		r.reportError(err.Error())
+		// Once, clearly: an application that retries or probes for the
+		// largest allocation would otherwise bury the message.
+		if !r.oomSeen {
+			r.oomSeen = true
+			r.reportError(fmt.Sprintf("allocation %d of %d bytes failed; the application gets cudaErrorMemoryAllocation: %v", r.status.Allocations, size, err))
+		}
 		return 0, err
 	}
 	return addr, nil
@@ -250,13 +267,30 @@ func (r *Recorder) Malloc(size uint64) (uint64, error) {
 const MinReservation = arena.DefaultSize
 
 // reservation is the size of the range the arena reserves and a replay must
-// reserve: -vass, at least MinReservation, in whole 2 MiB units.
+// reserve: -vass (by default the GPU's memory), at least MinReservation, in
+// whole 2 MiB units.
 func (r *Recorder) reservation() uint64 {
 	if r.arena != nil {
 		return r.arena.Reserved()
 	}
 	const unit = 2 << 20
-	return max((r.cfg.VASize+unit-1)/unit*unit, MinReservation)
+	return max((r.arenaSize()+unit-1)/unit*unit, MinReservation)
+}
+
+// arenaSize is -vass, or the GPU's memory when -vass is auto.
+func (r *Recorder) arenaSize() uint64 {
+	if r.cfg.VASize != 0 {
+		return r.cfg.VASize
+	}
+	if r.deviceMem == 0 {
+		r.deviceMem = arena.DefaultSize
+		if dev, err := r.proc.Device(); err == nil && dev.TotalMem > 0 {
+			r.deviceMem = dev.TotalMem
+		} else {
+			r.reportError(fmt.Sprintf("-vass auto: the GPU's memory size is unknown (%v); the arena holds %s", err, "4 GiB"))
+		}
+	}
+	return r.deviceMem
 }
 
 // Free returns an arena block. ours is false for addresses the arena did
@@ -436,7 +470,35 @@ func (r *Recorder) describeKernel(l *Launch) (*db.Kernel, error) {
 	if err := db.ReplaceFile(filepath.Join(r.cfg.DB, db.IRFileName(sh)), ir.Bitcode); err != nil {
 		return nil, err
 	}
+	k.DeviceCode = r.saveDeviceCode(l.Kernel)
+	k.CompileFlags = ir.Flags
 	return k, nil
+}
+
+// saveDeviceCode writes the fat binary that registered the kernel into the
+// database, once per distinct image, and returns its file name; "" when the
+// process cannot provide it (the recording is still complete: replay then
+// recompiles its baseline).
+func (r *Recorder) saveDeviceCode(k Kernel) string {
+	dc, ok := r.proc.(DeviceCoder)
+	if !ok {
+		return ""
+	}
+	code, err := dc.DeviceCode(k.Module)
+	if err != nil || len(code) == 0 {
+		r.reportError(fmt.Sprintf("kernel %s: its device code is not recorded (%v); replay will recompile the baseline from IR", k.Name, err))
+		return ""
+	}
+	name := db.DeviceCodeFileName(code)
+	path := filepath.Join(r.cfg.DB, name)
+	if _, err := os.Stat(path); err == nil {
+		return name
+	}
+	if err := db.ReplaceFile(path, code); err != nil {
+		r.reportError(fmt.Sprintf("kernel %s: writing its device code: %v", k.Name, err))
+		return ""
+	}
+	return name
 }
 
 // argMeta names and classifies a kernel's arguments. The launch's parameter
@@ -444,16 +506,14 @@ func (r *Recorder) describeKernel(l *Launch) (*db.Kernel, error) {
 // disagrees with its size (bool as i1, a struct) is kept as raw bytes
 // (byval:N). Without kinds (IR not yet analyzed, see Finalize) every
 // argument is raw bytes, which replay restores as is.
-func argMeta(ir *KernelIR, sizes []uint64) (names, kinds []string, specs []bool, err error) {
+func argMeta(ir *KernelIR, sizes []uint64) (names []string, kinds []mneme.ArgKind, specs []bool, err error) {
 	if len(ir.ArgKinds) != 0 && len(ir.ArgKinds) != len(sizes) {
 		return nil, nil, nil, fmt.Errorf("its IR has %d parameters but the launch passes %d", len(ir.ArgKinds), len(sizes))
 	}
 	for i, size := range sizes {
-		kind := fmt.Sprintf("byval:%d", size)
-		if i < len(ir.ArgKinds) {
-			if n, err := db.ArgKindSize(ir.ArgKinds[i]); err == nil && n == size {
-				kind = ir.ArgKinds[i]
-			}
+		kind := mneme.ArgByVal(size)
+		if i < len(ir.ArgKinds) && ir.ArgKinds[i].Size() == size {
+			kind = ir.ArgKinds[i]
 		}
 		name := fmt.Sprintf("arg%d", i)
 		if i < len(ir.ArgNames) && ir.ArgNames[i] != "" {
@@ -461,12 +521,10 @@ func argMeta(ir *KernelIR, sizes []uint64) (names, kinds []string, specs []bool,
 		}
 		names = append(names, name)
 		kinds = append(kinds, kind)
-		specs = append(specs, kind != "ptr" && !isByval(kind))
+		specs = append(specs, kind.Specializable())
 	}
 	return names, kinds, specs, nil
 }
-
-func isByval(kind string) bool { return strings.HasPrefix(kind, "byval:") }
 
 // minCompressedSnapshot is the raw size from which compression is worth its
 // cost inside the application: below it, writing the raw bytes is faster than

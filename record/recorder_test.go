@@ -13,15 +13,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mneme-gpu/mneme"
 	"github.com/mneme-gpu/mneme/db"
 	"github.com/mneme-gpu/mneme/record/arena"
-	"github.com/mneme-gpu/mneme/spec"
 )
 
 // simGPU is a host-memory GPU: byte-addressed device memory behind a
 // virtual-memory interface with the driver's rules, kernels that are Go
 // functions over that memory, and device globals at fixed addresses. The
-// recorder drives it exactly as it drives the real device through librt.
+// recorder drives it exactly as it drives the real device through the runtime library (cmd/mneme-rt).
 type simGPU struct {
 	gran     uint64
 	base     uint64
@@ -110,7 +110,7 @@ const saxpyName = "_Z5saxpyfPKfPfi"
 // addSaxpy installs y[i] = a*x[i] + y[i] for i < n, one "thread" per element
 // of grid*block.
 func (g *simGPU) addSaxpy() {
-	g.irs[saxpyName] = &KernelIR{Bitcode: []byte("BC\xc0\xde saxpy"), ArgNames: []string{"a", "x", "y", "n"}, ArgKinds: []string{"f32", "ptr", "ptr", "i32"}}
+	g.irs[saxpyName] = &KernelIR{Bitcode: []byte("BC\xc0\xde saxpy"), ArgNames: []string{"a", "x", "y", "n"}, ArgKinds: []mneme.ArgKind{"f32", "ptr", "ptr", "i32"}}
 	g.kernels[saxpyName] = func(g *simGPU, l *Launch) error {
 		a := math.Float32frombits(binary.LittleEndian.Uint32(l.Args[0]))
 		x := binary.LittleEndian.Uint64(l.Args[1])
@@ -149,7 +149,7 @@ func u64(v uint64) []byte { return binary.LittleEndian.AppendUint64(nil, v) }
 func saxpyLaunch(a float32, x, y uint64, n uint32) *Launch {
 	return &Launch{
 		Kernel: Kernel{Name: saxpyName, Demangled: "saxpy(float, float const*, float*, int)"},
-		Grid:   spec.Dim3{X: 1, Y: 1, Z: 1}, Block: spec.Dim3{X: 4, Y: 1, Z: 1},
+		Grid:   mneme.Dim3{X: 1, Y: 1, Z: 1}, Block: mneme.Dim3{X: 4, Y: 1, Z: 1},
 		Args: [][]byte{floats(a), u64(x), u64(y), u32(n)},
 	}
 }
@@ -256,14 +256,14 @@ func TestRecordsPrologueEpilogueAndMetadata(t *testing.T) {
 	if err != nil || !bytes.Equal(ir, f.gpu.irs[saxpyName].Bitcode) {
 		t.Errorf("IR file: %v", err)
 	}
-	if inst.GridDims != (spec.Dim3{X: 1, Y: 1, Z: 1}) || inst.BlockDims != (spec.Dim3{X: 4, Y: 1, Z: 1}) || inst.Occurrences != 1 {
+	if inst.GridDims != (mneme.Dim3{X: 1, Y: 1, Z: 1}) || inst.BlockDims != (mneme.Dim3{X: 4, Y: 1, Z: 1}) || inst.Occurrences != 1 {
 		t.Errorf("instance %+v", inst)
 	}
-	pro, err := d.ReadPrologue(inst)
+	pro, err := d.ReadPrologue(k, inst)
 	if err != nil {
 		t.Fatal(err)
 	}
-	epi, err := d.ReadEpilogue(inst)
+	epi, err := d.ReadEpilogue(k, inst)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,7 +324,7 @@ func TestScalarArgumentsMakeDistinctInstancesAndRepeatsCount(t *testing.T) {
 	// The second instance's prologue is the first one's output.
 	for _, r := range d.All() {
 		if r.Instance.Args[0] == fmt.Sprintf("%x", floats(3)) {
-			pro, _ := d.ReadPrologue(r.Instance)
+			pro, _ := d.ReadPrologue(r.Kernel, r.Instance)
 			if !bytes.Equal(pro.Blobs[1].Data, floats(14, 28, 42, 56)) {
 				t.Errorf("prologue of the third launch %v", pro.Blobs[1].Data)
 			}
@@ -346,7 +346,7 @@ func saxpySkip1Cap2(c *Config) {
 func TestSelectionSkipAndCap(t *testing.T) {
 	f := newFixture(t, saxpySkip1Cap2)
 	f.setup()
-	other := &Launch{Kernel: Kernel{Name: "_Z5otherv", Demangled: "other()"}, Grid: spec.Dim3{X: 1, Y: 1, Z: 1}, Block: spec.Dim3{X: 1, Y: 1, Z: 1}}
+	other := &Launch{Kernel: Kernel{Name: "_Z5otherv", Demangled: "other()"}, Grid: mneme.Dim3{X: 1, Y: 1, Z: 1}, Block: mneme.Dim3{X: 1, Y: 1, Z: 1}}
 	f.gpu.kernels["_Z5otherv"] = func(*simGPU, *Launch) error { return nil }
 	if d := f.launch(other); d != ForwardAlways {
 		t.Errorf("unselected kernel: %v, want ForwardAlways", d)
@@ -416,7 +416,7 @@ func TestMemoLetsTheCallerCountRepeats(t *testing.T) {
 	}
 	other := Kernel{Name: "_Z5otherv", Demangled: "other()"}
 	f.gpu.kernels["_Z5otherv"] = func(*simGPU, *Launch) error { return nil }
-	if d, _ := f.rec.Launch(&Launch{Kernel: other, Grid: spec.Dim3{X: 1, Y: 1, Z: 1}, Block: spec.Dim3{X: 1, Y: 1, Z: 1}}); d != ForwardAlways {
+	if d, _ := f.rec.Launch(&Launch{Kernel: other, Grid: mneme.Dim3{X: 1, Y: 1, Z: 1}, Block: mneme.Dim3{X: 1, Y: 1, Z: 1}}); d != ForwardAlways {
 		t.Fatalf("unselected kernel: %v", d)
 	}
 	// What a shim decided alone: 5 more of a=2, 1 of a=3, 7 past the cap,
@@ -456,6 +456,39 @@ func TestArenaExhaustionIsReportedWithVass(t *testing.T) {
 	}
 	if !strings.Contains(f.log.String(), "-vass") {
 		t.Errorf("stderr %q lacks -vass", f.log.String())
+	}
+}
+
+// With -vass auto the arena is as large as the GPU's memory (the simulated
+// GPU has 1 GiB); an allocation it cannot serve fails, and is reported once,
+// naming its size, however often the application tries again.
+func TestAutoArenaHasTheGPUsSizeAndReportsExhaustionOnce(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.VASize = 0 })
+	for i := 0; i < 3; i++ {
+		if _, err := f.rec.Malloc(2 << 30); err == nil {
+			t.Fatal("a 2 GiB allocation succeeded in a 1 GiB auto arena")
+		}
+	}
+	if _, err := f.rec.Malloc(512 << 20); err != nil {
+		t.Fatalf("half the GPU's memory: %v", err)
+	}
+	if got := f.rec.arena.Size(); got != 1<<30 {
+		t.Errorf("auto arena size %d, want the GPU's 1 GiB", got)
+	}
+	st, _ := ReadStatus(f.dir)
+	if len(st.Errors) != 1 || !strings.Contains(st.Errors[0], "2147483648 bytes") || !strings.Contains(st.Errors[0], "cudaErrorMemoryAllocation") {
+		t.Errorf("status errors %q: want one naming the 2147483648-byte allocation", st.Errors)
+	}
+}
+
+func TestParseVASSAuto(t *testing.T) {
+	for _, s := range []string{"", "auto", " auto "} {
+		if n, err := ParseVASS(s); err != nil || n != 0 {
+			t.Errorf("ParseVASS(%q) = %d, %v; want 0 (auto)", s, n, err)
+		}
+	}
+	if n, err := ParseVASS("0.5"); err != nil || n != 1<<29 {
+		t.Errorf("ParseVASS(0.5) = %d, %v", n, err)
 	}
 }
 
@@ -504,11 +537,11 @@ func TestFreeReturnsArenaBlocksOnly(t *testing.T) {
 		t.Errorf("arena pointer: ours=%v err=%v", ours, err)
 	}
 	f.launch(saxpyLaunch(2, f.y, f.y, 4))
-	_, inst, err := f.open().Find("")
+	k, inst, err := f.open().Find("")
 	if err != nil {
 		t.Fatal(err)
 	}
-	pro, _ := f.open().ReadPrologue(inst)
+	pro, _ := f.open().ReadPrologue(k, inst)
 	if len(pro.Blobs) != 1 || pro.Blobs[0].Addr != f.y {
 		t.Errorf("freed block still snapshotted: %+v", pro.Blobs)
 	}
@@ -533,7 +566,7 @@ func TestConfigFromEnv(t *testing.T) {
 		t.Errorf("%s=0: compress %v, %v", EnvCompress, c.Compress, err)
 	}
 	c, err = ConfigFromEnv(env(EnvDB, "d"))
-	if err != nil || c.VASize != 4<<30 || c.VABase != arena.DefaultBase || !c.Selects("anything", "") || !c.Compress {
+	if err != nil || c.VASize != 0 /* auto: the GPU's memory */ || c.VABase != arena.DefaultBase || !c.Selects("anything", "") || !c.Compress {
 		t.Errorf("defaults %+v %v", c, err)
 	}
 	for _, bad := range [][]string{
@@ -598,5 +631,46 @@ func BenchmarkRecordInstance(b *testing.B) {
 				b.ReportMetric(float64(st.SnapshotBytes)/float64(2*n*b.N), "stored/raw")
 			})
 		}
+	}
+}
+
+// codedGPU is a simGPU that also hands over the registered device code.
+type codedGPU struct{ *simGPU }
+
+func (g codedGPU) DeviceCode(module int) ([]byte, error) {
+	return []byte(fmt.Sprintf("fatbin of module %d", module)), nil
+}
+
+// The kernel's database entry names its fat binary, written once, and keeps
+// the compile flags embedded with its IR.
+func TestDeviceCodeAndCompileFlagsAreRecorded(t *testing.T) {
+	gpu := newSimGPU()
+	gpu.addSaxpy()
+	gpu.irs[saxpyName].Flags = []string{"-O2", "-Xcuda-ptxas", "-maxrregcount=64"}
+	dir := filepath.Join(t.TempDir(), "rdb")
+	var log bytes.Buffer
+	rec, err := New(Config{DB: dir, VABase: arena.DefaultBase, VASize: 64 << 20, Log: &log}, codedGPU{gpu}, gpu)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{t: t, gpu: gpu, rec: rec, dir: dir}
+	f.setup()
+	f.launch(saxpyLaunch(2, f.x, f.y, 4))
+	f.launch(saxpyLaunch(3, f.x, f.y, 4))
+	d := f.open()
+	k := d.Kernels[0]
+	if k.DeviceCode == "" || !strings.HasPrefix(k.DeviceCode, "DeviceCode_") {
+		t.Fatalf("DeviceCode %q", k.DeviceCode)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, k.DeviceCode))
+	if err != nil || string(data) != "fatbin of module 0" {
+		t.Fatalf("device code file: %q, %v", data, err)
+	}
+	if strings.Join(k.CompileFlags, " ") != "-O2 -Xcuda-ptxas -maxrregcount=64" {
+		t.Errorf("CompileFlags %q", k.CompileFlags)
+	}
+	matches, _ := filepath.Glob(filepath.Join(dir, "DeviceCode_*"))
+	if len(matches) != 1 {
+		t.Errorf("%d device code files, want 1 shared by the instances", len(matches))
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/mneme-gpu/mneme/db"
+	"github.com/mneme-gpu/mneme/internal/safefile"
 )
 
 // Status is what the runtime reports to `mneme record` through the status
@@ -72,7 +73,7 @@ var ErrNoStatus = errors.New("no recording status file")
 // ReadStatus reads dir's status file.
 func ReadStatus(dir string) (*Status, error) {
 	path := filepath.Join(dir, StatusFileName)
-	data, err := os.ReadFile(path)
+	data, err := safefile.ReadFile(path, safefile.MaxJSON)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("%w: %s", ErrNoStatus, path)
 	}

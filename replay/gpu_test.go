@@ -14,21 +14,23 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mneme-gpu/mneme"
 	"github.com/mneme-gpu/mneme/cuda"
 	"github.com/mneme-gpu/mneme/db"
+	"github.com/mneme-gpu/mneme/internal/gputest"
 	"github.com/mneme-gpu/mneme/replay/internal/compare"
 	"github.com/mneme-gpu/mneme/replay/internal/fixture"
-	"github.com/mneme-gpu/mneme/spec"
 )
 
-// needGPU skips the test with the reason when no CUDA driver or GPU is usable.
+// needGPU skips the test when this machine has no CUDA driver or GPU, and
+// fails it on any other error (gputest.Need).
 func needGPU(t testing.TB) {
 	t.Helper()
-	if err := cuda.Init(); err != nil {
-		t.Skipf("no CUDA driver: %v", err)
-	}
-	if n, err := cuda.DeviceCount(); err != nil || n == 0 {
-		t.Skipf("no CUDA driver: no GPU (%v)", err)
+	gputest.Need(t, cuda.Init())
+	n, err := cuda.DeviceCount()
+	gputest.Need(t, err)
+	if n == 0 {
+		gputest.Skip(t, "no GPU: the CUDA driver sees no device")
 	}
 }
 
@@ -59,7 +61,7 @@ func openSession(t testing.TB, dir string, opts Options) *Session {
 	return s
 }
 
-func mustRun(t *testing.T, s *Session, cfg spec.Config) *spec.Result {
+func mustRun(t *testing.T, s *Session, cfg mneme.Config) *mneme.Result {
 	t.Helper()
 	res, err := s.Run(cfg)
 	if err != nil {
@@ -68,9 +70,9 @@ func mustRun(t *testing.T, s *Session, cfg spec.Config) *spec.Result {
 	return res
 }
 
-func wantVerified(t *testing.T, what string, res *spec.Result, iterations int) {
+func wantVerified(t *testing.T, what string, res *mneme.Result, iterations int) {
 	t.Helper()
-	if res.Status != spec.StatusVerified || !res.Verified || !res.Executed || res.Failed {
+	if res.Status != mneme.StatusVerified || !res.Verified || !res.Executed || res.Failed {
 		t.Fatalf("%s: status %s verified %v executed %v: %s %s", what, res.Status, res.Verified, res.Executed, res.Error, res.Mismatch)
 	}
 	if len(res.ExecTime) != iterations {
@@ -136,7 +138,7 @@ func TestGPUVecAdd(t *testing.T) {
 	short := base
 	short.Block, short.Grid = dim(128), dim(n/256)
 	res = mustRun(t, s, short)
-	if res.Status != spec.StatusFailedVerification || res.Verified || res.Failed || !res.Executed {
+	if res.Status != mneme.StatusFailedVerification || res.Verified || res.Failed || !res.Executed {
 		t.Fatalf("uncovered data: %+v", res)
 	}
 	// Expected: c's first half computed, its second half still the prologue's.
@@ -156,12 +158,12 @@ func TestGPUVecAdd(t *testing.T) {
 
 	tooBig := base
 	tooBig.Block = dim(2048)
-	if res := mustRun(t, s, tooBig); res.Status != spec.StatusInvalidConfig || !res.Failed {
+	if res := mustRun(t, s, tooBig); res.Status != mneme.StatusInvalidConfig || !res.Failed {
 		t.Fatalf("block 2048: %+v", res)
 	}
 	shared := base
 	shared.SharedMem = uint32(max(s.Device().MaxSharedPerBlockOptin, s.Device().MaxSharedPerBlock) + 1)
-	if res := mustRun(t, s, shared); res.Status != spec.StatusInvalidLaunch || !res.Failed {
+	if res := mustRun(t, s, shared); res.Status != mneme.StatusInvalidLaunch || !res.Failed {
 		t.Fatalf("shared memory over the limit: %+v", res)
 	}
 	if err := s.CheckLaunch(shared); err == nil || !strings.Contains(err.Error(), "shared memory") {
@@ -200,7 +202,7 @@ func TestGPUInPlaceUpdateIsResetBeforeEveryIteration(t *testing.T) {
 	dir := recordOnGPU(t, l)
 	for _, full := range []bool{false, true} {
 		s := openSession(t, dir, Options{Iterations: 20, Warmup: 3, FullReset: full})
-		for _, cfg := range []spec.Config{s.Baseline(), func() spec.Config {
+		for _, cfg := range []mneme.Config{s.Baseline(), func() mneme.Config {
 			c := s.Baseline()
 			c.Specialize, c.SpecializeDims = true, true
 			return c
@@ -235,7 +237,7 @@ func TestGPUDeviceGlobals(t *testing.T) {
 	}
 	dir := recordOnGPU(t, l)
 	s := openSession(t, dir, Options{Iterations: 7, Warmup: 2})
-	for _, cfg := range []spec.Config{s.Baseline(), func() spec.Config { c := s.Baseline(); c.Specialize = true; return c }()} {
+	for _, cfg := range []mneme.Config{s.Baseline(), func() mneme.Config { c := s.Baseline(); c.Specialize = true; return c }()} {
 		res := mustRun(t, s, cfg)
 		wantVerified(t, "globals", res, 7)
 		out, err := s.Snapshot()
@@ -249,7 +251,7 @@ func TestGPUDeviceGlobals(t *testing.T) {
 	half := s.Baseline()
 	half.Grid = dim(n / 256)
 	res := mustRun(t, s, half)
-	if res.Status != spec.StatusFailedVerification || !strings.Contains(res.Mismatch, "allocation") && !strings.Contains(res.Mismatch, "g_count") {
+	if res.Status != mneme.StatusFailedVerification || !strings.Contains(res.Mismatch, "allocation") && !strings.Contains(res.Mismatch, "g_count") {
 		t.Fatalf("half grid: %+v", res)
 	}
 }
@@ -281,12 +283,12 @@ func TestGPUDevicePointersInData(t *testing.T) {
 
 func TestGPUToleranceVerification(t *testing.T) {
 	dir := recordOnGPU(t, vecaddLaunch(1<<16))
-	for _, v := range []VerifyOptions{{Mode: VerifyAbs, Tolerance: 1e-6}, {Mode: VerifyRel, Tolerance: 1e-6}, {Mode: VerifyClose, ATol: 1e-6, RTol: 1e-6}} {
+	for _, v := range []mneme.VerifyOptions{{Mode: mneme.VerifyAbs, Tolerance: 1e-6}, {Mode: mneme.VerifyRel, Tolerance: 1e-6}, {Mode: mneme.VerifyTolerance, ATol: 1e-6, RTol: 1e-6}} {
 		s := openSession(t, dir, Options{Iterations: 2, Verify: v})
 		wantVerified(t, v.Mode, mustRun(t, s, s.Baseline()), 2)
 		short := s.Baseline()
 		short.Grid = dim(short.Grid.X / 2)
-		if res := mustRun(t, s, short); res.Status != spec.StatusFailedVerification {
+		if res := mustRun(t, s, short); res.Status != mneme.StatusFailedVerification {
 			t.Fatalf("%s: uncovered data: %+v", v.Mode, res)
 		}
 		wantVerified(t, v.Mode+" after a failure", mustRun(t, s, s.Baseline()), 2)
@@ -398,7 +400,7 @@ func faultChild(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a kernel fault is not an internal error: %v", err)
 	}
-	if !res.Failed || res.Status != spec.StatusRuntimeError || res.Error == "" || res.Verified {
+	if !res.Failed || res.Status != mneme.StatusRuntimeError || res.Error == "" || res.Verified {
 		t.Fatalf("trap: %+v", res)
 	}
 	if !s.Broken() {
@@ -408,4 +410,60 @@ func faultChild(t *testing.T) {
 		t.Fatalf("Run after the fault: %v, want ErrBroken", err)
 	}
 	t.Logf("fault reported: %s", res.Error)
+}
+
+// Typed verification: a float output a few ULP off the recording passes in
+// mode auto with its figures, fails bitwise, and fails a tighter ulp bound.
+func TestGPUTypedVerification(t *testing.T) {
+	needGPU(t)
+	const n = 1 << 16
+	off := []int{5, 700, 60000}
+	nudged := func(ulps int) func([][]byte) {
+		return func(bufs [][]byte) {
+			vecaddHost(bufs)
+			for _, i := range off {
+				v := f32at(bufs[2], i)
+				for range ulps {
+					v = math.Nextafter32(v, float32(math.Inf(1)))
+				}
+				binary.LittleEndian.PutUint32(bufs[2][4*i:], math.Float32bits(v))
+			}
+		}
+	}
+	dir, _ := hostDB(t, vecaddLaunch(n), nudged(2))
+	s := openSession(t, dir, Options{Iterations: 2})
+	res := mustRun(t, s, s.Baseline())
+	wantVerified(t, "auto, 2 ulp off", res, 2)
+	if len(res.Verification) != 1 {
+		t.Fatalf("figures for %d buffers, want c only: %+v", len(res.Verification), res.Verification)
+	}
+	f := res.Verification[0]
+	if f.Type != "f32" || !f.Passed || f.Differing != 3 || f.Failing != 0 || f.MaxULP != 2 || f.FirstIndex == nil || *f.FirstIndex != 5 || f.Elements != n {
+		t.Fatalf("figures %+v", f)
+	}
+	if !strings.Contains(f.Buffer, "(arg 2)") {
+		t.Errorf("buffer name %q does not name arg 2", f.Buffer)
+	}
+	wantVerified(t, "auto again, partial reset", mustRun(t, s, s.Baseline()), 2)
+	s.Close()
+
+	for _, v := range []mneme.VerifyOptions{{Mode: mneme.VerifyBitwise}, {Mode: mneme.VerifyULP, ULP: 1}} {
+		s := openSession(t, dir, Options{Iterations: 2, Verify: v})
+		res := mustRun(t, s, s.Baseline())
+		if res.Status != mneme.StatusFailedVerification || !strings.Contains(res.Mismatch, "allocation") {
+			t.Fatalf("%+v: %s: %s", v, res.Status, res.Mismatch)
+		}
+		if v.Mode == mneme.VerifyULP && (len(res.Verification) != 1 || res.Verification[0].Failing != 3 || *res.Verification[0].FirstIndex != 5) {
+			t.Fatalf("ulp 1 figures: %+v", res.Verification)
+		}
+		s.Close()
+	}
+
+	far, _ := hostDB(t, vecaddLaunch(n), nudged(1000))
+	s = openSession(t, far, Options{Iterations: 2})
+	res = mustRun(t, s, s.Baseline())
+	if res.Status != mneme.StatusFailedVerification || len(res.Verification) != 1 || res.Verification[0].Failing != 3 {
+		t.Fatalf("1000 ulp off under auto: %s %s %+v", res.Status, res.Mismatch, res.Verification)
+	}
+	t.Logf("mismatch: %s", res.Mismatch)
 }

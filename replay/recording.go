@@ -6,19 +6,17 @@ import (
 	"os"
 	"strings"
 
+	"github.com/mneme-gpu/mneme"
 	"github.com/mneme-gpu/mneme/db"
+	"github.com/mneme-gpu/mneme/internal/safefile"
 	"github.com/mneme-gpu/mneme/jit"
 	"github.com/mneme-gpu/mneme/llvm"
-	"github.com/mneme-gpu/mneme/spec"
 )
 
 // InputError is a problem with what the user handed in (database, snapshot,
-// IR file, configuration), as opposed to a failure of the machine. The CLI
-// maps it to the "bad input" exit code.
-type InputError struct{ Err error }
-
-func (e *InputError) Error() string { return e.Err.Error() }
-func (e *InputError) Unwrap() error { return e.Err }
+// IR file, configuration), as opposed to a failure of the machine: the one
+// kind every command reports as bad input.
+type InputError = mneme.InputError
 
 func inputErr(format string, a ...any) error { return &InputError{Err: fmt.Errorf(format, a...)} }
 
@@ -30,13 +28,21 @@ type Recording struct {
 	Instance *db.Instance
 	IRPath   string
 	IR       []byte // bitcode holding the kernel
-	Args     [][]byte
-	Prologue *db.Snapshot
-	Epilogue *db.Snapshot
-	VAddr    uint64
+	// DeviceCode is the fat binary the application registered for the
+	// kernel; nil for recordings made before it was kept.
+	DeviceCode []byte
+	Args       [][]byte
+	Prologue   *db.Snapshot
+	Epilogue   *db.Snapshot
+	VAddr      uint64
 	// globalNames are the recorded device globals, which internalization
 	// must keep visible so replay can restore and compare them by name.
 	globalNames []string
+	// Writes is what the kernel's IR writes where, for typed verification;
+	// nil when the analysis failed (every buffer then compares bitwise),
+	// and WritesError says why.
+	Writes      *llvm.KernelWrites
+	WritesError error
 }
 
 // Load reads the database at path (a directory or one kernel's JSON file),
@@ -45,6 +51,17 @@ type Recording struct {
 // demangled kernel name), reads its IR and both snapshots and checks that
 // they describe the same memory.
 func Load(path, kernel, instance string) (*Recording, error) {
+	return load(path, kernel, instance, true)
+}
+
+// LoadForCompile reads what compiling the kernel needs, as Load does, but of
+// the snapshots only the prologue's metadata (the device globals' names):
+// Prologue holds no data and Epilogue is nil.
+func LoadForCompile(path, kernel, instance string) (*Recording, error) {
+	return load(path, kernel, instance, false)
+}
+
+func load(path, kernel, instance string, withData bool) (*Recording, error) {
 	d, err := db.Open(path)
 	if err != nil {
 		return nil, &InputError{Err: err}
@@ -69,26 +86,37 @@ func Load(path, kernel, instance string) (*Recording, error) {
 	if r.VAddr, err = k.ParseVAddr(); err != nil {
 		return nil, inputErr("%s: %w", d.Path(db.KernelFileName(k.StaticHash)), err)
 	}
-	if r.IR, err = os.ReadFile(r.IRPath); err != nil {
+	if r.IR, err = d.ReadFile(k.Modules[0], safefile.MaxIR); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, inputErr("recorded IR of kernel %s: %s does not exist", k.Name(), r.IRPath)
 		}
 		return nil, inputErr("recorded IR of kernel %s: %w", k.Name(), err)
 	}
-	if err := checkIR(r.IRPath, r.IR, k.KernelName); err != nil {
+	if r.Writes, r.WritesError, err = checkIR(r.IRPath, r.IR, k.KernelName); err != nil {
 		return nil, err
+	}
+	if k.DeviceCode != "" {
+		if r.DeviceCode, err = d.ReadFile(k.DeviceCode, safefile.MaxIR); err != nil {
+			return nil, inputErr("recorded device code of kernel %s: %w", k.Name(), err)
+		}
 	}
 	if r.Args, err = d.ArgBytes(inst); err != nil {
 		return nil, &InputError{Err: err}
 	}
-	if r.Prologue, err = d.ReadPrologue(inst); err != nil {
-		return nil, &InputError{Err: err}
-	}
-	if r.Epilogue, err = d.ReadEpilogue(inst); err != nil {
-		return nil, &InputError{Err: err}
-	}
-	if err := matchSnapshots(r.Prologue, r.Epilogue, d.Path(inst.Prologue), d.Path(inst.Epilogue)); err != nil {
-		return nil, err
+	if !withData {
+		if r.Prologue, err = d.ReadPrologueMetadata(k, inst); err != nil {
+			return nil, snapshotErr(err)
+		}
+	} else {
+		if r.Prologue, err = d.ReadPrologue(k, inst); err != nil {
+			return nil, snapshotErr(err)
+		}
+		if r.Epilogue, err = d.ReadEpilogue(k, inst); err != nil {
+			return nil, snapshotErr(err)
+		}
+		if err := matchSnapshots(r.Prologue, r.Epilogue, d.Path(inst.Prologue), d.Path(inst.Epilogue)); err != nil {
+			return nil, err
+		}
 	}
 	for _, g := range r.Prologue.Globals {
 		r.globalNames = append(r.globalNames, g.Name)
@@ -99,20 +127,33 @@ func Load(path, kernel, instance string) (*Recording, error) {
 	return r, nil
 }
 
+// snapshotErr classifies a snapshot read: a snapshot too large for this
+// machine is out of resources, any other problem with the file bad input.
+func snapshotErr(err error) error {
+	if errors.Is(err, mneme.ErrOutOfResources) {
+		return err
+	}
+	return &InputError{Err: err}
+}
+
 // checkIR parses the bitcode once, so a corrupt file or one that lacks the
 // kernel is reported at open, naming the file, not at the first compile.
-func checkIR(path string, ir []byte, kernel string) error {
+// While it is parsed, it also analyzes what the kernel writes, once per
+// session; a failed analysis (writesErr) is no input error: verification
+// then compares every buffer bitwise.
+func checkIR(path string, ir []byte, kernel string) (writes *llvm.KernelWrites, writesErr, err error) {
 	mod, err := llvm.ParseBitcode(ir, path)
 	if err != nil {
-		return &InputError{Err: err}
+		return nil, nil, &InputError{Err: err}
 	}
 	defer mod.Dispose()
 	for _, k := range mod.Kernels() {
 		if k == kernel {
-			return nil
+			writes, writesErr = mod.KernelWrites(kernel)
+			return writes, writesErr, nil
 		}
 	}
-	return inputErr("%s: holds no kernel named %s (it has %v)", path, kernel, mod.Kernels())
+	return nil, nil, inputErr("%s: holds no kernel named %s (it has %v)", path, kernel, mod.Kernels())
 }
 
 // matchSnapshots requires the epilogue to describe the same allocations and
@@ -143,28 +184,80 @@ func matchSnapshots(pro, epi *db.Snapshot, proPath, epiPath string) error {
 	return nil
 }
 
-// Baseline is the configuration that reproduces the recorded launch.
-func (r *Recording) Baseline() spec.Config {
-	return spec.Baseline(r.Instance.GridDims, r.Instance.BlockDims, r.Instance.SharedMem)
+// Baseline is the configuration that reproduces the recorded launch as the
+// application compiled it: the recorded geometry, and the -O level and ptxas
+// options of its compile where the recording has them (CompileFlags).
+func (r *Recording) Baseline() mneme.Config {
+	cfg := mneme.Baseline(r.Instance.GridDims, r.Instance.BlockDims, r.Instance.SharedMem)
+	return ApplyCompileFlags(cfg, r.Kernel.CompileFlags)
 }
 
+// ApplyCompileFlags sets what the application's compile flags say about its
+// device code: the -O level chooses the pipeline (default<On>) and the
+// codegen level as clang does, -Xcuda-ptxas -O<n> and -maxrregcount the
+// ptxas knobs. The last of repeated flags wins; others are ignored.
+func ApplyCompileFlags(cfg mneme.Config, flags []string) mneme.Config {
+	levels := map[string]struct {
+		pipeline string
+		codegen  int
+	}{
+		"-O0": {"default<O0>", 0}, "-O1": {"default<O1>", 1}, "-Og": {"default<O1>", 1},
+		"-O2": {"default<O2>", 2}, "-O3": {"default<O3>", 3}, "-Ofast": {"default<O3>", 3},
+		"-Os": {"default<Os>", 2}, "-Oz": {"default<Oz>", 2},
+	}
+	for i := 0; i < len(flags); i++ {
+		if l, ok := levels[flags[i]]; ok {
+			cfg.Passes, cfg.CodegenOpt = l.pipeline, l.codegen
+			continue
+		}
+		if flags[i] != "-Xcuda-ptxas" || i+1 >= len(flags) {
+			continue
+		}
+		i++
+		opt := flags[i]
+		var n int
+		switch {
+		case len(opt) == 3 && strings.HasPrefix(opt, "-O") && opt[2] >= '1' && opt[2] <= '3':
+			cfg.PtxasOpt = int(opt[2] - '0')
+		case strings.HasPrefix(opt, "-maxrregcount=") || strings.HasPrefix(opt, "--maxrregcount="):
+			if _, err := fmt.Sscanf(opt[strings.Index(opt, "=")+1:], "%d", &n); err == nil && n > 0 && n <= 255 {
+				cfg.MaxRegisters = n
+			}
+		case opt == "-maxrregcount" || opt == "--maxrregcount":
+			if i+2 < len(flags) && flags[i+1] == "-Xcuda-ptxas" {
+				if _, err := fmt.Sscanf(flags[i+2], "%d", &n); err == nil && n > 0 && n <= 255 {
+					cfg.MaxRegisters = n
+				}
+				i += 2
+			}
+		}
+	}
+	return cfg
+}
+
+// HasOriginal reports whether the recording holds the application's own
+// device code, which Config.Original runs.
+func (r *Recording) HasOriginal() bool { return len(r.DeviceCode) > 0 }
+
 // Resolve fills what a configuration leaves unset with the recorded values:
-// the geometry, the shared memory and the default pipeline.
-func (r *Recording) Resolve(cfg spec.Config) spec.Config {
+// the geometry, the shared memory, and for an empty pipeline the
+// application's own -O level (pipeline and codegen level).
+func (r *Recording) Resolve(cfg mneme.Config) mneme.Config {
 	cfg.Grid = fillDim(cfg.Grid, r.Instance.GridDims)
 	cfg.Block = fillDim(cfg.Block, r.Instance.BlockDims)
 	if cfg.SharedMem == 0 {
 		cfg.SharedMem = r.Instance.SharedMem
 	}
 	if cfg.Passes == "" {
-		cfg.Passes = spec.DefaultPipeline
+		b := r.Baseline()
+		cfg.Passes, cfg.CodegenOpt = b.Passes, b.CodegenOpt
 	}
 	return cfg
 }
 
 // fillDim takes the recorded shape for an unset one and reads missing
 // components of a partial one (JSON {"x":128}) as 1.
-func fillDim(d, recorded spec.Dim3) spec.Dim3 {
+func fillDim(d, recorded mneme.Dim3) mneme.Dim3 {
 	if d.IsZero() {
 		return recorded
 	}

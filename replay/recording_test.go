@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mneme-gpu/mneme"
 	"github.com/mneme-gpu/mneme/db"
 	"github.com/mneme-gpu/mneme/replay/internal/fixture"
-	"github.com/mneme-gpu/mneme/spec"
 )
 
 func hostDB(t *testing.T, l *fixture.Launch, compute func([][]byte)) (string, *db.Kernel) {
@@ -33,11 +33,11 @@ func TestLoadResolvesTheOnlyInstanceAndItsBaseline(t *testing.T) {
 		t.Fatalf("loaded %s with %d args and %d blobs", rec.Kernel.StaticHash, len(rec.Args), len(rec.Prologue.Blobs))
 	}
 	b := rec.Baseline()
-	if b.Grid != l.Grid || b.Block != l.Block || b.Passes != spec.DefaultPipeline {
+	if b.Grid != l.Grid || b.Block != l.Block || b.Passes != mneme.DefaultPipeline {
 		t.Fatalf("baseline %+v", b)
 	}
-	r := rec.Resolve(spec.Config{Block: spec.Dim3{X: 128}})
-	if r.Block != dim(128) || r.Grid != l.Grid || r.Passes != spec.DefaultPipeline {
+	r := rec.Resolve(mneme.Config{Block: mneme.Dim3{X: 128}})
+	if r.Block != dim(128) || r.Grid != l.Grid || r.Passes != mneme.DefaultPipeline {
 		t.Fatalf("resolved %+v", r)
 	}
 	// Selecting by kernel name and by static-hash prefix finds it too.
@@ -113,7 +113,7 @@ func TestCompileOnlySessionCompilesAndSpecializes(t *testing.T) {
 	cfg := s.Baseline()
 	cfg.Specialize, cfg.SpecializeDims = true, true
 	res, err := s.Compile(cfg)
-	if err != nil || res.Status != spec.StatusVerified || res.OptTime <= 0 || res.ObjSize == 0 || res.Executed {
+	if err != nil || res.Status != mneme.StatusVerified || res.OptTime <= 0 || res.ObjSize == 0 || res.Executed {
 		t.Fatalf("compile: %v %+v", err, res)
 	}
 	again, _ := s.Compile(cfg)
@@ -128,12 +128,12 @@ func TestCompileOnlySessionCompilesAndSpecializes(t *testing.T) {
 	if !strings.Contains(ir, "1000") || strings.Contains(ir, "ntid") {
 		t.Fatalf("specialized IR does not show n=1000 folded and ntid replaced:\n%s", ir)
 	}
-	if res, err := s.Run(cfg); err == nil || res.Status != spec.StatusInternalError {
+	if res, err := s.Run(cfg); err == nil || res.Status != mneme.StatusInternalError {
 		t.Fatalf("Run on a compile-only session: %v %+v", err, res)
 	}
 	bad := cfg
 	bad.Passes = "default<O9>"
-	if res, _ := s.Compile(bad); res.Status != spec.StatusCompileError || !strings.Contains(res.Error, "O9") {
+	if res, _ := s.Compile(bad); res.Status != mneme.StatusCompileError || !strings.Contains(res.Error, "O9") {
 		t.Fatalf("invalid pipeline: %+v", res)
 	}
 }

@@ -18,30 +18,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mneme-gpu/mneme"
 	"github.com/mneme-gpu/mneme/cuda"
 	"github.com/mneme-gpu/mneme/db"
 	"github.com/mneme-gpu/mneme/jit"
 	"github.com/mneme-gpu/mneme/replay/internal/compare"
-	"github.com/mneme-gpu/mneme/spec"
 )
-
-// Verification modes.
-const (
-	VerifyBitwise = "bitwise"
-	VerifyAbs     = "abs"       // |got - want| <= Tolerance
-	VerifyRel     = "rel"       // |got - want| <= Tolerance * |want|
-	VerifyClose   = "tolerance" // |got - want| <= ATol + RTol * |want| (numpy's isclose)
-	VerifyNone    = "none"
-)
-
-// VerifyOptions say how replayed memory is compared with the recorded epilogue.
-type VerifyOptions struct {
-	Mode      string  // bitwise (default), abs, rel, tolerance or none
-	Tolerance float64 // for abs and rel
-	ATol      float64 // for tolerance
-	RTol      float64 // for tolerance
-	DType     string  // element type of float comparisons: f32 (default) or f64
-}
 
 // Timers.
 const (
@@ -58,7 +40,7 @@ type Options struct {
 	Device     int    // CUDA device ordinal
 	Iterations int    // timed launches per Run; 0 means 5
 	Warmup     int    // untimed launches before the timed ones
-	Verify     VerifyOptions
+	Verify     mneme.VerifyOptions
 	CacheDir   string // jit disk cache; empty keeps compiled code in memory only
 	Timer      string // auto (default), cupti or events
 	// FullReset restores every recorded allocation before every launch
@@ -94,45 +76,26 @@ func (o *Options) check() error {
 	default:
 		return inputErr("timer %q: want auto, cupti or events", o.Timer)
 	}
-	v := &o.Verify
-	switch v.Mode {
-	case "":
-		v.Mode = VerifyBitwise
-	case VerifyBitwise, VerifyNone:
-	case VerifyAbs, VerifyRel:
-		if v.Tolerance < 0 {
-			return inputErr("tolerance %g: must not be negative", v.Tolerance)
-		}
-	case VerifyClose:
-		if v.ATol < 0 || v.RTol < 0 {
-			return inputErr("tolerances atol %g, rtol %g: must not be negative", v.ATol, v.RTol)
-		}
-	default:
-		return inputErr("verify mode %q: want bitwise, abs, rel, tolerance or none", v.Mode)
+	if err := o.Verify.Validate(); err != nil {
+		return &InputError{Err: err}
 	}
-	switch v.DType {
-	case "":
-		v.DType = "f32"
-	case "f32", "f64":
-	default:
-		return inputErr("verify dtype %q: want f32 or f64", v.DType)
-	}
+	o.Verify = o.Verify.WithDefaults()
 	return nil
 }
 
 // compareMode turns the verification options into the comparison kernel's
 // mode, element width and tolerances.
-func (v VerifyOptions) compareMode() (mode, dtypeBytes uint32, atol, rtol float64) {
+func compareMode(v mneme.VerifyOptions) (mode, dtypeBytes uint32, atol, rtol float64) {
 	dtypeBytes = 4
-	if v.DType == "f64" {
+	if v.DType == mneme.VerifyF64 {
 		dtypeBytes = 8
 	}
 	switch v.Mode {
-	case VerifyAbs:
+	case mneme.VerifyAbs:
 		return compare.ModeTolerance, dtypeBytes, v.Tolerance, 0
-	case VerifyRel:
+	case mneme.VerifyRel:
 		return compare.ModeTolerance, dtypeBytes, 0, v.Tolerance
-	case VerifyClose:
+	case mneme.VerifyTolerance:
 		return compare.ModeTolerance, dtypeBytes, v.ATol, v.RTol
 	}
 	return compare.ModeBitwise, dtypeBytes, 0, 0
@@ -164,9 +127,12 @@ type Session struct {
 	// unchanged holds, per blob, the spans outside the partial reset, which
 	// tolerance verification checks bitwise before trusting that reset.
 	unchanged [][]span
-	timer     *cuda.KernelTimer
-	timerErr  error // why CUPTI is not used, for timer "cupti"
-	events    []*cuda.Event
+	// typed is the element type and bounds of every blob and global for
+	// the typed modes (auto, ulp), computed once at open.
+	typed    typedPlan
+	timer    *cuda.KernelTimer
+	timerErr error // why CUPTI is not used, for timer "cupti"
+	events   []*cuda.Event
 
 	mu      sync.Mutex
 	loaded  map[string]*loadedKernel
@@ -211,10 +177,29 @@ func Open(opts Options) (*Session, error) {
 	if err := opts.check(); err != nil {
 		return nil, err
 	}
+	if opts.CompileOnly {
+		// Compiling needs no device state: the snapshots' data stay unread.
+		rec, err := LoadForCompile(opts.DB, opts.Kernel, opts.Instance)
+		if err != nil {
+			return nil, err
+		}
+		arch := rec.Kernel.Device.Arch
+		if arch == "" {
+			arch = jit.DefaultArch
+		}
+		s := &Session{opts: opts, rec: rec, loaded: map[string]*loadedKernel{}}
+		s.comp = jit.NewCompiler(jit.Options{CacheDir: opts.CacheDir, Arch: arch})
+		return s, nil
+	}
 	rec, err := Load(opts.DB, opts.Kernel, opts.Instance)
 	if err != nil {
 		return nil, err
 	}
+	return openLoaded(opts, rec)
+}
+
+// openLoaded prepares the device for a loaded recording, as Open.
+func openLoaded(opts Options, rec *Recording) (*Session, error) {
 	s := &Session{opts: opts, rec: rec, loaded: map[string]*loadedKernel{}}
 	s.lay = planLayout(rec.Prologue, rec.Epilogue)
 	s.full = planFullReset(s.lay.blobs)
@@ -222,14 +207,7 @@ func Open(opts Options) (*Session, error) {
 	for _, b := range s.lay.blobs {
 		s.unchanged = append(s.unchanged, unchangedSpans(b, s.partial))
 	}
-	if opts.CompileOnly {
-		arch := rec.Kernel.Device.Arch
-		if arch == "" {
-			arch = jit.DefaultArch
-		}
-		s.comp = jit.NewCompiler(jit.Options{CacheDir: opts.CacheDir, Arch: arch})
-		return s, nil
-	}
+	s.typed = planTyped(rec, s.lay, opts.Verify)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if err := s.openDevice(); err != nil {
@@ -400,7 +378,7 @@ func (s *Session) openTimer() error {
 func (s *Session) Recording() *Recording { return s.rec }
 
 // Baseline is the configuration that reproduces the recorded launch.
-func (s *Session) Baseline() spec.Config { return s.rec.Baseline() }
+func (s *Session) Baseline() mneme.Config { return s.rec.Baseline() }
 
 // KernelName is the mangled name of the replayed kernel.
 func (s *Session) KernelName() string { return s.rec.Kernel.KernelName }

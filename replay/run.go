@@ -7,14 +7,14 @@ import (
 	"slices"
 	"time"
 
+	"github.com/mneme-gpu/mneme"
 	"github.com/mneme-gpu/mneme/cuda"
 	"github.com/mneme-gpu/mneme/jit"
-	"github.com/mneme-gpu/mneme/spec"
 )
 
 // newResult starts a Result with what every outcome carries.
-func (s *Session) newResult() *spec.Result {
-	return &spec.Result{
+func (s *Session) newResult() *mneme.Result {
+	return &mneme.Result{
 		StartTime: time.Now().UTC().Format(time.RFC3339Nano),
 		GPUID:     s.opts.Device,
 		GPUName:   s.props.Name,
@@ -23,13 +23,13 @@ func (s *Session) newResult() *spec.Result {
 	}
 }
 
-func finish(res *spec.Result, status string, err error) *spec.Result {
+func finish(res *mneme.Result, status mneme.Status, err error) *mneme.Result {
 	res.Status = status
 	if err != nil {
 		res.Error = err.Error()
 	}
 	switch status {
-	case spec.StatusVerified, spec.StatusFailedVerification:
+	case mneme.StatusVerified, mneme.StatusFailedVerification:
 	default:
 		res.Failed = true
 	}
@@ -37,12 +37,12 @@ func finish(res *spec.Result, status string, err error) *spec.Result {
 	return res
 }
 
-func (s *Session) request(cfg spec.Config) *jit.Request {
+func (s *Session) request(cfg mneme.Config) *jit.Request {
 	return &jit.Request{Name: s.rec.IRPath, IR: s.rec.IR, Kernel: s.rec.Kernel.KernelName, Config: cfg, Args: s.rec.Args, Keep: s.rec.globalNames}
 }
 
 // fillCompile copies the compiler's report into the Result.
-func fillCompile(res *spec.Result, out *jit.Output) {
+func fillCompile(res *mneme.Result, out *jit.Output) {
 	res.PreprocessIRTime = out.Times.Preprocess.Seconds()
 	res.OptTime = out.Times.Optimize.Seconds()
 	res.CodegenTime = out.Times.Codegen.Seconds()
@@ -59,28 +59,35 @@ func fillCompile(res *spec.Result, out *jit.Output) {
 // of the same configuration is a cache hit. The Result holds the compile
 // fields and status verified (meaning: compiled), invalid_config or
 // compile_error; the error is for internal failures only.
-func (s *Session) Compile(cfg spec.Config) (*spec.Result, error) {
+func (s *Session) Compile(cfg mneme.Config) (*mneme.Result, error) {
 	res := s.newResult()
 	cfg = s.rec.Resolve(cfg)
 	if err := cfg.Validate(); err != nil {
-		return finish(res, spec.StatusInvalidConfig, err), nil
+		return finish(res, mneme.StatusInvalidConfig, err), nil
+	}
+	if cfg.Original {
+		if !s.rec.HasOriginal() {
+			return finish(res, mneme.StatusCompileError, errors.New("the recording holds no device code of the application")), nil
+		}
+		res.ObjSize = len(s.rec.DeviceCode)
+		return finish(res, mneme.StatusVerified, nil), nil
 	}
 	out, err := s.comp.Compile(s.request(cfg))
 	if err != nil {
-		return finish(res, spec.StatusCompileError, err), nil
+		return finish(res, mneme.StatusCompileError, err), nil
 	}
 	fillCompile(res, out)
-	return finish(res, spec.StatusVerified, nil), nil
+	return finish(res, mneme.StatusVerified, nil), nil
 }
 
 // PreprocessedIR is the kernel's textual IR after extraction and
 // specialization under cfg, before optimization.
-func (s *Session) PreprocessedIR(cfg spec.Config) (string, error) {
+func (s *Session) PreprocessedIR(cfg mneme.Config) (string, error) {
 	return s.comp.PreprocessedIR(s.request(s.rec.Resolve(cfg)))
 }
 
 // checkLaunch rejects geometry and shared memory the device cannot launch.
-func (s *Session) checkLaunch(cfg spec.Config) error {
+func (s *Session) checkLaunch(cfg mneme.Config) error {
 	p := s.props
 	b, g := cfg.Block, cfg.Grid
 	if int(b.Count()) > p.MaxThreadsPerBlock {
@@ -104,7 +111,7 @@ func (s *Session) checkLaunch(cfg spec.Config) error {
 
 // CheckLaunch reports whether the device can launch cfg's geometry and
 // shared memory at all (the kernel's own limits are checked by Run).
-func (s *Session) CheckLaunch(cfg spec.Config) error {
+func (s *Session) CheckLaunch(cfg mneme.Config) error {
 	if s.ctx == nil {
 		return errors.New("compile-only session: no device")
 	}
@@ -116,25 +123,25 @@ func (s *Session) CheckLaunch(cfg spec.Config) error {
 // Warmup untimed and Iterations timed launches, each from the prologue state.
 // Compile errors, invalid launches, faults and verification failures are in
 // the Result's Status; the error is for internal failures only.
-func (s *Session) Run(cfg spec.Config) (*spec.Result, error) {
+func (s *Session) Run(cfg mneme.Config) (*mneme.Result, error) {
 	res := s.newResult()
 	if s.ctx == nil {
-		return finish(res, spec.StatusInternalError, errors.New("compile-only session: Run needs a GPU")), errors.New("replay: Run on a compile-only session")
+		return finish(res, mneme.StatusInternalError, errors.New("compile-only session: Run needs a GPU")), errors.New("replay: Run on a compile-only session")
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return finish(res, spec.StatusInternalError, errors.New("session closed")), errors.New("replay: Run after Close")
+		return finish(res, mneme.StatusInternalError, errors.New("session closed")), errors.New("replay: Run after Close")
 	}
 	if s.broken != nil {
-		return finish(res, spec.StatusInternalError, ErrBroken), ErrBroken
+		return finish(res, mneme.StatusInternalError, ErrBroken), ErrBroken
 	}
 	cfg = s.rec.Resolve(cfg)
 	if err := cfg.Validate(); err != nil {
-		return finish(res, spec.StatusInvalidConfig, err), nil
+		return finish(res, mneme.StatusInvalidConfig, err), nil
 	}
 	if err := s.checkLaunch(cfg); err != nil {
-		return finish(res, spec.StatusInvalidLaunch, err), nil
+		return finish(res, mneme.StatusInvalidLaunch, err), nil
 	}
 
 	runtime.LockOSThread()
@@ -149,7 +156,7 @@ func (s *Session) Run(cfg spec.Config) (*spec.Result, error) {
 	if err != nil {
 		var ce *jit.CompileError
 		if errors.As(err, &ce) {
-			return finish(res, spec.StatusCompileError, err), nil
+			return finish(res, mneme.StatusCompileError, err), nil
 		}
 		return s.deviceFailure(res, err)
 	}
@@ -158,10 +165,10 @@ func (s *Session) Run(cfg spec.Config) (*spec.Result, error) {
 	}
 	res.LocalMemUsage, res.ConstMemUsage, res.SharedMemUsage = lk.attrs.LocalBytes, lk.attrs.ConstBytes, lk.attrs.SharedBytes
 	if n := int(cfg.Block.Count()); lk.attrs.MaxThreadsPerBlock > 0 && n > lk.attrs.MaxThreadsPerBlock {
-		return finish(res, spec.StatusInvalidLaunch, fmt.Errorf("block %s: %d threads, but the compiled kernel allows at most %d (registers or launch bounds)", cfg.Block, n, lk.attrs.MaxThreadsPerBlock)), nil
+		return finish(res, mneme.StatusInvalidLaunch, fmt.Errorf("block %s: %d threads, but the compiled kernel allows at most %d (registers or launch bounds)", cfg.Block, n, lk.attrs.MaxThreadsPerBlock)), nil
 	}
 	if err := s.prepareShared(lk, cfg.SharedMem); err != nil {
-		return finish(res, spec.StatusInvalidLaunch, err), nil
+		return finish(res, mneme.StatusInvalidLaunch, err), nil
 	}
 
 	// First run, from the prologue, verified.
@@ -181,12 +188,12 @@ func (s *Session) Run(cfg spec.Config) (*spec.Result, error) {
 	res.Executed = true
 	s.last = lk
 	t := time.Now()
-	verified, safe, mismatch, err := s.verify(lk)
+	verified, safe, mismatch, figures, err := s.verify(lk)
 	res.VerifyTime = since(t)
 	if err != nil {
 		return s.deviceFailure(res, err)
 	}
-	res.Verified, res.Mismatch = verified && s.opts.Verify.Mode != VerifyNone, mismatch
+	res.Verified, res.Mismatch, res.Verification = verified && s.opts.Verify.Mode != mneme.VerifyNone, mismatch, figures
 
 	// Timed runs: a partial reset only when this run showed it is enough.
 	partialOK := safe && !s.opts.FullReset
@@ -200,9 +207,9 @@ func (s *Session) Run(cfg spec.Config) (*spec.Result, error) {
 	s.trusted = safe
 
 	if !verified {
-		return finish(res, spec.StatusFailedVerification, errors.New(mismatch)), nil
+		return finish(res, mneme.StatusFailedVerification, errors.New(mismatch)), nil
 	}
-	return finish(res, spec.StatusVerified, nil), nil
+	return finish(res, mneme.StatusVerified, nil), nil
 }
 
 // resetPlan is what to restore before a launch: only the changed ranges and
@@ -249,7 +256,7 @@ func (e *launchErr) Unwrap() error        { return e.err }
 
 // timedRuns launches Warmup+Iterations times, each after a reset, and fills
 // the execution times and the host-side time split.
-func (s *Session) timedRuns(res *spec.Result, lk *loadedKernel, cfg spec.Config, resets []resetCopy, globals []boundGlobal) error {
+func (s *Session) timedRuns(res *mneme.Result, lk *loadedKernel, cfg mneme.Config, resets []resetCopy, globals []boundGlobal) error {
 	warm, iters := s.opts.Warmup, s.opts.Iterations
 	total := warm + iters
 	// With CUPTI, one flush after the loop collects this Run's records; the
@@ -372,33 +379,36 @@ func (s *Session) prepareShared(lk *loadedKernel, dynamic uint32) error {
 // launchFailure classifies an error of the replayed kernel's launch or
 // synchronization: refused before running (invalid_launch) or a fault
 // (runtime_error); a sticky fault breaks the session.
-func (s *Session) launchFailure(res *spec.Result, err error) (*spec.Result, error) {
+func (s *Session) launchFailure(res *mneme.Result, err error) (*mneme.Result, error) {
 	if cuda.IsSticky(err) {
 		s.broken = err
-		return finish(res, spec.StatusRuntimeError, err), nil
+		return finish(res, mneme.StatusRuntimeError, err), nil
 	}
 	s.trusted = false
 	if cuda.IsInvalidLaunch(err) {
-		return finish(res, spec.StatusInvalidLaunch, err), nil
+		return finish(res, mneme.StatusInvalidLaunch, err), nil
 	}
-	return finish(res, spec.StatusRuntimeError, err), nil
+	return finish(res, mneme.StatusRuntimeError, err), nil
 }
 
 // deviceFailure is a failure of our own device work (copies, verification):
 // an internal error, which a sticky error also makes permanent.
-func (s *Session) deviceFailure(res *spec.Result, err error) (*spec.Result, error) {
+func (s *Session) deviceFailure(res *mneme.Result, err error) (*mneme.Result, error) {
 	s.trusted = false
 	if cuda.IsSticky(err) {
 		s.broken = err
-		return finish(res, spec.StatusRuntimeError, err), nil
+		return finish(res, mneme.StatusRuntimeError, err), nil
 	}
-	return finish(res, spec.StatusInternalError, err), err
+	return finish(res, mneme.StatusInternalError, err), err
 }
 
 // load compiles cfg (or takes it from the cache) and loads it into the
 // context, keeping up to maxLoaded modules.
 // It also returns this request's compiler report (with its cache hit).
-func (s *Session) load(cfg spec.Config) (*loadedKernel, *jit.Output, error) {
+func (s *Session) load(cfg mneme.Config) (*loadedKernel, *jit.Output, error) {
+	if cfg.Original {
+		return s.loadOriginal()
+	}
 	out, err := s.comp.Compile(s.request(cfg))
 	if err != nil {
 		return nil, nil, err
@@ -411,6 +421,31 @@ func (s *Session) load(cfg spec.Config) (*loadedKernel, *jit.Output, error) {
 	if image == nil {
 		image = out.PTX
 	}
+	return s.keep(out, image)
+}
+
+// originalKey names the application's own code among the loaded modules; a
+// compile key is a hex hash and never equals it.
+const originalKey = "application code"
+
+// loadOriginal loads the fat binary the application registered: the driver
+// picks the cubin for this GPU (or JIT-compiles its PTX), exactly as the
+// CUDA runtime did in the application.
+func (s *Session) loadOriginal() (*loadedKernel, *jit.Output, error) {
+	if !s.rec.HasOriginal() {
+		return nil, nil, &jit.CompileError{Stage: "load", Err: errors.New("the recording holds no device code of the application (recorded before mneme kept it): replay the recompiled baseline instead")}
+	}
+	out := &jit.Output{Key: originalKey, Kernel: s.rec.Kernel.KernelName, ObjSize: len(s.rec.DeviceCode)}
+	if lk, ok := s.loaded[originalKey]; ok {
+		s.touch(originalKey)
+		return lk, out, nil
+	}
+	return s.keep(out, s.rec.DeviceCode)
+}
+
+// keep loads a module image, binds the kernel and keeps the module among
+// the most recently used ones.
+func (s *Session) keep(out *jit.Output, image []byte) (*loadedKernel, *jit.Output, error) {
 	mod, err := cuda.LoadModule(image)
 	if err != nil {
 		return nil, out, err

@@ -39,10 +39,10 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | sed 's/^/GPU:
 exec python3 "${BENCH:-$here/record_overhead.py}" --plain "$here/apps/scalarsweep-plain" --wrapped "$here/apps/scalarsweep-wrapped" \
   --mneme "record=$here/prefix/bin/mneme" --mneme "record-shared-llvm=$here/prefix/bin/mneme-shared" "$@"
 RUN
-  chmod +x "$b/run.sh"; cp runtime/shim/bench/record_overhead.py "$b/"
+  chmod +x "$b/run.sh"; cp cmd/mneme-rt/shim/bench/record_overhead.py "$b/"
   # A runtime library in plain C that records nothing, to tell the cost of
   # loading the Go one apart (record_overhead.py --in-app LABEL:MNEME_RT_LIB=...).
-  mkdir -p "$b/lib" && cc -O2 -fPIC -shared -o "$b/lib/librt_standin.so" runtime/shim/shimtest/testdata/rt_standin.c
+  mkdir -p "$b/lib" && cc -O2 -fPIC -shared -o "$b/lib/librt_standin.so" cmd/mneme-rt/shim/shimtest/testdata/rt_standin.c
   tar cf - -C "$b" . | xz -T0 -6 > .gpu/record-bench.tar.xz
   rm -rf "$b"
   du -sh .gpu/record-bench.tar.xz

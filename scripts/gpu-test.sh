@@ -7,11 +7,12 @@
 #    .gpu/ (the prefix and prebuilt test binaries; .gpu/env.sh for clang-22).
 # Then it builds the examples plainly and with the wrapper, records, inspects,
 # replays and tunes, runs the recorder's checks and overhead benchmark
-# (runtime/shim/bench/gpu-record.sh), and prints a summary. Logs go to ./gpu-test-logs
+# (cmd/mneme-rt/shim/bench/gpu-record.sh), and prints a summary. Logs go to ./gpu-test-logs
 # ($GPU_TEST_LOGS), and as one archive into $OUT when that is set.
 # Narrowing a run: GPU_TEST_PACKAGES (Go packages, default cuda jit replay
 # record), GPU_BENCH=1 (add the jit and replay benchmarks), EXAMPLES,
-# SKIP_E2E, SKIP_TUNE, SKIP_TUNE_CHECKS, TUNE_CHECKS, SKIP_RECORD_CHECKS,
+# SKIP_E2E, SKIP_TUNE, SKIP_TUNE_CHECKS, TUNE_CHECKS, SKIP_FIDELITY (FIDELITY_EXAMPLES,
+# FIDELITY_TRIALS, SKIP_FIDELITY_TUNE), SKIP_PYTHON, SKIP_RECORD_CHECKS,
 # OVERHEAD_RUNS (rounds of the overhead benchmark, default 31).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -34,10 +35,20 @@ fi
 export PATH=$prefix/bin:$PATH
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | sed 's/^/GPU: /'
 
+# The GPU tests read MNEME_GPU_REQUIRED (internal/gputest): set, a GPU test
+# that would skip for want of a driver, a GPU or a tool fails instead. A
+# package whose tests include GPU tests (TestGPU...) and ran none of them fails.
+export MNEME_GPU_REQUIRED=1
 for pkg in ${GPU_TEST_PACKAGES-cuda jit replay record}; do
   [ -d "$pkg" ] || continue
-  if run_tests "$pkg" > "$logs/test-$pkg.log"; then note "go test $pkg: PASS"; else note "go test $pkg: FAIL (see test-$pkg.log)"; fi
-  grep -E '^(--- (FAIL|SKIP)|\s+.*_test.go:[0-9]+: )' "$logs/test-$pkg.log" | head -20
+  log=$logs/test-$pkg.log
+  run_tests "$pkg" > "$log"; rc=$?
+  count() { grep -cE "^--- $1: ${2:-}" "$log"; }
+  counts="$(count PASS) passed, $(count FAIL) failed, $(count SKIP) skipped; GPU tests: $(count PASS TestGPU) passed, $(count SKIP TestGPU) skipped"
+  if [ $rc -ne 0 ] || [ "$(count FAIL)" -gt 0 ]; then note "go test $pkg: FAIL ($counts; see test-$pkg.log)"
+  elif grep -qs '^func TestGPU' "$pkg"/*_test.go && [ "$(count PASS TestGPU)" -eq 0 ]; then note "go test $pkg: FAIL (no GPU test ran: $counts; see test-$pkg.log)"
+  else note "go test $pkg: PASS ($counts)"; fi
+  grep -E '^(--- (FAIL|SKIP)|\s+.*_test.go:[0-9]+: )' "$log" | head -20
 done
 
 if [ -n "${GPU_BENCH:-}" ]; then
@@ -114,19 +125,36 @@ if [ -z "${SKIP_E2E:-}" ]; then
     grep -E '^   ' "$logs/tune-checks.log"
     while read -r l; do note "${l#== }"; done < <(grep '^==' "$logs/tune-checks.log")
   fi
+  # Faithful replay and launch-safe tuning on the examples with real programs'
+  # traits: the application's own code vs its timer, the recompiled baseline
+  # vs the original, and TPE tuning statuses (scripts/gpu-fidelity.sh).
+  if [ -z "${SKIP_FIDELITY:-}" ]; then
+    LOGS=$logs/fidelity scripts/gpu-fidelity.sh "$w" > "$logs/fidelity.log" 2>&1
+    grep -v '^==' "$logs/fidelity.log"
+    while read -r l; do note "${l#== }"; done < <(grep '^==' "$logs/fidelity.log")
+  fi
+  # The Python API on the recorded vector add (python/gpu-checks.sh).
+  if [ -z "${SKIP_PYTHON:-}" ] && [ -d "$w/rdb/vecadd" ]; then
+    python/gpu-checks.sh "$w/rdb/vecadd" "$(command -v mneme)" > "$logs/python-checks.log" 2>&1
+    grep -E 'PASS|FAIL|configs/s|configurations/s' "$logs/python-checks.log" | head -12
+    note "python checks: $(grep -cE '\bPASS\b' "$logs/python-checks.log") passed, $(grep -cE '\bFAIL\b' "$logs/python-checks.log") failed (python-checks.log)"
+  fi
 fi
 # The recorder's own checks (allocation paths, managed memory, a crashing
 # application, a small arena, per-thread streams, --kernels/--skip) and the
 # recording-overhead benchmark (record_overhead.py, OVERHEAD_RUNS rounds).
 if [ -z "${SKIP_RECORD_CHECKS:-}" ]; then
-  MNEME_PREFIX_DIR=$prefix LOGS=$logs/record-checks OUT= runtime/shim/bench/gpu-record.sh > "$logs/record-checks.log" 2>&1
+  MNEME_PREFIX_DIR=$prefix LOGS=$logs/record-checks OUT= cmd/mneme-rt/shim/bench/gpu-record.sh > "$logs/record-checks.log" 2>&1
   grep -E '^(FAIL|crash|small arena|unwrapped|record rc_)' "$logs/record-checks.log"
   sed -n '/interleaved runs/,/^recording overhead/p' "$logs/record-checks.log" | grep -v '^  \['
   note "record checks: $(tail -n 1 "$logs/record-checks.log")"
   note "$(grep '^recording overhead' "$logs/record-checks.log" || echo "recording overhead: not measured (record-checks.log)")"
+  MNEME_PREFIX_DIR=$prefix LOGS=$logs/launch-cost cmd/mneme-rt/shim/bench/gpu-launch-cost.sh > "$logs/launch-cost.log" 2>&1; note "$(tail -n 1 "$logs/launch-cost.log")"
 fi
 
 echo; echo "== summary"; printf '%s\n' "${summary[@]}" | tee "$logs/summary.txt"
 # Where a collection folder is given (OUT), leave the logs there as one archive.
 [ -n "${OUT:-}" ] && tar czf "$OUT/gpu-test-logs.tgz" --exclude=./e2e -C "$logs" . 2>/dev/null
+# The wrapped vector add, for running the Python checks on another machine.
+[ -n "${OUT:-}" ] && [ -x "$logs/e2e/wrapper/vecadd/vecadd" ] && cp "$logs/e2e/wrapper/vecadd/vecadd" "$OUT/vecadd-wrapped"
 exit 0

@@ -306,3 +306,35 @@ func irFlag(args []string, i int) (keep bool, span int) {
 	}
 	return false, 1
 }
+
+// DeviceCodeFlags picks from a compile's arguments the options that change
+// its device code but that the device IR the wrapper embeds cannot show:
+// the IR is always compiled at -O3 without optimizing (so replay can
+// optimize it under any pipeline), which hides the -O level, and ptxas
+// options never reach the IR. Replay reads them back to rebuild the
+// application's own baseline. Floating-point flags are kept too, for the
+// record; their effect is in the IR already.
+func DeviceCodeFlags(args []string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "-O" || (strings.HasPrefix(a, "-O") && len(a) <= 3):
+			out = append(out, a)
+		case a == "-Xcuda-ptxas" || a == "-Xptxas":
+			if i+1 < len(args) {
+				out = append(out, "-Xcuda-ptxas", args[i+1])
+				i++
+			}
+		case strings.HasPrefix(a, "--ptxas-options="):
+			for _, o := range strings.Split(strings.TrimPrefix(a, "--ptxas-options="), ",") {
+				out = append(out, "-Xcuda-ptxas", o)
+			}
+		case strings.HasPrefix(a, "-ffp-contract="), a == "-ffast-math", a == "-fno-fast-math",
+			a == "-funsafe-math-optimizations", a == "-ffinite-math-only", a == "-fno-finite-math-only",
+			strings.Contains(a, "flush-denormals-to-zero"), strings.Contains(a, "approx-transcendentals"):
+			out = append(out, a)
+		}
+	}
+	return out
+}

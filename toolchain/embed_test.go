@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mneme-gpu/mneme/runtime"
+	"github.com/mneme-gpu/mneme/appabi"
 )
 
 // shfGNURetain is SHF_GNU_RETAIN: the section survives --gc-sections.
@@ -48,14 +48,14 @@ func irSection(t *testing.T, path string) *elf.Section {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
-	sec := f.Section(runtime.IRSection)
+	sec := f.Section(appabi.IRSection)
 	if sec == nil {
-		t.Fatalf("%s has no %s section", path, runtime.IRSection)
+		t.Fatalf("%s has no %s section", path, appabi.IRSection)
 	}
 	return sec
 }
 
-func checkIREntries(t *testing.T, sec *elf.Section, wantNames ...string) []runtime.IREntry {
+func checkIREntries(t *testing.T, sec *elf.Section, wantNames ...string) []appabi.IREntry {
 	t.Helper()
 	if sec.Flags&elf.SHF_ALLOC == 0 || sec.Flags&shfGNURetain == 0 {
 		t.Fatalf("section flags %v: want allocatable and retained", sec.Flags)
@@ -64,7 +64,7 @@ func checkIREntries(t *testing.T, sec *elf.Section, wantNames ...string) []runti
 	if err != nil {
 		t.Fatal(err)
 	}
-	entries, err := runtime.DecodeIRSection(data)
+	entries, err := appabi.DecodeIRSection(data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,8 +145,8 @@ int main(void) { printf("%ld %.8s\n", (long)(__stop_mneme_ir - __start_mneme_ir)
 		t.Fatal(err)
 	}
 	fields := strings.Fields(string(out))
-	if len(fields) != 2 || fields[0] != strconv.FormatUint(sec.Size, 10) || fields[1] != "MNEMEIR1" {
-		t.Fatalf("the program read %q from its section; want %d bytes starting with MNEMEIR1", out, sec.Size)
+	if len(fields) != 2 || fields[0] != strconv.FormatUint(sec.Size, 10) || fields[1] != "MNEMEIR2" {
+		t.Fatalf("the program read %q from its section; want %d bytes starting with MNEMEIR2", out, sec.Size)
 	}
 }
 
@@ -195,7 +195,7 @@ func executeTo(p *Plan, stderr *bytes.Buffer) error {
 // wrapper: fatbinary and IR in the object, the shim and --wrap in the
 // executable. It needs a CUDA toolkit (CUDA_PATH, e.g. the tree that
 // toolchain/scripts/local-cuda.sh assembles) and builds the shim from
-// runtime/shim; running the program needs a GPU and is the GPU tests' job.
+// cmd/mneme-rt/shim; running the program needs a GPU and is the GPU tests' job.
 func TestCUDABuildAndLink(t *testing.T) {
 	requireClang(t)
 	h := SystemHost()
@@ -204,11 +204,26 @@ func TestCUDABuildAndLink(t *testing.T) {
 	}
 	prefix := t.TempDir()
 	os.MkdirAll(filepath.Join(prefix, "lib"), 0o755)
-	shimObj := filepath.Join(t.TempDir(), "shim.o")
-	if out, err := exec.Command("cc", "-O2", "-fPIC", "-c", "../runtime/shim/mneme_shim.c", "-o", shimObj).CombinedOutput(); err != nil {
-		t.Skipf("runtime shim does not build: %v\n%s", err, out)
+	// One object per shim file, archived as the Makefile archives them.
+	// A missing C compiler skips; the project's shim failing to build fails.
+	cc, err := exec.LookPath("cc")
+	if err != nil {
+		t.Skipf("no C compiler to build the runtime shim: %v", err)
 	}
-	if out, err := exec.Command("ar", "rcs", Layout{Prefix: prefix}.ShimArchive(), shimObj).CombinedOutput(); err != nil {
+	shimSrcs, err := filepath.Glob("../cmd/mneme-rt/shim/*.c")
+	if err != nil || len(shimSrcs) == 0 {
+		t.Fatalf("no shim sources in ../cmd/mneme-rt/shim: %v", err)
+	}
+	arArgs := []string{"rcs", Layout{Prefix: prefix}.ShimArchive()}
+	objDir := t.TempDir()
+	for _, src := range shimSrcs {
+		obj := filepath.Join(objDir, strings.TrimSuffix(filepath.Base(src), ".c")+".o")
+		if out, err := exec.Command(cc, "-O2", "-fPIC", "-c", src, "-o", obj).CombinedOutput(); err != nil {
+			t.Fatalf("the runtime shim does not build: %v\n%s", err, out)
+		}
+		arArgs = append(arArgs, obj)
+	}
+	if out, err := exec.Command("ar", arArgs...).CombinedOutput(); err != nil {
 		t.Fatalf("ar: %v\n%s", err, out)
 	}
 	src, _ := filepath.Abs("../examples/vecadd/vecadd.cu")

@@ -15,7 +15,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/mneme-gpu/mneme/runtime"
+	"github.com/mneme-gpu/mneme/appabi"
 )
 
 // LLVMMajor is the LLVM release mneme is built against and expects clang from.
@@ -264,7 +264,7 @@ func cudaCompileFlags(h Host, cudaPath, arch, root string) []string {
 // ldflags` prints): the whole shim, the --wrap options and the libraries.
 func LinkFlags(h Host, l Layout, cudaRoot string) []string {
 	lib := CUDALibDir(h, cudaRoot)
-	return []string{"-Wl,--whole-archive", l.ShimArchive(), "-Wl,--no-whole-archive", runtime.WrapLinkFlag(),
+	return []string{"-Wl,--whole-archive", l.ShimArchive(), "-Wl,--no-whole-archive", appabi.WrapLinkFlag(),
 		"-L" + lib, "-lcudart", "-ldl", "-lpthread", "-Wl,-rpath," + lib}
 }
 

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/mneme-gpu/mneme/runtime"
+	"github.com/mneme-gpu/mneme/appabi"
 )
 
 // StepKind says what a plan step does.
@@ -18,7 +18,7 @@ type StepKind int
 const (
 	// RunStep runs Argv as a program.
 	RunStep StepKind = iota
-	// WriteIRStep wraps the bitcode file Bitcode as one runtime.IREntry named
+	// WriteIRStep wraps the bitcode file Bitcode as one appabi.IREntry named
 	// Source, writes it to Entry and writes Asm, an assembly source that places
 	// Entry's bytes in the allocatable, retained mneme_ir section.
 	WriteIRStep
@@ -31,8 +31,9 @@ type Step struct {
 	Kind StepKind
 	Argv []string
 
-	Source, Bitcode, Entry, Asm string // WriteIRStep
-	From, To                    string // RenameStep
+	Source, Bitcode, Entry, Asm string   // WriteIRStep
+	Flags                       []string // WriteIRStep: the compile's device-code flags
+	From, To                    string   // RenameStep
 }
 
 func (s Step) String() string {
@@ -58,6 +59,8 @@ type Wrapper struct {
 	Layout Layout // where the runtime shim lives
 	// TempDir receives intermediate files (device bitcode, IR section objects).
 	TempDir string
+
+	deviceFlags []string // of the command being planned, for its IR entries
 }
 
 // NewWrapper describes this machine for the C (cxx=false) or C++/CUDA wrapper.
@@ -129,6 +132,7 @@ func (w *Wrapper) Plan(raw []string) (*Plan, error) {
 		arch := GPUArch(w.Host, cl.Args)
 		cudaFlags = w.cudaFlags(cl, cudaRoot, arch)
 		irCompile = deviceIRCompile(compiler, cl, cudaFlags, arch)
+		w.deviceFlags = DeviceCodeFlags(cl.Args)
 	}
 	embed := len(cuda) > 0 && !cl.DeviceOnly && !cl.EmitLLVM && !cl.AssembleOnly && !cl.PreprocessOnly && !cl.SyntaxOnly
 
@@ -256,7 +260,7 @@ func (w *Wrapper) embedSteps(plan *Plan, compiler string, irCompile []string, in
 	ir := concat(irCompile, []string{in.Path, "-o", base + ".bc"})
 	plan.Steps = append(plan.Steps,
 		Step{Kind: RunStep, Argv: ir},
-		Step{Kind: WriteIRStep, Source: in.Path, Bitcode: base + ".bc", Entry: base + ".entry", Asm: base + ".s"},
+		Step{Kind: WriteIRStep, Source: in.Path, Bitcode: base + ".bc", Entry: base + ".entry", Asm: base + ".s", Flags: w.deviceFlags},
 		Step{Kind: RunStep, Argv: []string{compiler, "-c", base + ".s", "-o", base + ".o"}},
 		Step{Kind: RunStep, Argv: []string{compiler, "-r", "-nostdlib", obj, base + ".o", "-o", obj + ".mneme-tmp"}},
 		Step{Kind: RenameStep, From: obj + ".mneme-tmp", To: obj},
@@ -362,7 +366,7 @@ func Execute(p *Plan, stdin *os.File, stdout, stderr *os.File, verbose bool) err
 				return &StepError{Step: s, ExitCode: code, Err: err}
 			}
 		case WriteIRStep:
-			if err := WriteIRAssembly(s.Source, s.Bitcode, s.Entry, s.Asm); err != nil {
+			if err := WriteIRAssembly(s.Source, s.Bitcode, s.Entry, s.Asm, s.Flags...); err != nil {
 				return &StepError{Step: s, ExitCode: 1, Err: err}
 			}
 		case RenameStep:
@@ -376,11 +380,11 @@ func Execute(p *Plan, stdin *os.File, stdout, stderr *os.File, verbose bool) err
 }
 
 // WriteIRAssembly reads the device bitcode of source, writes it as one
-// encoded runtime.IREntry to entryPath, and writes asmPath: an assembly file
+// encoded appabi.IREntry to entryPath, and writes asmPath: an assembly file
 // whose section mneme_ir is allocatable ("a", so the loaded program can read
 // it between __start_mneme_ir and __stop_mneme_ir) and retained ("R",
 // SHF_GNU_RETAIN, so --gc-sections keeps it).
-func WriteIRAssembly(source, bitcodePath, entryPath, asmPath string) error {
+func WriteIRAssembly(source, bitcodePath, entryPath, asmPath string, flags ...string) error {
 	bc, err := os.ReadFile(bitcodePath)
 	if err != nil {
 		return fmt.Errorf("reading device IR of %s: %w", source, err)
@@ -388,12 +392,12 @@ func WriteIRAssembly(source, bitcodePath, entryPath, asmPath string) error {
 	if len(bc) < 4 || string(bc[:4]) != "BC\xc0\xde" {
 		return fmt.Errorf("device IR of %s (%s) is not LLVM bitcode", source, bitcodePath)
 	}
-	if err := os.WriteFile(entryPath, runtime.EncodeIREntry(runtime.IREntry{Name: source, Bitcode: bc}), 0o644); err != nil {
+	if err := os.WriteFile(entryPath, appabi.EncodeIREntry(appabi.IREntry{Name: source, Bitcode: bc, Flags: flags}), 0o644); err != nil {
 		return fmt.Errorf("writing IR entry of %s: %w", source, err)
 	}
 	// The empty .note.GNU-stack keeps the merged object from asking for an executable stack.
 	asm := fmt.Sprintf("\t.section %s,\"aR\",@progbits\n\t.balign 8\n\t.incbin %s\n\t.section .note.GNU-stack,\"\",@progbits\n",
-		runtime.IRSection, strconv.Quote(entryPath))
+		appabi.IRSection, strconv.Quote(entryPath))
 	if err := os.WriteFile(asmPath, []byte(asm), 0o644); err != nil {
 		return fmt.Errorf("writing IR section source of %s: %w", source, err)
 	}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mneme-gpu/mneme/runtime"
+	"github.com/mneme-gpu/mneme/appabi"
 )
 
 // cudaMachine has clang-22, a CUDA 13 toolkit at /cuda and mneme at /p.
@@ -212,7 +212,7 @@ func TestPlanLink(t *testing.T) {
 		t.Fatalf("pure link: %v", p.Steps)
 	}
 	link := p.Steps[0].Argv
-	if !slices.Equal(link[:5], []string{"/usr/bin/clang++-22", "-Wl,--whole-archive", "/p/lib/libmneme_shim.a", "-Wl,--no-whole-archive", runtime.WrapLinkFlag()}) {
+	if !slices.Equal(link[:5], []string{"/usr/bin/clang++-22", "-Wl,--whole-archive", "/p/lib/libmneme_shim.a", "-Wl,--no-whole-archive", appabi.WrapLinkFlag()}) {
 		t.Fatalf("the shim and --wrap must come first: %q", link)
 	}
 	if !containsSeq(link, "main.o", "k.o", "-o", "app", "-lm", "-L/cuda/lib64", "-lcudart", "-ldl", "-lpthread", "-Wl,-rpath,/cuda/lib64") {

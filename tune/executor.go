@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mneme-gpu/mneme/spec"
+	"github.com/mneme-gpu/mneme"
 )
 
 // WorkerFactory makes the command of one worker process. The executor starts
@@ -44,15 +44,15 @@ func (f ExecWorkerFactory) Command(gpu int, compileOnly bool) (*exec.Cmd, error)
 // Job is one configuration to compile and run.
 type Job struct {
 	ID     int
-	Config spec.Config
+	Config mneme.Config
 }
 
 // JobResult is what became of a job. Status is the result's status, or
 // crashed / timeout when the worker died or was killed.
 type JobResult struct {
 	Job     Job
-	Result  spec.Result
-	Status  string
+	Result  mneme.Result
+	Status  mneme.Status
 	Error   string
 	Worker  int
 	GPU     int
@@ -91,7 +91,7 @@ type Executor struct {
 	// brokenRun counts run workers that could not be restarted.
 	brokenRun int
 	fatalMu   sync.Mutex
-	devices   *DeviceLimits
+	devices   *mneme.DeviceLimits
 	kernel    string
 }
 
@@ -164,7 +164,7 @@ func (e *Executor) Start(ctx context.Context) error {
 
 // Device is what the first worker reported of its GPU (nil before Start or
 // with compile-only workers alone).
-func (e *Executor) Device() (*DeviceLimits, string) {
+func (e *Executor) Device() (*mneme.DeviceLimits, string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.devices, e.kernel
@@ -257,7 +257,7 @@ func (w *worker) loop(ctx context.Context, q chan Job, opened chan<- openOutcome
 					continue
 				}
 				now := time.Now()
-				w.ex.results <- JobResult{Job: j, Status: spec.StatusInternalError, Error: broken.Error(), Worker: w.id, GPU: w.gpu, Start: now, End: now}
+				w.ex.results <- JobResult{Job: j, Status: mneme.StatusInternalError, Error: broken.Error(), Worker: w.id, GPU: w.gpu, Start: now, End: now}
 				continue
 			}
 			res, forward := w.do(ctx, j)
@@ -305,13 +305,13 @@ func (w *worker) do(ctx context.Context, j Job) (JobResult, bool) {
 	res.End = time.Now()
 	switch {
 	case errors.Is(err, errTimeout):
-		res.Status, res.Error = spec.StatusTimeout, fmt.Sprintf("%s did not answer within %s; killed", op, timeout)
+		res.Status, res.Error = mneme.StatusTimeout, fmt.Sprintf("%s did not answer within %s; killed", op, timeout)
 		res.Crashes = 1
 	case err != nil:
-		res.Status, res.Error = spec.StatusCrashed, fmt.Sprintf("%s: %v", op, err)
+		res.Status, res.Error = mneme.StatusCrashed, fmt.Sprintf("%s: %v", op, err)
 		res.Crashes = 1
 	case !resp.OK || resp.Result == nil:
-		res.Status, res.Error = spec.StatusInternalError, fmt.Sprintf("%s: %s", op, resp.Error)
+		res.Status, res.Error = mneme.StatusInternalError, fmt.Sprintf("%s: %s", op, resp.Error)
 	default:
 		if resp.Closing {
 			// The worker exits after this answer: let it go now so the next
@@ -321,14 +321,14 @@ func (w *worker) do(ctx context.Context, j Job) (JobResult, bool) {
 		res.Result = *resp.Result
 		res.Status, res.Error = resp.Result.Status, resp.Result.Error
 		if res.Status == "" {
-			res.Status = spec.StatusInternalError
+			res.Status = mneme.StatusInternalError
 			res.Error = op + ": the worker's result has no status"
 		}
 	}
 	if res.Crashes > 0 {
 		w.ex.logf("%s %d (gpu %d): job %d: %s", w.role(), w.id, w.gpu, j.ID, res.Error)
 	}
-	if w.compileOnly && res.Status == spec.StatusVerified {
+	if w.compileOnly && res.Status == mneme.StatusVerified {
 		return res, true
 	}
 	return res, false
@@ -394,7 +394,7 @@ func (w *worker) tryStartOpen(ctx context.Context) error {
 	}
 	if !resp.OK {
 		if resp.NoGPU {
-			return fmt.Errorf("%w: %s", ErrNoGPU, resp.Error)
+			return fmt.Errorf("%w: %s", mneme.ErrNoGPU, resp.Error)
 		}
 		return fmt.Errorf("%s", resp.Error)
 	}

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mneme-gpu/mneme/spec"
+	"github.com/mneme-gpu/mneme"
 )
 
 var testWorkerBin string
@@ -46,7 +46,7 @@ func newTestExecutor(t *testing.T, env ...string) (*Executor, string) {
 }
 
 func job(id int, passes string, block uint32) Job {
-	return Job{ID: id, Config: spec.Config{Passes: passes, Block: spec.Dim3{X: block, Y: 1, Z: 1}, Grid: spec.Dim3{X: 1, Y: 1, Z: 1}}}
+	return Job{ID: id, Config: mneme.Config{Passes: passes, Block: mneme.Dim3{X: block, Y: 1, Z: 1}, Grid: mneme.Dim3{X: 1, Y: 1, Z: 1}}}
 }
 
 func collectResults(t *testing.T, e *Executor, n int) map[int]JobResult {
@@ -88,7 +88,7 @@ func TestExecutorSurvivesCrashesHangsAndNoise(t *testing.T) {
 		job(6, "hang-child", 64), job(7, "compile-error", 64), job(8, "default<O3>", 512),
 		job(9, "crash", 32), job(10, "default<O1>", 1024),
 	}
-	want := map[int]string{0: "verified", 1: "crashed", 2: "verified", 3: "timeout", 4: "verified",
+	want := map[int]mneme.Status{0: "verified", 1: "crashed", 2: "verified", 3: "timeout", 4: "verified",
 		5: "runtime_error", 6: "timeout", 7: "compile_error", 8: "verified", 9: "crashed", 10: "verified"}
 	for _, j := range jobs {
 		e.Submit(j)
@@ -144,7 +144,7 @@ func TestExecutorRestartsAfterClosingAnswer(t *testing.T) {
 		e.Submit(j)
 	}
 	got := collectResults(t, e, len(jobs))
-	for id, want := range []string{"runtime_error", "verified", "runtime_error", "verified"} {
+	for id, want := range []mneme.Status{"runtime_error", "verified", "runtime_error", "verified"} {
 		if got[id].Status != want {
 			t.Errorf("job %d (%s): status %q (%s), want %q", id, jobs[id].Config.Passes, got[id].Status, got[id].Error, want)
 		}
@@ -164,7 +164,7 @@ func TestExecutorRejectsResultWithoutStatus(t *testing.T) {
 	defer e.Close()
 	e.Submit(job(0, "no-status", 64))
 	r := collectResults(t, e, 1)[0]
-	if r.Status != spec.StatusInternalError || !strings.Contains(r.Error, "has no status") {
+	if r.Status != mneme.StatusInternalError || !strings.Contains(r.Error, "has no status") {
 		t.Errorf("status %q, error %q; want internal_error saying the result has no status", r.Status, r.Error)
 	}
 }
@@ -223,13 +223,13 @@ func TestExecutorOpenFailureIsReported(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "no CUDA driver") {
 		t.Fatalf("Start: %v, want the worker's open error", err)
 	}
-	if !errors.Is(err, ErrNoGPU) {
-		t.Errorf("Start: %v does not match ErrNoGPU across the protocol", err)
+	if !errors.Is(err, mneme.ErrNoGPU) {
+		t.Errorf("Start: %v does not match mneme.ErrNoGPU across the protocol", err)
 	}
 	// Another open failure is not mistaken for a missing GPU.
 	e, _ = newTestExecutor(t, "TESTWORKER_FAIL_OPEN=db")
 	e.MaxOpenFailures = 1
-	if err := e.Start(context.Background()); err == nil || errors.Is(err, ErrNoGPU) || !strings.Contains(err.Error(), "no such database") {
+	if err := e.Start(context.Background()); err == nil || errors.Is(err, mneme.ErrNoGPU) || !strings.Contains(err.Error(), "no such database") {
 		t.Errorf("Start with a bad database: %v", err)
 	}
 }

@@ -5,74 +5,14 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/mneme-gpu/mneme/spec"
+	"github.com/mneme-gpu/mneme"
 )
-
-// Limits are the device properties the built-in spaces are derived from and
-// that derived configurations must respect. Zero fields take the defaults of
-// current NVIDIA GPUs (see WithDefaults).
-type Limits struct {
-	MaxThreadsPerBlock   int `json:"max_threads_per_block"`
-	MaxSharedMemPerBlock int `json:"max_shared_mem_per_block"`
-	SMCount              int `json:"sm_count"`
-	RegsPerSM            int `json:"regs_per_sm"`
-	WarpSize             int `json:"warp_size"`
-}
-
-// WithDefaults fills unset limits: 1024 threads per block, 48 KiB of shared
-// memory (the opt-in maximum is larger, but needs an attribute we do not set),
-// 65536 registers per SM, warps of 32. SMCount stays 0 when unknown.
-func (l Limits) WithDefaults() Limits {
-	if l.MaxThreadsPerBlock <= 0 {
-		l.MaxThreadsPerBlock = 1024
-	}
-	if l.MaxSharedMemPerBlock <= 0 {
-		l.MaxSharedMemPerBlock = 48 << 10
-	}
-	if l.RegsPerSM <= 0 {
-		l.RegsPerSM = 65536
-	}
-	if l.WarpSize <= 0 {
-		l.WarpSize = 32
-	}
-	return l
-}
-
-// Limits of CUDA's grid dimensions.
-const (
-	maxGridX  = 1<<31 - 1
-	maxGridYZ = 65535
-)
-
-// Check rejects a configuration the device cannot launch.
-func (l Limits) Check(c spec.Config) error {
-	l = l.WithDefaults()
-	if n := c.Block.Count(); n > uint64(l.MaxThreadsPerBlock) {
-		return fmt.Errorf("block %s: %d threads exceed the device's %d per block", c.Block, n, l.MaxThreadsPerBlock)
-	}
-	if c.Block.IsZero() == false && (c.Block.X == 0 || c.Block.Y == 0 || c.Block.Z == 0) {
-		return fmt.Errorf("block %s: every dimension must be at least 1", c.Block)
-	}
-	if c.Grid.IsZero() == false && (c.Grid.X == 0 || c.Grid.Y == 0 || c.Grid.Z == 0) {
-		return fmt.Errorf("grid %s: every dimension must be at least 1", c.Grid)
-	}
-	if c.Grid.X > maxGridX || c.Grid.Y > maxGridYZ || c.Grid.Z > maxGridYZ {
-		return fmt.Errorf("grid %s: exceeds CUDA's grid limits", c.Grid)
-	}
-	if int(c.SharedMem) > l.MaxSharedMemPerBlock {
-		return fmt.Errorf("shared_mem %d: exceeds the device's %d bytes per block", c.SharedMem, l.MaxSharedMemPerBlock)
-	}
-	if c.SetLaunchBounds && c.MaxThreads > l.MaxThreadsPerBlock {
-		return fmt.Errorf("max_threads %d: exceeds the device's %d per block", c.MaxThreads, l.MaxThreadsPerBlock)
-	}
-	return nil
-}
 
 // Launch is what the built-in spaces need to know of the recorded launch.
 type Launch struct {
 	Kernel    string
-	Grid      spec.Dim3
-	Block     spec.Dim3
+	Grid      mneme.Dim3
+	Block     mneme.Dim3
 	SharedMem uint32
 	// NumArgs is the kernel's argument count; ScalarArgs the 0-based indices
 	// of its scalar (specializable) arguments.
@@ -90,7 +30,7 @@ func (l Launch) OneDimensional() bool {
 
 // Vars are the recorded values and device limits available to YAML
 // expressions (see SPACES.md).
-func (l Launch) Vars(lim Limits) map[string]any {
+func (l Launch) Vars(lim mneme.DeviceLimits) map[string]any {
 	lim = lim.WithDefaults()
 	g, b := normDim(l.Grid), normDim(l.Block)
 	return map[string]any{
@@ -107,15 +47,17 @@ func (l Launch) Vars(lim Limits) map[string]any {
 		"rec_shared_mem":  int(l.SharedMem),
 		"num_args":        l.NumArgs,
 		"num_scalar_args": len(l.ScalarArgs),
-		"max_threads":     lim.MaxThreadsPerBlock,
-		"max_shared_mem":  lim.MaxSharedMemPerBlock,
-		"sm_count":        lim.SMCount,
-		"regs_per_sm":     lim.RegsPerSM,
-		"warp_size":       lim.WarpSize,
+		// The device's bound on a derived max_threads goes by that field's
+		// name (SPACES.md).
+		mneme.KeyMaxThreads: lim.MaxThreadsPerBlock,
+		"max_shared_mem":    lim.MaxSharedMemPerBlock,
+		"sm_count":          lim.SMCount,
+		"regs_per_sm":       lim.RegsPerSM,
+		"warp_size":         lim.WarpSize,
 	}
 }
 
-func normDim(d spec.Dim3) spec.Dim3 {
+func normDim(d mneme.Dim3) mneme.Dim3 {
 	if d.X == 0 {
 		d.X = 1
 	}
@@ -134,23 +76,35 @@ var Pipelines = []string{"default<O1>", "default<O2>", "default<O3>", "default<O
 // PresetNames lists the built-in spaces.
 var PresetNames = []string{"quick", "standard", "launch", "compiler", "full"}
 
-// Well-known parameter names the built-in derivation reads.
+// Well-known parameter names the built-in derivation reads. Those named
+// after a configuration field set it directly (see directParams).
 const (
 	ParamBlockX         = "block_x"
 	ParamBlockY         = "block_y"
-	ParamPasses         = "passes"
-	ParamCodegenOpt     = "codegen_opt"
-	ParamSpecialize     = "specialize"
-	ParamSpecializeDims = "specialize_dims"
+	ParamPasses         = mneme.KeyPasses
+	ParamCodegenOpt     = mneme.KeyCodegenOpt
+	ParamSpecialize     = mneme.KeySpecialize
+	ParamSpecializeDims = mneme.KeySpecializeDims
 	ParamLaunchBounds   = "launch_bounds"
-	ParamMinBlocks      = "min_blocks_per_sm"
-	ParamMaxRegisters   = "max_registers"
-	ParamPtxasOpt       = "ptxas_opt"
+	ParamMinBlocks      = mneme.KeyMinBlocksPerSM
+	ParamMaxRegisters   = mneme.KeyMaxRegisters
+	ParamPtxasOpt       = mneme.KeyPtxasOpt
 )
+
+// directParams are the built-in parameters whose value is the configuration
+// field of the same name, set through mneme's table. Block shape and launch
+// bounds are derived from several parameters instead.
+var directParams = []string{ParamPasses, ParamCodegenOpt, ParamSpecialize, ParamSpecializeDims, ParamMaxRegisters, ParamPtxasOpt}
 
 // Preset builds the built-in space called name for a recorded launch on a
 // device with the given limits.
-func Preset(name string, l Launch, lim Limits) (*Space, error) {
+func Preset(name string, l Launch, lim mneme.DeviceLimits) (*Space, error) {
+	return presetSpace(name, l, lim, true)
+}
+
+// presetSpace builds a preset; without searchLaunch it leaves out the block
+// shape parameters, so every configuration keeps the recorded launch.
+func presetSpace(name string, l Launch, lim mneme.DeviceLimits, searchLaunch bool) (*Space, error) {
 	lim = lim.WithDefaults()
 	if l.Block.Count() == 0 || l.Grid.Count() == 0 {
 		return nil, fmt.Errorf("preset %s: the recorded launch has no geometry (grid %s, block %s)", name, l.Grid, l.Block)
@@ -158,27 +112,32 @@ func Preset(name string, l Launch, lim Limits) (*Space, error) {
 	l.Grid, l.Block = normDim(l.Grid), normDim(l.Block)
 	s := &Space{
 		Name:     name,
-		Baseline: spec.Baseline(l.Grid, l.Block, l.SharedMem),
+		Baseline: mneme.Baseline(l.Grid, l.Block, l.SharedMem),
 		Vars:     l.Vars(lim),
 		Limits:   lim,
 	}
 	specializable := len(l.ScalarArgs) > 0
+	addBlock := func(grain string) {
+		if searchLaunch {
+			s.addBlock(l, lim, grain)
+		}
+	}
 	switch name {
 	case "quick":
-		s.addBlock(l, lim, "pow2")
+		addBlock("pow2")
 		s.Params = append(s.Params, Pipeline(ParamPasses, "default<O2>", "default<O3>"))
 		if specializable {
 			s.Params = append(s.Params, Bool(ParamSpecialize))
 		}
 	case "standard":
-		s.addBlock(l, lim, "step64")
+		addBlock("step64")
 		s.Params = append(s.Params, Pipeline(ParamPasses, Pipelines...))
 		if specializable {
 			s.Params = append(s.Params, Bool(ParamSpecialize))
 		}
 		s.Params = append(s.Params, Bool(ParamSpecializeDims))
 	case "launch":
-		s.addBlock(l, lim, "warp")
+		addBlock("warp")
 		s.addLaunchBounds(lim)
 	case "compiler":
 		s.Params = append(s.Params,
@@ -192,7 +151,7 @@ func Preset(name string, l Launch, lim Limits) (*Space, error) {
 			Categorical(ParamMaxRegisters, 0, 32, 64, 128, 255),
 			Categorical(ParamPtxasOpt, 0, 1, 2, 3))
 	case "full":
-		s.addBlock(l, lim, "warp")
+		addBlock("warp")
 		s.Params = append(s.Params,
 			Pipeline(ParamPasses, Pipelines...),
 			IntRange(ParamCodegenOpt, 0, 3, 1))
@@ -208,7 +167,7 @@ func Preset(name string, l Launch, lim Limits) (*Space, error) {
 		return nil, fmt.Errorf("unknown preset %q (want %s)", name, strings.Join(PresetNames, ", "))
 	}
 	base := s.Baseline
-	s.Derive = func(pt Point) (spec.Config, error) { return deriveBuiltin(pt, l, base) }
+	s.Derive = func(pt Point) (mneme.Config, error) { return deriveBuiltin(pt, l, base) }
 	return s, s.Validate()
 }
 
@@ -217,7 +176,7 @@ func Preset(name string, l Launch, lim Limits) (*Space, error) {
 // ("warp"), up to the device limit. For 2D/3D launches: powers of two in x
 // and y (z as recorded) whose product is a multiple of the warp size and
 // within the limit.
-func (s *Space) addBlock(l Launch, lim Limits, grain string) {
+func (s *Space) addBlock(l Launch, lim mneme.DeviceLimits, grain string) {
 	maxT := lim.MaxThreadsPerBlock
 	if maxT > 1024 {
 		maxT = 1024
@@ -262,7 +221,7 @@ func (s *Space) addBlock(l Launch, lim Limits, grain string) {
 // minimum of resident blocks per SM. Asking for more blocks than leave 32
 // registers per thread is pointless, so that is excluded; without launch
 // bounds only min_blocks_per_sm 0 is kept, so no configuration repeats.
-func (s *Space) addLaunchBounds(lim Limits) {
+func (s *Space) addLaunchBounds(lim mneme.DeviceLimits) {
 	s.Params = append(s.Params, Bool(ParamLaunchBounds), Categorical(ParamMinBlocks, 0, 1, 2, 4, 8))
 	resident := lim.RegsPerSM / 32
 	s.Constraints = append(s.Constraints, Constraint{
@@ -277,7 +236,7 @@ func (s *Space) addLaunchBounds(lim Limits) {
 	})
 }
 
-func blockThreads(pt Point, base spec.Config) int {
+func blockThreads(pt Point, base mneme.Config) int {
 	bx, by := int(base.Block.X), int(base.Block.Y)
 	if v, ok := pt[ParamBlockX].(int); ok {
 		bx = v
@@ -290,7 +249,7 @@ func blockThreads(pt Point, base spec.Config) int {
 
 // deriveBuiltin maps the well-known parameter names onto the baseline; the
 // grid is recomputed so the total work stays covered.
-func deriveBuiltin(pt Point, l Launch, base spec.Config) (spec.Config, error) {
+func deriveBuiltin(pt Point, l Launch, base mneme.Config) (mneme.Config, error) {
 	c := base
 	if v, ok := pt[ParamBlockX].(int); ok {
 		c.Block.X = uint32(v)
@@ -300,17 +259,12 @@ func deriveBuiltin(pt Point, l Launch, base spec.Config) (spec.Config, error) {
 		c.Block.Y = uint32(v)
 		c.Grid.Y = uint32(ceilDiv(uint64(l.Grid.Y)*uint64(l.Block.Y), uint64(v)))
 	}
-	if v, ok := pt[ParamPasses].(string); ok {
-		c.Passes = v
-	}
-	if v, ok := pt[ParamCodegenOpt].(int); ok {
-		c.CodegenOpt = v
-	}
-	if v, ok := pt[ParamSpecialize].(bool); ok {
-		c.Specialize = v
-	}
-	if v, ok := pt[ParamSpecializeDims].(bool); ok {
-		c.SpecializeDims = v
+	for _, name := range directParams {
+		if v, ok := pt[name]; ok {
+			if err := c.Set(name, v); err != nil {
+				return mneme.Config{}, err
+			}
+		}
 	}
 	if v, ok := pt[ParamLaunchBounds].(bool); ok && v {
 		c.SetLaunchBounds = true
@@ -318,12 +272,6 @@ func deriveBuiltin(pt Point, l Launch, base spec.Config) (spec.Config, error) {
 		if mb, ok := pt[ParamMinBlocks].(int); ok {
 			c.MinBlocksPerSM = mb
 		}
-	}
-	if v, ok := pt[ParamMaxRegisters].(int); ok {
-		c.MaxRegisters = v
-	}
-	if v, ok := pt[ParamPtxasOpt].(int); ok {
-		c.PtxasOpt = v
 	}
 	return c, nil
 }

@@ -3,16 +3,16 @@ package tune
 import (
 	"testing"
 
-	"github.com/mneme-gpu/mneme/spec"
+	"github.com/mneme-gpu/mneme"
 )
 
-func collect(t *testing.T, s *Space) []spec.Config {
+func collect(t *testing.T, s *Space) []mneme.Config {
 	t.Helper()
 	ex, err := NewExhaustive(s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []spec.Config
+	var out []mneme.Config
 	seen := map[string]bool{}
 	for {
 		pt, ok := ex.Ask()
@@ -33,7 +33,7 @@ func collect(t *testing.T, s *Space) []spec.Config {
 }
 
 func TestPresets1DKeepWorkCovered(t *testing.T) {
-	lim := Limits{MaxThreadsPerBlock: 1024, WarpSize: 32, RegsPerSM: 65536, SMCount: 132}
+	lim := mneme.DeviceLimits{MaxThreadsPerBlock: 1024, WarpSize: 32, RegsPerSM: 65536, SMCount: 132}
 	n := vecadd.Threads()
 	wantCounts := map[string]int{
 		"quick":    6 * 2 * 2,      // 32..1024 powers of two (256 included) x 2 pipelines x specialize
@@ -88,7 +88,7 @@ func TestPresets1DKeepWorkCovered(t *testing.T) {
 }
 
 func TestPresetSmallerDeviceLimit(t *testing.T) {
-	s, err := Preset("standard", vecadd, Limits{MaxThreadsPerBlock: 512})
+	s, err := Preset("standard", vecadd, mneme.DeviceLimits{MaxThreadsPerBlock: 512})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,8 +100,8 @@ func TestPresetSmallerDeviceLimit(t *testing.T) {
 }
 
 func TestPreset2DCoversBothDims(t *testing.T) {
-	stencil := Launch{Grid: spec.Dim3{X: 100, Y: 30, Z: 1}, Block: spec.Dim3{X: 32, Y: 8, Z: 1}}
-	s, err := Preset("quick", stencil, Limits{})
+	stencil := Launch{Grid: mneme.Dim3{X: 100, Y: 30, Z: 1}, Block: mneme.Dim3{X: 32, Y: 8, Z: 1}}
+	s, err := Preset("quick", stencil, mneme.DeviceLimits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,10 +117,10 @@ func TestPreset2DCoversBothDims(t *testing.T) {
 			t.Fatalf("grid %s x block %s does not cover 3200x240", c.Grid, c.Block)
 		}
 	}
-	if _, err := Preset("nope", stencil, Limits{}); err == nil {
+	if _, err := Preset("nope", stencil, mneme.DeviceLimits{}); err == nil {
 		t.Fatal("unknown preset accepted")
 	}
-	if _, err := Preset("quick", Launch{}, Limits{}); err == nil {
+	if _, err := Preset("quick", Launch{}, mneme.DeviceLimits{}); err == nil {
 		t.Fatal("a launch without geometry was accepted")
 	}
 }
@@ -128,7 +128,7 @@ func TestPreset2DCoversBothDims(t *testing.T) {
 func TestNoScalarArgsMeansNoSpecializeParam(t *testing.T) {
 	l := vecadd
 	l.ScalarArgs = nil
-	s, _ := Preset("standard", l, Limits{})
+	s, _ := Preset("standard", l, mneme.DeviceLimits{})
 	if _, ok := s.Param(ParamSpecialize); ok {
 		t.Fatal("specialize offered for a kernel without scalar arguments")
 	}

@@ -2,13 +2,15 @@ package tune
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
 
-	"github.com/mneme-gpu/mneme/spec"
+	"github.com/mneme-gpu/mneme"
+	"github.com/mneme-gpu/mneme/internal/jsonfield"
 )
 
 // Worker protocol operations (tune/PROTOCOL.md).
@@ -19,31 +21,17 @@ const (
 	OpClose   = "close"
 )
 
-// Verification modes of OpenParams.Verify.
-const (
-	VerifyBitwise   = "bitwise"
-	VerifyTolerance = "tolerance"
-	VerifyNone      = "none"
-)
-
-// VerifyOptions say how a replay's output is compared with the recording.
-type VerifyOptions struct {
-	Mode string  `json:"mode,omitempty"` // bitwise (default), tolerance, none
-	ATol float64 `json:"atol,omitempty"`
-	RTol float64 `json:"rtol,omitempty"`
-}
-
 // OpenParams are the fields of an "open" request.
 type OpenParams struct {
-	DB          string        `json:"db"`
-	Kernel      string        `json:"kernel,omitempty"`
-	Instance    string        `json:"instance,omitempty"`
-	GPU         int           `json:"gpu"`
-	Iterations  int           `json:"iterations"`
-	Warmup      int           `json:"warmup"`
-	Verify      VerifyOptions `json:"verify"`
-	CacheDir    string        `json:"cache_dir,omitempty"`
-	CompileOnly bool          `json:"compile_only,omitempty"`
+	DB          string              `json:"db"`
+	Kernel      string              `json:"kernel,omitempty"`
+	Instance    string              `json:"instance,omitempty"`
+	GPU         int                 `json:"gpu"`
+	Iterations  int                 `json:"iterations"`
+	Warmup      int                 `json:"warmup"`
+	Verify      mneme.VerifyOptions `json:"verify"`
+	CacheDir    string              `json:"cache_dir,omitempty"`
+	CompileOnly bool                `json:"compile_only,omitempty"`
 }
 
 // Validate checks the fields a worker cannot do without.
@@ -60,46 +48,34 @@ func (p OpenParams) Validate() error {
 	if p.GPU < 0 {
 		return fmt.Errorf("open: gpu %d: must not be negative", p.GPU)
 	}
-	switch p.Verify.Mode {
-	case "", VerifyBitwise, VerifyTolerance, VerifyNone:
-	default:
-		return fmt.Errorf("open: verify.mode %q: want bitwise, tolerance or none", p.Verify.Mode)
+	if err := ValidateVerify(p.Verify); err != nil {
+		return fmt.Errorf("open: %w", err)
 	}
 	return nil
 }
 
 // Request is one line a client writes to a worker's stdin.
 type Request struct {
-	ID     int64        `json:"id"`
-	Op     string       `json:"op"`
-	Open   *OpenParams  `json:"open,omitempty"`
-	Config *spec.Config `json:"config,omitempty"`
-}
-
-// DeviceLimits are the GPU properties the built-in spaces are derived from;
-// an "open" response carries them.
-type DeviceLimits struct {
-	Name                 string `json:"name,omitempty"`
-	Arch                 string `json:"arch,omitempty"`
-	SMCount              int    `json:"sm_count"`
-	MaxThreadsPerBlock   int    `json:"max_threads_per_block"`
-	MaxSharedMemPerBlock int    `json:"max_shared_mem_per_block"`
-	RegsPerSM            int    `json:"regs_per_sm"`
-	WarpSize             int    `json:"warp_size"`
+	ID     int64         `json:"id"`
+	Op     string        `json:"op"`
+	Open   *OpenParams   `json:"open,omitempty"`
+	Config *mneme.Config `json:"config,omitempty"`
 }
 
 // Response is one line a worker writes to its stdout.
 type Response struct {
-	ID     int64         `json:"id"`
-	OK     bool          `json:"ok"`
-	Error  string        `json:"error,omitempty"`
-	Result *spec.Result  `json:"result,omitempty"`
-	Device *DeviceLimits `json:"device,omitempty"`
-	Kernel string        `json:"kernel,omitempty"`
+	ID     int64               `json:"id"`
+	OK     bool                `json:"ok"`
+	Error  string              `json:"error,omitempty"`
+	Result *mneme.Result       `json:"result,omitempty"`
+	Device *mneme.DeviceLimits `json:"device,omitempty"`
+	Kernel string              `json:"kernel,omitempty"`
 	// Closing says the worker exits after this answer (the run left its
 	// CUDA context unusable); the client sends it nothing more.
 	Closing bool `json:"closing,omitempty"`
-	// NoGPU marks a failed open on a machine without a usable GPU.
+	// NoGPU marks a failed open on a machine without a usable GPU: the
+	// Session's Open error matched mneme.ErrNoGPU, and the Executor's Start
+	// error matches it again on the client's side.
 	NoGPU bool `json:"no_gpu,omitempty"`
 }
 
@@ -114,14 +90,9 @@ type UnusableSession interface {
 // the session unusable.
 var ErrSessionUnusable = errors.New("the session became unusable")
 
-// ErrNoGPU is wrapped by a Session's Open error when the machine has no
-// usable GPU (no driver, no device); the answer then carries no_gpu, and the
-// Executor's Start error wraps it again on the client's side.
-var ErrNoGPU = errors.New("no GPU")
-
 // OpenInfo is what a Session reports after opening.
 type OpenInfo struct {
-	Device *DeviceLimits
+	Device *mneme.DeviceLimits
 	Kernel string
 }
 
@@ -131,8 +102,8 @@ type Session interface {
 	Open(p OpenParams) (OpenInfo, error)
 	// Compile and Run report per-configuration failures in the Result's
 	// status; they never fail the protocol.
-	Compile(c spec.Config) spec.Result
-	Run(c spec.Config) spec.Result
+	Compile(c mneme.Config) mneme.Result
+	Run(c mneme.Config) mneme.Result
 	Close() error
 }
 
@@ -144,8 +115,7 @@ const maxLine = 16 << 20
 // out, until "close" or end of input. It returns nil after a clean close or
 // EOF, and the error when reading or writing the streams fails.
 func Serve(in io.Reader, out io.Writer, s Session) error {
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 64<<10), maxLine)
+	br := bufio.NewReaderSize(in, 64<<10)
 	enc := json.NewEncoder(out)
 	opened := false
 	defer func() {
@@ -153,13 +123,31 @@ func Serve(in io.Reader, out io.Writer, s Session) error {
 			_ = s.Close()
 		}
 	}()
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
+	for {
+		raw, tooLong, readErr := readLine(br)
+		if tooLong {
+			// The rest of the line was skipped: answer it, and read on.
+			if err := enc.Encode(Response{Error: fmt.Sprintf("malformed request: the line is longer than the limit of %d bytes", maxLine)}); err != nil {
+				return err
+			}
+			continue
+		}
+		if readErr != nil && (readErr != io.EOF || len(raw) == 0) {
+			if readErr == io.EOF {
+				return nil
+			}
+			return readErr
+		}
+		line := strings.TrimSpace(string(raw))
 		if line == "" {
 			continue
 		}
 		var req Request
-		if err := json.Unmarshal([]byte(line), &req); err != nil {
+		err := jsonfield.Check([]byte(line))
+		if err == nil {
+			err = json.Unmarshal([]byte(line), &req)
+		}
+		if err != nil {
 			if werr := enc.Encode(Response{ID: req.ID, Error: "malformed request: " + err.Error()}); werr != nil {
 				return werr
 			}
@@ -182,7 +170,7 @@ func Serve(in io.Reader, out io.Writer, s Session) error {
 				info, err := s.Open(*req.Open)
 				if err != nil {
 					resp.Error = "open: " + err.Error()
-					resp.NoGPU = errors.Is(err, ErrNoGPU)
+					resp.NoGPU = errors.Is(err, mneme.ErrNoGPU)
 					break
 				}
 				opened = true
@@ -195,7 +183,7 @@ func Serve(in io.Reader, out io.Writer, s Session) error {
 			case req.Config == nil:
 				resp.Error = req.Op + ": missing \"config\""
 			default:
-				var r spec.Result
+				var r mneme.Result
 				if req.Op == OpRun {
 					r = s.Run(*req.Config)
 				} else {
@@ -228,5 +216,41 @@ func Serve(in io.Reader, out io.Writer, s Session) error {
 			return nil
 		}
 	}
-	return sc.Err()
+}
+
+// readLine reads one line of at most maxLine bytes, without its newline. A
+// longer line is skipped to its end and reported as tooLong, so one bad
+// request costs neither the memory it declares nor the session.
+func readLine(br *bufio.Reader) (line []byte, tooLong bool, err error) {
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if len(line)+len(chunk) > maxLine+1 { // +1: the newline
+			line = nil
+			tooLong = true
+		} else if !tooLong {
+			line = append(line, chunk...)
+		}
+		switch {
+		case err == bufio.ErrBufferFull:
+			continue
+		case err != nil:
+			return line, tooLong, err
+		}
+		return bytes.TrimSuffix(line, []byte("\n")), tooLong, nil
+	}
+}
+
+// ValidateVerify checks the verify options a worker (and so the tuner) accepts: the
+// modes auto, bitwise, ulp, tolerance and none (abs and rel are the
+// command line's), with field names as the protocol spells them.
+func ValidateVerify(v mneme.VerifyOptions) error {
+	switch v.Mode {
+	case "", mneme.VerifyAuto, mneme.VerifyBitwise, mneme.VerifyULP, mneme.VerifyTolerance, mneme.VerifyNone:
+	default:
+		return fmt.Errorf("verify.mode %q: want auto, bitwise, ulp, tolerance or none", v.Mode)
+	}
+	if v.ATol < 0 || v.RTol < 0 {
+		return fmt.Errorf("verify.atol %g, verify.rtol %g: must not be negative", v.ATol, v.RTol)
+	}
+	return v.Validate()
 }

@@ -14,33 +14,67 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/mneme-gpu/mneme"
 	"github.com/mneme-gpu/mneme/db"
-	"github.com/mneme-gpu/mneme/spec"
+	"github.com/mneme-gpu/mneme/internal/jsonfield"
+	"github.com/mneme-gpu/mneme/internal/safefile"
 	"gonum.org/v1/gonum/stat"
 )
 
 // Options are a tuning run's settings: config.json of the results directory,
 // the --config/--dump-config YAML, and what --resume compares.
 type Options struct {
-	DB           string        `json:"db" yaml:"db"`
-	Instance     string        `json:"instance" yaml:"instance"`
-	Kernel       string        `json:"kernel,omitempty" yaml:"kernel,omitempty"`
-	Sampler      string        `json:"sampler" yaml:"sampler"`
-	Preset       string        `json:"preset" yaml:"preset"`
-	SpaceFile    string        `json:"space_file,omitempty" yaml:"space_file,omitempty"`
-	SpaceHash    string        `json:"space_hash,omitempty" yaml:"-"`
-	Trials       int           `json:"trials" yaml:"trials"`
-	Workers      int           `json:"workers" yaml:"workers"`
-	GPUs         []int         `json:"gpus" yaml:"gpus"`
-	Iterations   int           `json:"iterations" yaml:"iterations"`
-	Warmup       int           `json:"warmup" yaml:"warmup"`
-	Metric       string        `json:"metric" yaml:"metric"`
-	Objective    string        `json:"objective" yaml:"objective"`
-	Seed         uint64        `json:"seed" yaml:"seed"`
-	TrialTimeout string        `json:"trial_timeout,omitempty" yaml:"trial_timeout,omitempty"`
-	Output       string        `json:"output" yaml:"output"`
-	Verify       VerifyOptions `json:"verify" yaml:"verify"`
-	CacheDir     string        `json:"cache_dir,omitempty" yaml:"cache_dir,omitempty"`
+	DB           string              `json:"db" yaml:"db"`
+	Instance     string              `json:"instance" yaml:"instance"`
+	Kernel       string              `json:"kernel,omitempty" yaml:"kernel,omitempty"`
+	Sampler      string              `json:"sampler" yaml:"sampler"`
+	Preset       string              `json:"preset" yaml:"preset"`
+	SpaceFile    string              `json:"space_file,omitempty" yaml:"space_file,omitempty"`
+	SpaceHash    string              `json:"space_hash,omitempty" yaml:"-"`
+	Trials       int                 `json:"trials" yaml:"trials"`
+	Workers      int                 `json:"workers" yaml:"workers"`
+	GPUs         []int               `json:"gpus" yaml:"gpus"`
+	Iterations   int                 `json:"iterations" yaml:"iterations"`
+	Warmup       int                 `json:"warmup" yaml:"warmup"`
+	Metric       string              `json:"metric" yaml:"metric"`
+	Objective    string              `json:"objective" yaml:"objective"`
+	Seed         uint64              `json:"seed" yaml:"seed"`
+	TrialTimeout string              `json:"trial_timeout,omitempty" yaml:"trial_timeout,omitempty"`
+	Output       string              `json:"output" yaml:"output"`
+	Verify       mneme.VerifyOptions `json:"verify" yaml:"verify"`
+	CacheDir     string              `json:"cache_dir,omitempty" yaml:"cache_dir,omitempty"`
+	// LaunchSafety is LaunchSafe (a geometry-dependent kernel keeps its
+	// recorded launch) or LaunchAggressive (block shapes are searched
+	// anyway); empty means safe.
+	LaunchSafety string `json:"launch_safety" yaml:"launch_safety"`
+	// AdaptiveInvalidBan bans a block shape from further sampling once a
+	// trial with it ends invalid_launch or runtime_error.
+	AdaptiveInvalidBan bool `json:"adaptive_invalid_ban" yaml:"adaptive_invalid_ban"`
+}
+
+// Launch safety levels.
+const (
+	LaunchSafe       = "safe"
+	LaunchAggressive = "aggressive"
+)
+
+// LaunchSafetyNames are the accepted --launch-safety values: ours, and
+// Mneme's spellings of them.
+var LaunchSafetyNames = []string{LaunchSafe, LaunchAggressive, "conservative", "balanced"}
+
+// ParseLaunchSafety maps a --launch-safety value to LaunchSafe or
+// LaunchAggressive. Mneme's "conservative" and "balanced" both keep a
+// geometry-dependent kernel's launch: "balanced" in Mneme still changes block
+// shapes of kernels it cannot prove safe, which is what produced the invalid
+// and unverified trials safe mode exists to avoid. Empty means safe.
+func ParseLaunchSafety(s string) (string, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "", LaunchSafe, "conservative", "balanced":
+		return LaunchSafe, nil
+	case LaunchAggressive:
+		return LaunchAggressive, nil
+	}
+	return "", fmt.Errorf("--launch-safety %q: want safe or aggressive (Mneme's conservative and balanced mean safe)", s)
 }
 
 // Metric names and objectives.
@@ -72,6 +106,9 @@ func (o Options) Validate() error {
 	if o.Trials < 0 {
 		return fmt.Errorf("trials %d: must not be negative (0: the whole space)", o.Trials)
 	}
+	if _, err := ParseLaunchSafety(o.LaunchSafety); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -93,6 +130,9 @@ func KeyChanges(old, cur Options) []string {
 	cmp("iterations", old.Iterations, cur.Iterations)
 	cmp("instance", old.Instance, cur.Instance)
 	cmp("kernel", old.Kernel, cur.Kernel)
+	oldSafety, _ := ParseLaunchSafety(old.LaunchSafety)
+	curSafety, _ := ParseLaunchSafety(cur.LaunchSafety)
+	cmp("launch_safety", oldSafety, curSafety)
 	return out
 }
 
@@ -105,12 +145,12 @@ func canonicalSampler(s string) string {
 
 // Trial is one line of trials.jsonl.
 type Trial struct {
-	Number    int          `json:"number"`
-	Params    Point        `json:"params"`
-	Config    spec.Config  `json:"config"`
-	ConfigKey string       `json:"config_key"`
-	Status    string       `json:"status"`
-	Result    *spec.Result `json:"result,omitempty"`
+	Number    int           `json:"number"`
+	Params    Point         `json:"params"`
+	Config    mneme.Config  `json:"config"`
+	ConfigKey string        `json:"config_key"`
+	Status    mneme.Status  `json:"status"`
+	Result    *mneme.Result `json:"result,omitempty"`
 	// TimeNS is the metric over the timed iterations; Value is the
 	// objective (time in ns, or speedup over the baseline). Both are 0 for
 	// trials that did not verify.
@@ -126,7 +166,7 @@ type Trial struct {
 }
 
 // OK reports whether the trial produced a verified timing.
-func (t Trial) OK() bool { return t.Status == spec.StatusVerified && t.TimeNS > 0 }
+func (t Trial) OK() bool { return t.Status == mneme.StatusVerified && t.TimeNS > 0 }
 
 // MetricOf applies a metric to per-iteration times; NaN when there are none.
 func MetricOf(metric string, xs []float64) float64 {
@@ -156,8 +196,9 @@ func (t Trial) Loss() float64 {
 	return t.TimeNS
 }
 
-// Results is an open results directory (DESIGN.md): config.json,
-// search_space.json, baseline.json, trials.jsonl, best.json, summary.json,
+// Results is an open results directory, one per tuning run: config.json
+// (the run's settings), search_space.json, baseline.json, trials.jsonl (one
+// line per finished trial, appended as they finish), best.json, summary.json,
 // logs/tune.log and the tuned-kernel exports.
 type Results struct {
 	Dir    string
@@ -176,29 +217,49 @@ const (
 	LogFile           = "logs/tune.log"
 	ProteusFile       = "proteus_tuned_kernels.json"
 	MnemeTunedFile    = "mneme_tuned_kernels.json"
+	GeometryFile      = "geometry.json"
 	trialsPermissions = 0o644
 )
 
+// maxTrialsFile bounds trials.jsonl, read whole on resume: about a million
+// trials.
+const maxTrialsFile = 2 << 30
+
 // CreateResults prepares dir for a new run. A directory that already holds
-// trials is refused, so a finished run is never overwritten by accident.
+// trials is refused, so a finished run is never overwritten by accident, and
+// so is a non-empty directory that is not a results directory (no
+// config.json), so a run never writes over files of something else.
 func CreateResults(dir string, opts Options) (*Results, error) {
-	if _, err := os.Stat(filepath.Join(dir, TrialsFile)); err == nil {
+	if _, err := os.Lstat(filepath.Join(dir, TrialsFile)); err == nil {
 		return nil, fmt.Errorf("results directory %s already holds %s: use --resume to continue it, or choose another --output", dir, TrialsFile)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("results directory %s: %w", dir, err)
+	}
+	if len(entries) > 0 {
+		if _, err := readConfig(dir); err != nil {
+			return nil, fmt.Errorf("--output %s is not empty and is not a results directory (%v): choose an empty or new directory", dir, err)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("results directory %s: %w", dir, err)
 	}
 	return openResults(dir, opts)
 }
 
 // openResults makes the logs directory, writes config.json and opens
-// trials.jsonl for appending.
+// trials.jsonl for appending, none of them through a link that leads out of
+// dir.
 func openResults(dir string, opts Options) (*Results, error) {
-	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
+	if err := safefile.MkdirIn(dir, filepath.Dir(LogFile)); err != nil {
 		return nil, fmt.Errorf("results directory %s: %w", dir, err)
 	}
 	r := &Results{Dir: dir}
 	if err := r.WriteJSON(ConfigFile, opts); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(filepath.Join(dir, TrialsFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, trialsPermissions)
+	f, err := safefile.CreateIn(dir, TrialsFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, trialsPermissions)
 	if err != nil {
 		return nil, fmt.Errorf("results directory %s: %w", dir, err)
 	}
@@ -206,78 +267,98 @@ func openResults(dir string, opts Options) (*Results, error) {
 	return r, nil
 }
 
-// ResumeResults reopens dir: it refuses changed key options (listing them),
-// reads the finished trials back (dropping a torn last line, which a crash
-// mid-write leaves) and appends from there.
-func ResumeResults(dir string, opts Options) (*Results, []Trial, error) {
+// readConfig reads the config.json of a results directory.
+func readConfig(dir string) (Options, error) {
 	var old Options
-	data, err := os.ReadFile(filepath.Join(dir, ConfigFile))
+	path := filepath.Join(dir, ConfigFile)
+	data, err := safefile.ReadFileIn(dir, ConfigFile, safefile.MaxJSON)
 	if err != nil {
-		return nil, nil, fmt.Errorf("--resume: %w", err)
+		if errors.Is(err, os.ErrNotExist) {
+			return old, fmt.Errorf("no %s", ConfigFile)
+		}
+		return old, err
+	}
+	if err := jsonfield.Check(data); err != nil {
+		return old, fmt.Errorf("%s: %w", path, err)
 	}
 	if err := json.Unmarshal(data, &old); err != nil {
-		return nil, nil, fmt.Errorf("--resume: %s: %v", filepath.Join(dir, ConfigFile), err)
+		return old, fmt.Errorf("%s: %v", path, err)
+	}
+	return old, nil
+}
+
+// ResumeResults reopens dir: it refuses changed key options (listing them),
+// reads the finished trials back (dropping a torn last line, which a crash
+// mid-write leaves) and appends from there. It writes only files of the
+// results directory, never through a link.
+func ResumeResults(dir string, opts Options) (*Results, []Trial, error) {
+	old, err := readConfig(dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--resume: %w", err)
 	}
 	if ch := KeyChanges(old, opts); len(ch) > 0 {
 		return nil, nil, fmt.Errorf("--resume: %s was tuned with other key options; changed: %s (start a new --output, or use the old values)", dir, strings.Join(ch, "; "))
 	}
-	path := filepath.Join(dir, TrialsFile)
-	trials, good, err := ReadTrials(path)
+	data, err := safefile.ReadFileIn(dir, TrialsFile, maxTrialsFile)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, nil, fmt.Errorf("--resume: %w", err)
+	}
+	trials, good, err := parseTrials(filepath.Join(dir, TrialsFile), data)
 	if err != nil {
 		return nil, nil, err
-	}
-	if err := os.Truncate(path, good); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, nil, fmt.Errorf("--resume: %w", err)
 	}
 	r, err := openResults(dir, opts)
 	if err != nil {
 		return nil, nil, err
 	}
+	// Cut a torn last line through the descriptor just opened, which is
+	// the results directory's own regular file, not a link's target.
+	if int64(len(data)) > good {
+		if err := r.trials.Truncate(good); err != nil {
+			r.Close()
+			return nil, nil, fmt.Errorf("--resume: %s: %w", filepath.Join(dir, TrialsFile), err)
+		}
+	}
 	return r, trials, nil
 }
 
-// ReadTrials reads trials.jsonl. A last line that is incomplete or does not
-// parse is a torn write and is dropped; a bad line before it is an error
-// naming the line. good is the byte length of the intact prefix.
+// ReadTrials reads trials.jsonl. A last line without its newline is a torn
+// write (a crash mid-write) and is dropped; any complete line that does not
+// parse is an error naming the line. good is the byte length of the intact
+// prefix.
 func ReadTrials(path string) (trials []Trial, good int64, err error) {
-	data, err := os.ReadFile(path)
+	data, err := safefile.ReadFile(path, maxTrialsFile)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, 0, nil
 	}
 	if err != nil {
 		return nil, 0, err
 	}
+	return parseTrials(path, data)
+}
+
+func parseTrials(path string, data []byte) (trials []Trial, good int64, err error) {
 	off := 0
 	for line := 1; off < len(data); line++ {
 		end := bytes.IndexByte(data[off:], '\n')
-		last := end < 0
-		if last {
-			end = len(data) - off
+		if end < 0 {
+			return trials, int64(off), nil // no newline: the write did not finish
 		}
 		text := bytes.TrimSpace(data[off : off+end])
-		var t Trial
 		if len(text) > 0 {
-			if err := json.Unmarshal(text, &t); err != nil {
-				if last || isLastLine(data[off+end+1:]) {
-					return trials, int64(off), nil // torn by a crash mid-write
-				}
-				return nil, 0, fmt.Errorf("%s:%d: not a trial record: %v", path, line, err)
+			var t Trial
+			if err := jsonfield.Check(text); err != nil {
+				return nil, 0, mneme.BadInput(fmt.Errorf("%s:%d: not a trial record: %v", path, line, err))
 			}
-			if last {
-				return trials, int64(off), nil // no newline: the write did not finish
+			if err := json.Unmarshal(text, &t); err != nil {
+				return nil, 0, mneme.BadInput(fmt.Errorf("%s:%d: not a trial record: %v", path, line, err))
 			}
 			trials = append(trials, t)
 		}
-		if last {
-			off += end // trailing blanks without a newline
-		} else {
-			off += end + 1
-		}
+		off += end + 1
 	}
 	return trials, int64(off), nil
 }
-
-func isLastLine(rest []byte) bool { return len(bytes.TrimSpace(rest)) == 0 }
 
 // AppendTrial writes one trial line and syncs it to disk before returning, so
 // a crash loses at most the trial being written.
@@ -311,11 +392,14 @@ func (r *Results) WriteJSON(name string, v any) error {
 	if err := enc.Encode(v); err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
-	path := filepath.Join(r.Dir, name)
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
+	// The file is replaced by a rename, which replaces a link rather than
+	// writing through it; its folder must not lead out of the directory.
+	if sub := filepath.Dir(name); sub != "." {
+		if err := safefile.MkdirIn(r.Dir, sub); err != nil {
+			return err
+		}
 	}
-	return db.WriteFileAtomic(path, buf.Bytes())
+	return db.WriteFileAtomic(filepath.Join(r.Dir, name), buf.Bytes())
 }
 
 // Best returns the verified trials ordered fastest first.
@@ -332,21 +416,37 @@ func Best(trials []Trial) []Trial {
 
 // Summary is summary.json.
 type Summary struct {
-	Kernel          string         `json:"kernel"`
-	Trials          int            `json:"trials"`
-	Statuses        map[string]int `json:"statuses"`
-	BaselineTimeNS  float64        `json:"baseline_time_ns"`
-	BestTimeNS      float64        `json:"best_time_ns,omitempty"`
-	BestSpeedup     float64        `json:"best_speedup,omitempty"`
-	BestTrial       int            `json:"best_trial"`
-	ElapsedSeconds  float64        `json:"elapsed_seconds"`
-	ConfigsPerSec   float64        `json:"configs_per_second"`
-	SpaceSize       int64          `json:"space_size,omitempty"`
-	Sampler         string         `json:"sampler"`
-	Metric          string         `json:"metric"`
-	Objective       string         `json:"objective"`
-	ResumedTrials   int            `json:"resumed_trials,omitempty"`
-	InstanceTunedOn string         `json:"instance"`
+	Kernel          string               `json:"kernel"`
+	Trials          int                  `json:"trials"`
+	Statuses        map[mneme.Status]int `json:"statuses"`
+	BaselineTimeNS  float64              `json:"baseline_time_ns"`
+	BestTimeNS      float64              `json:"best_time_ns,omitempty"`
+	BestSpeedup     float64              `json:"best_speedup,omitempty"`
+	BestTrial       int                  `json:"best_trial"`
+	ElapsedSeconds  float64              `json:"elapsed_seconds"`
+	ConfigsPerSec   float64              `json:"configs_per_second"`
+	SpaceSize       int64                `json:"space_size,omitempty"`
+	Sampler         string               `json:"sampler"`
+	Metric          string               `json:"metric"`
+	Objective       string               `json:"objective"`
+	ResumedTrials   int                  `json:"resumed_trials,omitempty"`
+	InstanceTunedOn string               `json:"instance"`
+	// Baseline says what trial 0 ran: the application's own code or the
+	// recompiled recorded configuration.
+	Baseline string `json:"baseline"`
+	// BaselineIsBest is true when no configuration beat the baseline; the
+	// best figures are then the baseline's (speedup 1, best_trial -1).
+	BaselineIsBest bool `json:"baseline_is_best"`
+	// LaunchSafety, GeometryDependent, LaunchSearched and Geometry (one
+	// line) say whether block shapes were searched, and why.
+	LaunchSafety      string `json:"launch_safety,omitempty"`
+	GeometryDependent bool   `json:"geometry_dependent"`
+	LaunchSearched    bool   `json:"launch_searched"`
+	Geometry          string `json:"geometry,omitempty"`
+	// BannedBlocks are the block shapes the adaptive invalid ban took out of
+	// the search; BannedSkips counts the proposals skipped for them.
+	BannedBlocks []string `json:"banned_blocks,omitempty"`
+	BannedSkips  int      `json:"banned_skips,omitempty"`
 }
 
 // ProteusKernel is one entry of Proteus's PROTEUS_TUNED_KERNELS file.
@@ -369,7 +469,7 @@ var optLevelRE = regexp.MustCompile(`^default<O([0-3sz])>$`)
 // OptLevel is the level of the default pipeline; a custom pipeline keeps "3"
 // and travels in Pipeline. TunedMaxThreads is -1 without launch bounds, as
 // Proteus's default.
-func ProteusEntry(c spec.Config) ProteusKernel {
+func ProteusEntry(c mneme.Config) ProteusKernel {
 	p := ProteusKernel{Pipeline: c.Passes, CodeGen: "serial", SpecializeArgs: c.Specialize,
 		LaunchBounds: c.SetLaunchBounds, SpecializeDims: c.SpecializeDims, SpecializeDimsRange: c.SpecializeDims,
 		OptLevel: "3", CodeGenOptLevel: c.CodegenOpt, TunedMaxThreads: -1, MinBlocksPerSM: c.MinBlocksPerSM}
@@ -385,15 +485,15 @@ func ProteusEntry(c spec.Config) ProteusKernel {
 // TunedKernel is one entry of mneme_tuned_kernels.json, what deployment
 // reads: the whole configuration and where it was tuned.
 type TunedKernel struct {
-	Config         spec.Config `json:"config"`
-	Instance       string      `json:"instance"`
-	StaticHash     string      `json:"static_hash,omitempty"`
-	GPU            string      `json:"gpu,omitempty"`
-	Speedup        float64     `json:"speedup"`
-	TimeNS         float64     `json:"time_ns"`
-	BaselineTimeNS float64     `json:"baseline_time_ns"`
-	Metric         string      `json:"metric"`
-	TunedAt        string      `json:"tuned_at"`
+	Config         mneme.Config `json:"config"`
+	Instance       string       `json:"instance"`
+	StaticHash     string       `json:"static_hash,omitempty"`
+	GPU            string       `json:"gpu,omitempty"`
+	Speedup        float64      `json:"speedup"`
+	TimeNS         float64      `json:"time_ns"`
+	BaselineTimeNS float64      `json:"baseline_time_ns"`
+	Metric         string       `json:"metric"`
+	TunedAt        string       `json:"tuned_at"`
 }
 
 // MergeJSONMap reads name (a JSON object keyed by kernel) if present, sets
@@ -401,10 +501,25 @@ type TunedKernel struct {
 // same directory accumulate.
 func (r *Results) MergeJSONMap(name, key string, v any) error {
 	m := map[string]json.RawMessage{}
-	if data, err := os.ReadFile(filepath.Join(r.Dir, name)); err == nil {
+	data, err := safefile.ReadFileIn(r.Dir, name, safefile.MaxJSON)
+	switch {
+	case err == nil:
+		if err := jsonfield.Check(data); err != nil {
+			return fmt.Errorf("%s: %w", filepath.Join(r.Dir, name), err)
+		}
 		if err := json.Unmarshal(data, &m); err != nil {
 			return fmt.Errorf("%s: %v", filepath.Join(r.Dir, name), err)
 		}
+		if m == nil {
+			return fmt.Errorf("%s: not a JSON object keyed by kernel", filepath.Join(r.Dir, name))
+		}
+		for k, v := range m {
+			if t := bytes.TrimSpace(v); len(t) == 0 || t[0] != '{' {
+				return fmt.Errorf("%s: %q: want an object (one kernel's entry)", filepath.Join(r.Dir, name), k)
+			}
+		}
+	case !errors.Is(err, os.ErrNotExist):
+		return err
 	}
 	b, err := json.Marshal(v)
 	if err != nil {

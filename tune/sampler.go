@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"strings"
+
+	"github.com/mneme-gpu/mneme"
 )
 
 // Sampler proposes points of a space (ask) and learns from their outcomes
@@ -15,7 +17,7 @@ type Sampler interface {
 	Ask() (Point, bool)
 	// Tell reports a point's loss (lower is better) and its trial status;
 	// a status other than "verified" marks a failed trial.
-	Tell(pt Point, loss float64, status string)
+	Tell(pt Point, loss float64, status mneme.Status)
 	Name() string
 }
 
@@ -83,7 +85,7 @@ func (e *Exhaustive) advance() {
 }
 
 // Tell implements Sampler; exhaustive search does not learn.
-func (e *Exhaustive) Tell(Point, float64, string) {}
+func (e *Exhaustive) Tell(Point, float64, mneme.Status) {}
 
 // maxPermuted is the largest finite space Random walks as a permutation;
 // larger spaces are sampled with rejection of repeats.
@@ -154,7 +156,7 @@ func (r *Random) take(pt Point) bool {
 
 // Tell implements Sampler; random search does not learn, but it must not
 // propose a point that another source already evaluated.
-func (r *Random) Tell(pt Point, _ float64, _ string) { r.seen[pt.Key()] = true }
+func (r *Random) Tell(pt Point, _ float64, _ mneme.Status) { r.seen[pt.Key()] = true }
 
 func (r *Random) at(i int64) int64 {
 	if v, ok := r.swapped[i]; ok {

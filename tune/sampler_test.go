@@ -5,7 +5,7 @@ import (
 	"math"
 	"testing"
 
-	"github.com/mneme-gpu/mneme/spec"
+	"github.com/mneme-gpu/mneme"
 )
 
 // gridSpace is a 2D integer space with a triangle constraint.
@@ -17,9 +17,9 @@ func gridSpace(t *testing.T) *Space {
 		t.Fatal(err)
 	}
 	return &Space{Name: "grid", Params: params, Constraints: []Constraint{c},
-		Derive: func(pt Point) (spec.Config, error) {
-			return spec.Config{Block: spec.Dim3{X: uint32(32 * (pt["a"].(int) + 1)), Y: 1, Z: 1},
-				Grid: spec.Dim3{X: uint32(pt["b"].(int) + 1), Y: 1, Z: 1}, Specialize: pt["flag"].(bool)}, nil
+		Derive: func(pt Point) (mneme.Config, error) {
+			return mneme.Config{Block: mneme.Dim3{X: uint32(32 * (pt["a"].(int) + 1)), Y: 1, Z: 1},
+				Grid: mneme.Dim3{X: uint32(pt["b"].(int) + 1), Y: 1, Z: 1}, Specialize: pt["flag"].(bool)}, nil
 		}}
 }
 
@@ -78,7 +78,7 @@ func TestExhaustiveCoversExactlyTheConstrainedSet(t *testing.T) {
 }
 
 func TestExhaustiveRejectsContinuousSpace(t *testing.T) {
-	s := &Space{Name: "c", Params: []Param{RealRange("x", 0, 1, false)}, Derive: func(Point) (spec.Config, error) { return spec.Config{}, nil }}
+	s := &Space{Name: "c", Params: []Param{RealRange("x", 0, 1, false)}, Derive: func(Point) (mneme.Config, error) { return mneme.Config{}, nil }}
 	if _, err := NewExhaustive(s); err == nil {
 		t.Fatal("exhaustive accepted a continuous parameter")
 	}
@@ -149,14 +149,14 @@ func optimize(s Sampler, sp *Space, f func(Point) float64, budget int) float64 {
 			break
 		}
 		v := f(pt)
-		s.Tell(pt, v, spec.StatusVerified)
+		s.Tell(pt, v, mneme.StatusVerified)
 		best = math.Min(best, v)
 	}
 	return best
 }
 
 func smoothSpace(params ...Param) *Space {
-	return &Space{Name: "smooth", Params: params, Derive: func(Point) (spec.Config, error) { return spec.Config{}, nil }}
+	return &Space{Name: "smooth", Params: params, Derive: func(Point) (mneme.Config, error) { return mneme.Config{}, nil }}
 }
 
 func TestTPEBeatsRandomOnSmooth2D(t *testing.T) {
@@ -214,9 +214,9 @@ func TestTPENeverRepeatsAndRespectsConstraints(t *testing.T) {
 		}
 		seen[k] = true
 		// Odd a fails: TPE must take failures as the worst outcome and go on.
-		status := spec.StatusVerified
+		status := mneme.StatusVerified
 		if pt["a"].(int)%3 == 1 {
-			status = spec.StatusRuntimeError
+			status = mneme.StatusRuntimeError
 		}
 		tp.Tell(pt, float64(pt["a"].(int)+pt["b"].(int)), status)
 	}
@@ -232,12 +232,120 @@ func TestTPEIsReproducible(t *testing.T) {
 		var out []string
 		for range 30 {
 			pt, _ := tp.Ask()
-			tp.Tell(pt, math.Abs(math.Log(pt["x"].(float64)))+float64(pt["n"].(int)), spec.StatusVerified)
+			tp.Tell(pt, math.Abs(math.Log(pt["x"].(float64)))+float64(pt["n"].(int)), mneme.StatusVerified)
 			out = append(out, pt.Key())
 		}
 		return fmt.Sprint(out)
 	}
-	if run() != run() {
+	if first, second := run(), run(); first != second {
 		t.Fatal("TPE with the same seed proposed different points")
+	}
+}
+
+// failedStatuses are every status but verified: a trial that ends with one
+// has no valid time, whatever loss it reports.
+var failedStatuses = []mneme.Status{mneme.StatusInvalidLaunch, mneme.StatusInvalidConfig, mneme.StatusCompileError,
+	mneme.StatusRuntimeError, mneme.StatusFailedVerification, mneme.StatusInternalError, mneme.StatusTimeout, mneme.StatusCrashed}
+
+// TestTPECountsFailuresAsWorst tells TPE failed trials with a loss better
+// than every verified one (a failed run's time is 0 or garbage): each must
+// land among the worst observations, as must a verified trial with a NaN
+// loss, so that TPE models them as the region to avoid.
+func TestTPECountsFailuresAsWorst(t *testing.T) {
+	sp := smoothSpace(IntRange("x", 0, 99, 1))
+	for _, st := range append(failedStatuses, mneme.StatusVerified) {
+		tpe := NewTPE(sp, 1, DefaultTPEOptions())
+		for i := range 20 {
+			tpe.Tell(Point{"x": i}, float64(i+1), mneme.StatusVerified)
+		}
+		loss := -1.0
+		if st == mneme.StatusVerified {
+			loss = math.NaN()
+		}
+		tpe.Tell(Point{"x": 50}, loss, st)
+		below, above := tpe.split()
+		if len(below) == 0 || len(above) == 0 {
+			t.Fatalf("%s: split %d / %d", st, len(below), len(above))
+		}
+		for _, o := range below {
+			if o.pt["x"] == 50 {
+				t.Errorf("%s with loss %v: counted among the best", st, loss)
+			}
+		}
+		if last := above[len(above)-1]; last.pt["x"] != 50 || !math.IsInf(last.loss, 1) {
+			t.Errorf("%s: the failed trial is %+v, want the last observation with loss +Inf", st, last)
+		}
+	}
+}
+
+// TestTPEAvoidsAFailingChoice runs TPE on a space where one choice always
+// fails and reports loss 0: told as the worst, TPE stops proposing it.
+func TestTPEAvoidsAFailingChoice(t *testing.T) {
+	sp := smoothSpace(IntRange("x", 0, 63, 1), Categorical("opt", "bad", "a", "b", "c"))
+	bad := 0
+	for seed := uint64(1); seed <= 5; seed++ {
+		tpe := NewTPE(sp, seed, DefaultTPEOptions())
+		for i := range 80 {
+			pt, ok := tpe.Ask()
+			if !ok {
+				t.Fatal("TPE ran out of points")
+			}
+			x := float64(pt["x"].(int))
+			if pt["opt"] == "bad" {
+				tpe.Tell(pt, 0, mneme.StatusRuntimeError)
+				if i >= 40 {
+					bad++
+				}
+				continue
+			}
+			tpe.Tell(pt, 1+(x-20)*(x-20)/100, mneme.StatusVerified)
+		}
+	}
+	// Uniform choice would pick "bad" 50 of these 200 times; TPE that
+	// learns from the failures picks it about 30 times, and TPE that takes
+	// them for the best about 100.
+	if bad > 45 {
+		t.Errorf("TPE proposed the always-failing choice %d of its last 40 trials over 5 seeds", bad)
+	}
+}
+
+// TestRandomAndExhaustiveGoOnAfterFailures: a failed trial is not proposed
+// again by random, and exhaustive still visits every point once.
+func TestRandomAndExhaustiveGoOnAfterFailures(t *testing.T) {
+	sp := smoothSpace(IntRange("x", 0, 19, 1))
+	r := NewRandom(sp, 3)
+	seen := map[string]bool{}
+	for i := range 20 {
+		pt, ok := r.Ask()
+		if !ok {
+			t.Fatalf("random stopped after %d points", i)
+		}
+		if seen[pt.Key()] {
+			t.Fatalf("random proposed %v again", pt)
+		}
+		seen[pt.Key()] = true
+		r.Tell(pt, 0, failedStatuses[i%len(failedStatuses)])
+	}
+	if pt, ok := r.Ask(); ok {
+		t.Errorf("random proposed %v after covering the space", pt)
+	}
+	e, err := NewExhaustive(sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for {
+		pt, ok := e.Ask()
+		if !ok {
+			break
+		}
+		if pt["x"] != n {
+			t.Fatalf("exhaustive point %d is %v", n, pt)
+		}
+		e.Tell(pt, math.Inf(1), mneme.StatusCrashed)
+		n++
+	}
+	if n != 20 {
+		t.Errorf("exhaustive visited %d points, want 20", n)
 	}
 }

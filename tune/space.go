@@ -8,7 +8,7 @@ import (
 
 	"github.com/expr-lang/expr"
 	"github.com/expr-lang/expr/vm"
-	"github.com/mneme-gpu/mneme/spec"
+	"github.com/mneme-gpu/mneme"
 	"github.com/zeebo/xxh3"
 )
 
@@ -30,14 +30,14 @@ type Space struct {
 	Params      []Param
 	Constraints []Constraint
 	// Derive turns a feasible point into the configuration a worker replays.
-	Derive func(Point) (spec.Config, error)
+	Derive func(Point) (mneme.Config, error)
 	// Baseline reproduces the recorded launch; speedups are relative to it.
-	Baseline spec.Config
+	Baseline mneme.Config
 	// Vars are the recorded values (N, grid and block of the recording,
 	// device limits) that expressions may use; kept for display.
 	Vars map[string]any
 	// Limits bound derived configurations (block size, shared memory).
-	Limits Limits
+	Limits mneme.DeviceLimits
 }
 
 // Validate checks parameter definitions and names.
@@ -91,25 +91,25 @@ func (s *Space) Size() (int64, bool) {
 // Evaluate checks a point against the constraints, derives its configuration
 // and checks that against CUDA's and the device's limits. An infeasible point
 // gives an error wrapping ErrInfeasible that says why.
-func (s *Space) Evaluate(pt Point) (spec.Config, error) {
+func (s *Space) Evaluate(pt Point) (mneme.Config, error) {
 	for _, c := range s.Constraints {
 		ok, err := c.Check(pt)
 		if err != nil {
-			return spec.Config{}, fmt.Errorf("%w: constraint %s: %v", ErrInfeasible, c.Name, err)
+			return mneme.Config{}, fmt.Errorf("%w: constraint %s: %v", ErrInfeasible, c.Name, err)
 		}
 		if !ok {
-			return spec.Config{}, fmt.Errorf("%w: constraint %s", ErrInfeasible, c.Name)
+			return mneme.Config{}, fmt.Errorf("%w: constraint %s", ErrInfeasible, c.Name)
 		}
 	}
 	cfg, err := s.Derive(pt)
 	if err != nil {
-		return spec.Config{}, fmt.Errorf("%w: %v", ErrInfeasible, err)
+		return mneme.Config{}, fmt.Errorf("%w: %v", ErrInfeasible, err)
 	}
 	if err := cfg.Validate(); err != nil {
-		return spec.Config{}, fmt.Errorf("%w: %v", ErrInfeasible, err)
+		return mneme.Config{}, fmt.Errorf("%w: %v", ErrInfeasible, err)
 	}
 	if err := s.Limits.Check(cfg); err != nil {
-		return spec.Config{}, fmt.Errorf("%w: %v", ErrInfeasible, err)
+		return mneme.Config{}, fmt.Errorf("%w: %v", ErrInfeasible, err)
 	}
 	return cfg, nil
 }
@@ -156,7 +156,7 @@ type Describe struct {
 	Size        int64          `json:"size,omitempty"`
 	Finite      bool           `json:"finite"`
 	Feasible    int64          `json:"feasible,omitempty"`
-	Baseline    spec.Config    `json:"baseline"`
+	Baseline    mneme.Config   `json:"baseline"`
 	Vars        map[string]any `json:"vars,omitempty"`
 }
 
@@ -205,7 +205,7 @@ func (s *Space) Hash() string {
 
 // ConfigKey is a canonical hash of a configuration: two points that derive
 // the same configuration are the same trial.
-func ConfigKey(c spec.Config) string {
+func ConfigKey(c mneme.Config) string {
 	b, err := json.Marshal(c)
 	if err != nil { // plain data; cannot fail
 		panic(err)

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
+	"sort"
 	"time"
 
-	"github.com/mneme-gpu/mneme/spec"
+	"github.com/mneme-gpu/mneme"
 )
 
 // Progress is reported after every finished trial.
@@ -30,10 +32,36 @@ type Study struct {
 	// CompileBudget is the compile allowance of the default per-trial
 	// timeout (DefaultTrialTimeout; 30 s when zero).
 	CompileBudget time.Duration
+	// BaselineConfigs are the baseline candidates, best first: the
+	// application's own code when the recording holds it, then the
+	// recompiled recorded configuration. The first that verifies is the
+	// baseline; empty means Space.Baseline alone.
+	BaselineConfigs []mneme.Config
+	// Geometry, when set, is the run's launch-safety report for the summary.
+	Geometry *GeometryReport
+	// Log, when set, receives the baseline fallbacks and the bans.
+	Log io.Writer
 
 	baseline Trial
 	trials   []Trial
 	started  time.Time
+	// banned maps a block shape (Dim3.String) to the status that banned it.
+	banned      map[string]mneme.Status
+	bannedSkips int
+}
+
+// BaselineParams are the params of the baseline trial (trial 0), as Mneme
+// marks the baseline in best.json.
+func BaselineParams() Point { return Point{baselineParam: true} }
+
+// baselineParam is the one param of the baseline trial; no space may use it.
+const baselineParam = "baseline"
+
+// IsBaseline reports whether the trial is a run's baseline: trial 0 in
+// trials.jsonl, or trial -1 as best.json names it.
+func (t Trial) IsBaseline() bool {
+	b, _ := t.Params[baselineParam].(bool)
+	return b && len(t.Params) == 1 && t.Number <= 0
 }
 
 // Trials are all finished trials, resumed ones included.
@@ -42,18 +70,33 @@ func (s *Study) Trials() []Trial { return s.trials }
 // Baseline is the baseline trial of this run.
 func (s *Study) Baseline() Trial { return s.baseline }
 
-// RunBaseline replays the recorded configuration and writes baseline.json.
+// RunBaseline replays the baseline candidates (BaselineConfigs) until one
+// verifies, writes baseline.json and records the baseline as trial 0 of the
+// run, unless the run is resumed (trial 0 is then among the prior trials).
 // A baseline that does not verify stops the run: nothing could be compared.
 func (s *Study) RunBaseline(ctx context.Context) (Trial, error) {
 	s.started = time.Now()
-	s.Exec.Submit(Job{ID: -1, Config: s.Space.Baseline})
-	var r JobResult
-	select {
-	case r = <-s.Exec.Results():
-	case <-ctx.Done():
-		return Trial{}, ctx.Err()
+	candidates := s.BaselineConfigs
+	if len(candidates) == 0 {
+		candidates = []mneme.Config{s.Space.Baseline}
 	}
-	t := s.trialOf(-1, nil, r)
+	var t Trial
+	var r JobResult
+	for i, cfg := range candidates {
+		s.Exec.Submit(Job{ID: 0, Config: cfg})
+		select {
+		case r = <-s.Exec.Results():
+		case <-ctx.Done():
+			return Trial{}, ctx.Err()
+		}
+		t = s.trialOf(0, BaselineParams(), r)
+		if t.OK() {
+			break
+		}
+		if i+1 < len(candidates) {
+			s.logf("baseline: %s did not verify (%s %s); trying %s", baselineKind(cfg), t.Status, t.Error, baselineKind(candidates[i+1]))
+		}
+	}
 	if t.OK() {
 		t.Speedup, t.Value = 1, s.value(t.TimeNS, t.TimeNS)
 	}
@@ -64,12 +107,46 @@ func (s *Study) RunBaseline(ctx context.Context) (Trial, error) {
 		}
 	}
 	if !t.OK() {
-		return t, fmt.Errorf("the baseline (recorded configuration) did not verify: %s %s", t.Status, t.Error)
+		return t, fmt.Errorf("the baseline (%s) did not verify: %s %s", baselineKind(t.Config), t.Status, t.Error)
+	}
+	if s.recordsBaseline() {
+		if s.Results != nil {
+			if err := s.Results.AppendTrial(t); err != nil {
+				return t, err
+			}
+		}
+		s.trials = append(s.trials, t)
 	}
 	if s.Opts.TrialTimeout == "" {
 		s.Exec.TrialTimeout = DefaultTrialTimeout(r.End.Sub(r.Start), s.CompileBudget)
 	}
 	return t, nil
+}
+
+// recordsBaseline reports whether the baseline becomes trial 0 now: not when
+// a resumed run already has it, nor in a run begun before baselines were
+// trials (its trial 0 is another configuration).
+func (s *Study) recordsBaseline() bool {
+	for _, t := range s.Prior {
+		if t.IsBaseline() || t.Number == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// baselineKind says what a baseline configuration runs.
+func baselineKind(c mneme.Config) string {
+	if c.Original {
+		return "the application's own code"
+	}
+	return "the recompiled recorded configuration"
+}
+
+func (s *Study) logf(format string, a ...any) {
+	if s.Log != nil {
+		fmt.Fprintf(s.Log, "%s %s\n", time.Now().Format(time.RFC3339), fmt.Sprintf(format, a...))
+	}
 }
 
 // DefaultTrialTimeout is ten times the baseline trial's wall time (its
@@ -97,11 +174,11 @@ func (s *Study) trialOf(number int, pt Point, r JobResult) Trial {
 		Seconds: r.End.Sub(r.Start).Seconds()}
 	res := r.Result
 	t.Result = &res
-	if t.Status == spec.StatusVerified {
+	if t.Status == mneme.StatusVerified {
 		if m := MetricOf(s.Opts.Metric, res.ExecTime); m > 0 && !math.IsNaN(m) {
 			t.TimeNS = m
 		} else {
-			t.Status, t.Error = spec.StatusInternalError, "verified result without execution times"
+			t.Status, t.Error = mneme.StatusInternalError, "verified result without execution times"
 		}
 	}
 	if t.OK() && s.baseline.TimeNS > 0 {
@@ -124,8 +201,19 @@ func (s *Study) Run(ctx context.Context) error {
 		s.started = time.Now()
 	}
 	done := map[string]Trial{}
-	number := 0
+	number := 1 // trial 0 is the baseline
+	s.banned = map[string]mneme.Status{}
+	for _, t := range s.trials { // the baseline, run just now
+		done[t.ConfigKey] = t
+	}
 	for _, t := range s.Prior {
+		if t.IsBaseline() {
+			done[t.ConfigKey] = t
+			s.trials = append(s.trials, t)
+			number = max(number, t.Number+1)
+			continue
+		}
+		s.noteBan(t)
 		pt, err := s.Space.Normalize(t.Params)
 		if err != nil {
 			return fmt.Errorf("--resume: trial %d: %v", t.Number, err)
@@ -171,7 +259,7 @@ func (s *Study) Run(ctx context.Context) error {
 			}
 			cfg, err := s.Space.Evaluate(pt)
 			if err != nil { // samplers return feasible points; be safe anyway
-				s.Sampler.Tell(pt, math.Inf(1), spec.StatusInvalidConfig)
+				s.Sampler.Tell(pt, math.Inf(1), mneme.StatusInvalidConfig)
 				continue
 			}
 			key := ConfigKey(cfg)
@@ -180,6 +268,16 @@ func (s *Study) Run(ctx context.Context) error {
 				if ok {
 					s.Sampler.Tell(pt, t.Loss(), t.Status)
 				}
+				if skips++; skips > maxSkips {
+					exhausted = true
+				}
+				continue
+			}
+			if st, ok := s.banned[cfg.Block.String()]; ok {
+				// A banned block shape is not run; the sampler learns it as
+				// a failure of the status that banned it.
+				s.Sampler.Tell(pt, math.Inf(1), st)
+				s.bannedSkips++
 				if skips++; skips > maxSkips {
 					exhausted = true
 				}
@@ -214,6 +312,7 @@ func (s *Study) Run(ctx context.Context) error {
 		}
 		done[p.key] = t
 		s.trials = append(s.trials, t)
+		s.noteBan(t)
 		s.Sampler.Tell(p.pt, t.Loss(), t.Status)
 		if !t.OK() {
 			failures++
@@ -227,16 +326,49 @@ func (s *Study) Run(ctx context.Context) error {
 	return nil
 }
 
+// noteBan bans the block shape of a trial that ended invalid_launch or
+// runtime_error, when the adaptive ban is on. The baseline's block is never
+// banned: the baseline verified with it, so the failure lies elsewhere.
+func (s *Study) noteBan(t Trial) {
+	if !s.Opts.AdaptiveInvalidBan || !bannableStatus(t.Status) || t.Config.Block == s.baseline.Config.Block {
+		return
+	}
+	key := t.Config.Block.String()
+	if _, ok := s.banned[key]; ok {
+		return
+	}
+	s.banned[key] = t.Status
+	s.logf("adaptive invalid ban: block %s banned from further sampling after trial %d ended %s", key, t.Number, t.Status)
+}
+
+// BannedBlocks lists the banned block shapes, sorted.
+func (s *Study) BannedBlocks() []string {
+	out := make([]string, 0, len(s.banned))
+	for k := range s.banned {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
 func allWorkersBroken(err error) bool { return errors.Is(err, errAllBroken) }
 
 var errAllBroken = errors.New("every worker failed to restart")
 
-// Finish writes best.json, summary.json and, when a configuration verified,
-// the Proteus and mneme tuned-kernel files. kernel is the mangled name.
+// Finish writes best.json, summary.json and, when a configuration beat the
+// baseline, the Proteus and mneme tuned-kernel files. kernel is the mangled
+// name. When nothing beat the baseline, best.json holds the baseline as
+// Mneme writes it (trial -1, params {"baseline": true}), the summary says so
+// with speedup 1, and the tuned-kernel files are left alone: the application
+// should keep running what it runs.
 func (s *Study) Finish(kernel, staticHash, gpuName string, spaceSize int64, resumed int) (Summary, error) {
-	sum := Summary{Kernel: kernel, Trials: len(s.trials), Statuses: map[string]int{},
+	sum := Summary{Kernel: kernel, Trials: len(s.trials), Statuses: map[mneme.Status]int{},
 		BaselineTimeNS: s.baseline.TimeNS, BestTrial: -1, Sampler: s.Sampler.Name(), Metric: s.Opts.Metric,
-		Objective: s.Opts.Objective, SpaceSize: spaceSize, ResumedTrials: resumed, InstanceTunedOn: s.Opts.Instance}
+		Objective: s.Opts.Objective, SpaceSize: spaceSize, ResumedTrials: resumed, InstanceTunedOn: s.Opts.Instance,
+		Baseline: baselineKind(s.baseline.Config), BannedBlocks: s.BannedBlocks(), BannedSkips: s.bannedSkips}
+	if s.Geometry != nil {
+		sum.LaunchSafety, sum.GeometryDependent, sum.LaunchSearched, sum.Geometry = s.Geometry.LaunchSafety, s.Geometry.Dependent, s.Geometry.LaunchSearched, s.Geometry.Note
+	}
 	for _, t := range s.trials {
 		sum.Statuses[t.Status]++
 	}
@@ -245,16 +377,16 @@ func (s *Study) Finish(kernel, staticHash, gpuName string, spaceSize int64, resu
 	if elapsed > 0 {
 		sum.ConfigsPerSec = float64(len(s.trials)-resumed) / elapsed
 	}
-	best := Best(s.trials)
-	if s.Results == nil {
-		return sum, nil
-	}
-	if len(best) > 0 {
+	best := BestTuned(s.trials)
+	if len(best) > 0 && best[0].TimeNS < s.baseline.TimeNS {
 		b := best[0]
 		if s.baseline.TimeNS > 0 {
 			b.Speedup = s.baseline.TimeNS / b.TimeNS
 		}
 		sum.BestTimeNS, sum.BestSpeedup, sum.BestTrial = b.TimeNS, b.Speedup, b.Number
+		if s.Results == nil {
+			return sum, nil
+		}
 		if err := s.Results.WriteJSON(BestFile, map[string]any{"best": b, "baseline": s.baseline}); err != nil {
 			return sum, err
 		}
@@ -267,6 +399,30 @@ func (s *Study) Finish(kernel, staticHash, gpuName string, spaceSize int64, resu
 		if err := s.Results.MergeJSONMap(MnemeTunedFile, kernel, tk); err != nil {
 			return sum, err
 		}
+		return sum, s.Results.WriteJSON(SummaryFile, sum)
+	}
+	sum.BaselineIsBest = true
+	sum.BestTimeNS, sum.BestSpeedup = s.baseline.TimeNS, 1
+	if s.Results == nil {
+		return sum, nil
+	}
+	b := s.baseline
+	b.Number, b.Params, b.Speedup = -1, BaselineParams(), 1
+	if err := s.Results.WriteJSON(BestFile, map[string]any{"best": b, "baseline": s.baseline,
+		"note": "no configuration beat the baseline (" + sum.Baseline + ")"}); err != nil {
+		return sum, err
 	}
 	return sum, s.Results.WriteJSON(SummaryFile, sum)
+}
+
+// BestTuned is Best without the baseline trial: the tuned configurations
+// that verified, fastest first.
+func BestTuned(trials []Trial) []Trial {
+	var tuned []Trial
+	for _, t := range trials {
+		if !t.IsBaseline() {
+			tuned = append(tuned, t)
+		}
+	}
+	return Best(tuned)
 }

@@ -10,15 +10,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mneme-gpu/mneme/spec"
+	"github.com/mneme-gpu/mneme"
 )
 
 // faultySpace mixes configurations that verify, crash, hang and fault.
 func faultySpace() *Space {
-	base := spec.Baseline(spec.Dim3{X: 8, Y: 1, Z: 1}, spec.Dim3{X: 128, Y: 1, Z: 1}, 0)
+	base := mneme.Baseline(mneme.Dim3{X: 8, Y: 1, Z: 1}, mneme.Dim3{X: 128, Y: 1, Z: 1}, 0)
 	return &Space{Name: "faulty", Baseline: base,
 		Params: []Param{IntRange("block_x", 32, 256, 32), Categorical("passes", "default<O3>", "crash", "hang", "fault", "default<O2>")},
-		Derive: func(pt Point) (spec.Config, error) {
+		Derive: func(pt Point) (mneme.Config, error) {
 			c := base
 			c.Block.X = uint32(pt["block_x"].(int))
 			c.Passes = pt["passes"].(string)
@@ -119,7 +119,7 @@ func TestStudyEveryConfigurationOneTrialAndResume(t *testing.T) {
 			t.Fatalf("configuration %s has two trials", tr.ConfigKey)
 		}
 		keys[tr.ConfigKey] = true
-		want := map[string]string{"default<O3>": "verified", "default<O2>": "verified", "crash": "crashed", "hang": "timeout", "fault": "runtime_error"}[tr.Config.Passes]
+		want := map[string]mneme.Status{"default<O3>": "verified", "default<O2>": "verified", "crash": "crashed", "hang": "timeout", "fault": "runtime_error"}[tr.Config.Passes]
 		if tr.Status != want {
 			t.Errorf("trial %d (%s): status %s, want %s", tr.Number, tr.Config.Passes, tr.Status, want)
 		}
@@ -190,12 +190,12 @@ func FuzzReadTrials(f *testing.F) {
 }
 
 func TestProteusEntry(t *testing.T) {
-	c := spec.Config{Passes: "default<Os>", CodegenOpt: 2, Specialize: true, SpecializeDims: true, SetLaunchBounds: true, MaxThreads: 256, MinBlocksPerSM: 2}
+	c := mneme.Config{Passes: "default<Os>", CodegenOpt: 2, Specialize: true, SpecializeDims: true, SetLaunchBounds: true, MaxThreads: 256, MinBlocksPerSM: 2}
 	p := ProteusEntry(c)
 	if p.OptLevel != "s" || p.CodeGenOptLevel != 2 || !p.SpecializeArgs || !p.SpecializeDimsRange || !p.LaunchBounds || p.TunedMaxThreads != 256 || p.MinBlocksPerSM != 2 || p.Pipeline != "default<Os>" {
 		t.Fatalf("%+v", p)
 	}
-	if q := ProteusEntry(spec.Config{Passes: "instcombine"}); q.OptLevel != "3" || q.TunedMaxThreads != -1 {
+	if q := ProteusEntry(mneme.Config{Passes: "instcombine"}); q.OptLevel != "3" || q.TunedMaxThreads != -1 {
 		t.Fatalf("%+v", q)
 	}
 }

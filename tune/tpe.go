@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 	"sort"
 
-	"github.com/mneme-gpu/mneme/spec"
+	"github.com/mneme-gpu/mneme"
 	"gonum.org/v1/gonum/floats"
 	"gonum.org/v1/gonum/stat/distuv"
 )
@@ -106,8 +106,8 @@ func NewTPE(s *Space, seed uint64, opts TPEOptions) *TPE {
 func (t *TPE) Name() string { return "tpe" }
 
 // Tell implements Sampler.
-func (t *TPE) Tell(pt Point, loss float64, status string) {
-	if status != spec.StatusVerified || math.IsNaN(loss) {
+func (t *TPE) Tell(pt Point, loss float64, status mneme.Status) {
+	if status != mneme.StatusVerified || math.IsNaN(loss) {
 		loss = math.Inf(1)
 	}
 	t.obs = append(t.obs, observation{pt: pt, loss: loss})
@@ -145,7 +145,7 @@ func (t *TPE) Ask() (Point, bool) {
 			}
 			if _, err := t.space.Evaluate(pt); err != nil {
 				// Learn that this region is infeasible, as a failed trial.
-				t.Tell(pt, math.Inf(1), spec.StatusInvalidConfig)
+				t.Tell(pt, math.Inf(1), mneme.StatusInvalidConfig)
 				continue
 			}
 			t.seen[k] = true

@@ -1,17 +1,21 @@
 package tune
 
 import (
+	"errors"
 	"math"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
-	"github.com/mneme-gpu/mneme/spec"
+	"github.com/mneme-gpu/mneme"
 )
 
-var vecadd = Launch{Kernel: "_Z6vecaddPfS_S_i", Grid: spec.Dim3{X: 4096, Y: 1, Z: 1}, Block: spec.Dim3{X: 256, Y: 1, Z: 1}, NumArgs: 4, ScalarArgs: []int{3}}
+var vecadd = Launch{Kernel: "_Z6vecaddPfS_S_i", Grid: mneme.Dim3{X: 4096, Y: 1, Z: 1}, Block: mneme.Dim3{X: 256, Y: 1, Z: 1}, NumArgs: 4, ScalarArgs: []int{3}}
 
 func TestFractionalSpaceDerivesCoveringGrid(t *testing.T) {
-	s, err := LoadSpaceFile("testdata/fractional.yaml", vecadd, Limits{})
+	s, err := LoadSpaceFile("testdata/fractional.yaml", vecadd, mneme.DeviceLimits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,8 +56,8 @@ func TestFractionalSpaceDerivesCoveringGrid(t *testing.T) {
 }
 
 func TestTiles2DSpace(t *testing.T) {
-	stencil := Launch{Grid: spec.Dim3{X: 64, Y: 64, Z: 1}, Block: spec.Dim3{X: 16, Y: 16, Z: 1}}
-	s, err := LoadSpaceFile("testdata/tiles2d.yaml", stencil, Limits{})
+	stencil := Launch{Grid: mneme.Dim3{X: 64, Y: 64, Z: 1}, Block: mneme.Dim3{X: 16, Y: 16, Z: 1}}
+	s, err := LoadSpaceFile("testdata/tiles2d.yaml", stencil, mneme.DeviceLimits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +109,7 @@ func TestSpaceFileErrorsNameFileAndKey(t *testing.T) {
 		"testdata/bad_type.yaml": {"bad_type.yaml:2", "params.x.type", "integer"},
 	}
 	for file, wants := range cases {
-		_, err := LoadSpaceFile(file, vecadd, Limits{})
+		_, err := LoadSpaceFile(file, vecadd, mneme.DeviceLimits{})
 		if err == nil {
 			t.Errorf("%s: no error", file)
 			continue
@@ -125,28 +129,78 @@ func TestSpaceFileErrorsNameFileAndKey(t *testing.T) {
 		"params: {x: {type: int, low: 1, high: 4}}\nconstraints: [\"x * 2\"]":             "constraints[0]",
 		"params: {x: {type: categorical}}":                                                "needs a list",
 		"- just\n- a list":                                                                "want a mapping",
-		"params: {x: {type: int, low: 1, high: 4}}\nderive: {passes: \"x\"}":              "",
 		"params: {x: {type: int, low: 1, high: 4, log: maybe}}":                           "params.x.log",
 		"params: {x: {type: real, low: 0, high: 1, step: 0.1}}":                           "params.x.step",
 		"params: {x: {type: fixed}}":                                                      "fixed needs a value",
 		"params: {x: {type: categorical, values: [1, 1]}}":                                "appears twice",
 		"params: {\"a-b\": {type: bool}}":                                                 "identifiers",
-		"params: {x: {type: int, low: 1, high: 4}}\nderive: {block.x: \"x\", block.x: 2}": "",
+		"params: {x: {type: int, low: 1, high: 4}}\nderive: {block.x: \"x\", block.x: 2}": "derive.block.x: defined twice",
+		"params: {x: {type: int, low: 1, high: 4}}\nlet: {y: \"x\", y: \"2\"}":            "let.y: defined twice",
 	}
 	for src, want := range inline {
-		s, err := ParseSpace("inline.yaml", []byte(src), vecadd, Limits{})
-		if want == "" {
-			// Accepted at load time; a wrong value type is an infeasible point.
-			if err == nil {
-				if _, err := s.Evaluate(Point{"x": 1}); err == nil && strings.Contains(src, "passes") {
-					t.Errorf("%q: passes from an int was accepted", src)
-				}
-			}
-			continue
-		}
+		_, err := ParseSpace("inline.yaml", []byte(src), vecadd, mneme.DeviceLimits{})
 		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "inline.yaml") {
 			t.Errorf("%q: error %v, want one naming inline.yaml and %q", src, err, want)
 		}
+	}
+}
+
+// A derived value of the wrong type is accepted at load time (the type of
+// an expression is known only when it is evaluated) and makes every point
+// infeasible, naming the field.
+func TestDeriveOfWrongTypeIsInfeasible(t *testing.T) {
+	s, err := ParseSpace("inline.yaml", []byte("params: {x: {type: int, low: 1, high: 4}}\nderive: {passes: \"x\"}"), vecadd, mneme.DeviceLimits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Evaluate(Point{"x": 1})
+	if !errors.Is(err, ErrInfeasible) || !strings.Contains(err.Error(), "derive.passes") || !strings.Contains(err.Error(), "want a pipeline text") {
+		t.Errorf("passes from an int: %v", err)
+	}
+}
+
+// TestIntStep reads step: of an int range: the values are low, low+step, ...
+// up to high, and the published 80-point vector-add space has 80 points.
+func TestIntStep(t *testing.T) {
+	for _, c := range []struct {
+		def  string
+		want []int
+	}{
+		{"{type: int, low: 1, high: 10, step: 3}", []int{1, 4, 7, 10}},
+		{"{type: int, low: 1, high: 9, step: 3}", []int{1, 4, 7}},
+		{"{type: int, low: 5, high: 5, step: 4}", []int{5}},
+		{"{type: int, low: 2, high: 6}", []int{2, 3, 4, 5, 6}},
+	} {
+		s, err := ParseSpace("inline.yaml", []byte("params: {x: "+c.def+"}\nderive: {block.x: \"x\"}"), vecadd, mneme.DeviceLimits{})
+		if err != nil {
+			t.Fatalf("%s: %v", c.def, err)
+		}
+		e, err := NewExhaustive(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []int
+		for {
+			pt, ok := e.Ask()
+			if !ok {
+				break
+			}
+			x, _ := toFloat(pt["x"])
+			got = append(got, int(x))
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%s: values %v, want %v", c.def, got, c.want)
+		}
+		if n, ok := s.Size(); !ok || n != int64(len(c.want)) {
+			t.Errorf("%s: size %d %v, want %d", c.def, n, ok, len(c.want))
+		}
+	}
+	s, err := LoadSpaceFile("../examples/vecadd/tune-80.yaml", vecadd, mneme.DeviceLimits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, ok := s.Size(); !ok || n != 80 {
+		t.Errorf("tune-80.yaml: %d points (%v), want 80", n, ok)
 	}
 }
 
@@ -159,7 +213,7 @@ func FuzzParseSpace(f *testing.F) {
 		f.Add(data)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		s, err := ParseSpace("fuzz.yaml", data, vecadd, Limits{})
+		s, err := ParseSpace("fuzz.yaml", data, vecadd, mneme.DeviceLimits{})
 		if err != nil {
 			return
 		}
@@ -183,7 +237,7 @@ derive:
   block.x: "b"
   grid.x: "ceil(N / block_x)"
 `
-	parse := func(name, text string, l Launch, lim Limits) string {
+	parse := func(name, text string, l Launch, lim mneme.DeviceLimits) string {
 		t.Helper()
 		s, err := ParseSpace(name, []byte(text), l, lim)
 		if err != nil {
@@ -191,22 +245,33 @@ derive:
 		}
 		return s.Hash()
 	}
-	h := parse("a.yaml", base, vecadd, Limits{})
+	h := parse("a.yaml", base, vecadd, mneme.DeviceLimits{})
 	if len(h) != 16 {
 		t.Fatalf("hash %q is not 16 hex digits", h)
 	}
-	if got := parse("other.yaml", base, vecadd, Limits{SMCount: 132}); got != h {
+	if got := parse("other.yaml", base, vecadd, mneme.DeviceLimits{SMCount: 132}); got != h {
 		t.Errorf("renaming the file or changing the SM count changed the hash: %s vs %s", got, h)
 	}
-	if got := parse("a.yaml", base+"constraints:\n  - \"b <= 128\"\n", vecadd, Limits{}); got == h {
+	if got := parse("a.yaml", base+"constraints:\n  - \"b <= 128\"\n", vecadd, mneme.DeviceLimits{}); got == h {
 		t.Error("adding a constraint kept the hash")
 	}
-	if got := parse("a.yaml", strings.Replace(base, "high: 256", "high: 512", 1), vecadd, Limits{}); got == h {
+	if got := parse("a.yaml", strings.Replace(base, "high: 256", "high: 512", 1), vecadd, mneme.DeviceLimits{}); got == h {
 		t.Error("widening a parameter kept the hash")
 	}
 	other := vecadd
 	other.Block.X = 128
-	if got := parse("a.yaml", base, other, Limits{}); got == h {
+	if got := parse("a.yaml", base, other, mneme.DeviceLimits{}); got == h {
 		t.Error("a different recorded launch (baseline) kept the hash")
+	}
+}
+
+func TestLoadSpaceRefusesTheBaselineParamName(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.yaml")
+	if err := os.WriteFile(path, []byte("params:\n  baseline: {type: bool}\nderive:\n  specialize: \"baseline\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := LoadSpaceFile(path, Launch{Grid: mneme.Dim3{X: 1, Y: 1, Z: 1}, Block: mneme.Dim3{X: 32, Y: 1, Z: 1}}, mneme.DeviceLimits{})
+	if err == nil || !strings.Contains(err.Error(), "params.baseline") {
+		t.Fatalf("a parameter named baseline: %v", err)
 	}
 }

@@ -10,14 +10,17 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/mneme-gpu/mneme"
 	"github.com/mneme-gpu/mneme/db"
-	"github.com/mneme-gpu/mneme/spec"
 )
 
 // TestMain lets testscript scripts run `mneme` in-process (the test binary
 // re-executed under that name), plus helper commands scripts use to build
 // their inputs.
 func TestMain(m *testing.M) {
+	if os.Getenv(envRunAsCLI) == "1" {
+		os.Exit(run(os.Args[1:]))
+	}
 	testscript.Main(m, map[string]func(){
 		"mneme":         func() { os.Exit(run(os.Args[1:])) },
 		"mneme-testdb":  func() { os.Exit(writeTestDB(os.Args[1:])) },
@@ -29,7 +32,7 @@ func TestMain(m *testing.M) {
 func TestScripts(t *testing.T) {
 	files, _ := filepath.Glob("testdata/script/*.txtar")
 	if len(files) == 0 {
-		t.Skip("no scripts in testdata/script")
+		t.Fatal("no scripts in testdata/script")
 	}
 	testscript.Run(t, testscript.Params{Dir: "testdata/script"})
 }
@@ -67,7 +70,7 @@ func buildTestDB(dir string) error {
 	u64 := func(v uint64) []byte { return binary.LittleEndian.AppendUint64(nil, v) }
 
 	type launch struct {
-		grid, block spec.Dim3
+		grid, block mneme.Dim3
 		shared      uint32
 		args        [][]byte
 		occurrences int
@@ -79,18 +82,18 @@ func buildTestDB(dir string) error {
 		{
 			k: &db.Kernel{KernelName: "_Z6vecaddPfPKfif", DemangledName: "vecadd(float*, float const*, int, float)",
 				ArgNames: []string{"y", "x", "n", "a"}, Specializations: []bool{false, false, true, true},
-				ArgSizes: []uint64{8, 8, 4, 4}, ArgKinds: []string{"ptr", "ptr", "i32", "f32"}},
+				ArgSizes: []uint64{8, 8, 4, 4}, ArgKinds: []mneme.ArgKind{"ptr", "ptr", "i32", "f32"}},
 			launches: []launch{
-				{spec.Dim3{X: 4, Y: 1, Z: 1}, spec.Dim3{X: 256, Y: 1, Z: 1}, 0, [][]byte{u64(testArena), u64(testArena + 0x200000), u32(1000), u32(math.Float32bits(2.5))}, 3},
-				{spec.Dim3{X: 8, Y: 1, Z: 1}, spec.Dim3{X: 256, Y: 1, Z: 1}, 0, [][]byte{u64(testArena), u64(testArena + 0x200000), u32(2000), u32(math.Float32bits(2.5))}, 1},
+				{mneme.Dim3{X: 4, Y: 1, Z: 1}, mneme.Dim3{X: 256, Y: 1, Z: 1}, 0, [][]byte{u64(testArena), u64(testArena + 0x200000), u32(1000), u32(math.Float32bits(2.5))}, 3},
+				{mneme.Dim3{X: 8, Y: 1, Z: 1}, mneme.Dim3{X: 256, Y: 1, Z: 1}, 0, [][]byte{u64(testArena), u64(testArena + 0x200000), u32(2000), u32(math.Float32bits(2.5))}, 1},
 			},
 		},
 		{
 			k: &db.Kernel{KernelName: "_Z7stencil6Paramsd", DemangledName: "stencil(Params, double)",
 				ArgNames: []string{"p", "w"}, Specializations: []bool{false, true},
-				ArgSizes: []uint64{24, 8}, ArgKinds: []string{"byval:24", "f64"}},
+				ArgSizes: []uint64{24, 8}, ArgKinds: []mneme.ArgKind{"byval:24", "f64"}},
 			launches: []launch{
-				{spec.Dim3{X: 128, Y: 128, Z: 1}, spec.Dim3{X: 16, Y: 16, Z: 1}, 4096, [][]byte{append(append(u64(testArena), u64(testArena+0x400000)...), u64(2048)...), u64(math.Float64bits(-0.25))}, 1},
+				{mneme.Dim3{X: 128, Y: 128, Z: 1}, mneme.Dim3{X: 16, Y: 16, Z: 1}, 4096, [][]byte{append(append(u64(testArena), u64(testArena+0x400000)...), u64(2048)...), u64(math.Float64bits(-0.25))}, 1},
 			},
 		},
 	}

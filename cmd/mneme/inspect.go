@@ -1,12 +1,10 @@
 package main
 
 import (
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"sort"
 	"strconv"
@@ -15,8 +13,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mneme-gpu/mneme"
 	"github.com/mneme-gpu/mneme/db"
-	"github.com/mneme-gpu/mneme/spec"
 )
 
 func init() {
@@ -85,8 +83,8 @@ type inspectParam struct {
 type inspectInstance struct {
 	ID          string       `json:"id"`       // <static-hash>/<dynamic-hash>, always unambiguous
 	ShortID     string       `json:"short_id"` // shortest form that -rid accepts unambiguously
-	Grid        spec.Dim3    `json:"grid"`
-	Block       spec.Dim3    `json:"block"`
+	Grid        mneme.Dim3   `json:"grid"`
+	Block       mneme.Dim3   `json:"block"`
 	SharedMem   uint32       `json:"shared_mem"`
 	Args        []inspectArg `json:"args"`
 	Occurrences int          `json:"occurrences"`
@@ -127,7 +125,7 @@ func describeDB(d *db.DB) inspectDoc {
 			Device: k.Device, Toolchain: k.Toolchain, Params: []inspectParam{}, Instances: []inspectInstance{},
 		}
 		for i := range k.ArgSizes {
-			ik.Params = append(ik.Params, inspectParam{Name: k.ArgNames[i], Kind: k.ArgKinds[i], Size: k.ArgSizes[i], Specializable: k.Specializations[i]})
+			ik.Params = append(ik.Params, inspectParam{Name: k.ArgNames[i], Kind: k.ArgKinds[i].String(), Size: k.ArgSizes[i], Specializable: k.Specializations[i]})
 		}
 		for _, id := range k.InstanceIDs() {
 			inst := k.Instances[id]
@@ -140,7 +138,7 @@ func describeDB(d *db.DB) inspectDoc {
 			}
 			args, _ := inst.ArgBytes() // validated when the database was opened
 			for i, a := range args {
-				ii.Args = append(ii.Args, inspectArg{Name: k.ArgNames[i], Kind: k.ArgKinds[i], Hex: hex.EncodeToString(a), Value: formatArg(k.ArgKinds[i], a)})
+				ii.Args = append(ii.Args, inspectArg{Name: k.ArgNames[i], Kind: k.ArgKinds[i].String(), Hex: hex.EncodeToString(a), Value: k.ArgKinds[i].Format(a)})
 			}
 			ik.Instances = append(ik.Instances, ii)
 		}
@@ -200,71 +198,7 @@ func commonPrefix(a, b string) int {
 	return n
 }
 
-// formatArg decodes argument bytes by their recorded kind.
-func formatArg(kind string, b []byte) string {
-	size, err := db.ArgKindSize(kind)
-	if err != nil || uint64(len(b)) != size {
-		return hexBytes(b)
-	}
-	switch kind {
-	case "i8":
-		return strconv.Itoa(int(int8(b[0])))
-	case "i16":
-		return strconv.Itoa(int(int16(binary.LittleEndian.Uint16(b))))
-	case "i32":
-		return strconv.Itoa(int(int32(binary.LittleEndian.Uint32(b))))
-	case "i64":
-		return strconv.FormatInt(int64(binary.LittleEndian.Uint64(b)), 10)
-	case "f16":
-		return strconv.FormatFloat(float64(halfToFloat(binary.LittleEndian.Uint16(b))), 'g', -1, 32)
-	case "bf16":
-		return strconv.FormatFloat(float64(math.Float32frombits(uint32(binary.LittleEndian.Uint16(b))<<16)), 'g', -1, 32)
-	case "f32":
-		return strconv.FormatFloat(float64(math.Float32frombits(binary.LittleEndian.Uint32(b))), 'g', -1, 32)
-	case "f64":
-		return strconv.FormatFloat(math.Float64frombits(binary.LittleEndian.Uint64(b)), 'g', -1, 64)
-	case "ptr":
-		return fmt.Sprintf("0x%x", binary.LittleEndian.Uint64(b))
-	}
-	return hexBytes(b)
-}
-
-// hexBytes shows an aggregate's bytes, shortened past 16.
-func hexBytes(b []byte) string {
-	if len(b) <= 16 {
-		return "0x" + hex.EncodeToString(b)
-	}
-	return fmt.Sprintf("0x%s…(%d bytes)", hex.EncodeToString(b[:16]), len(b))
-}
-
-// halfToFloat converts an IEEE binary16 value.
-func halfToFloat(h uint16) float32 {
-	sign := uint32(h>>15) << 31
-	exp := uint32(h>>10) & 0x1f
-	mant := uint32(h) & 0x3ff
-	switch {
-	case exp == 0 && mant == 0:
-		return math.Float32frombits(sign)
-	case exp == 0: // subnormal
-		return float32(math.Copysign(float64(mant)*math.Pow(2, -24), float64(int32(sign)|1)))
-	case exp == 0x1f:
-		return math.Float32frombits(sign | 0xff<<23 | mant<<13)
-	}
-	return math.Float32frombits(sign | (exp+127-15)<<23 | mant<<13)
-}
-
-func humanBytes(n uint64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := uint64(unit), 0
-	for m := n / unit; m >= unit && exp < 4; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
-}
+func humanBytes(n uint64) string { return db.FormatSize(n) }
 
 func fileCell(f inspectFile) string {
 	if !f.Present {
@@ -312,7 +246,7 @@ func describeRecording(dev db.DeviceInfo, tc db.Toolchain) string {
 }
 
 func printInspectTable(w io.Writer, doc inspectDoc) error {
-	fmt.Fprintf(w, "database %s: %d kernels, %d instances\n", doc.Database, doc.NumKernels, doc.NumInstances)
+	fmt.Fprintf(w, "database %s: %d kernels, %d instances\n", termSafe(doc.Database, false), doc.NumKernels, doc.NumInstances)
 	// Usually one line; a database merged from several runs may have more.
 	recordings := map[string][]string{}
 	for _, k := range doc.Kernels {
@@ -328,7 +262,7 @@ func printInspectTable(w io.Writer, doc inspectDoc) error {
 		if len(lines) > 1 {
 			line += fmt.Sprintf(" [%d kernels]", len(recordings[line]))
 		}
-		fmt.Fprintln(w, line)
+		fmt.Fprintln(w, termSafe(line, false))
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "KERNEL\tINSTANCE\tGRID\tBLOCK\tSHMEM\tARGS\tOCC\tPROLOGUE\tEPILOGUE")
@@ -349,9 +283,13 @@ func printInspectTable(w io.Writer, doc inspectDoc) error {
 				}
 				args[i] = label + "=" + a.Value
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\t%s\n", name, inst.ShortID, inst.Grid, inst.Block, inst.SharedMem,
-				strings.Join(args, " "), inst.Occurrences, fileCell(inst.Prologue), fileCell(inst.Epilogue))
+			// Tabs too: they would shift the table's columns.
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\t%s\n", cell(name), cell(inst.ShortID), inst.Grid, inst.Block, inst.SharedMem,
+				cell(strings.Join(args, " ")), inst.Occurrences, cell(fileCell(inst.Prologue)), cell(fileCell(inst.Epilogue)))
 		}
 	}
 	return tw.Flush()
 }
+
+// cell is a table cell as the terminal may show it: escaped, tabs included.
+func cell(s string) string { return strings.ReplaceAll(termSafe(s, false), "\t", `\t`) }

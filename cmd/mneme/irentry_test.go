@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/mneme-gpu/mneme/runtime"
+	"github.com/mneme-gpu/mneme/appabi"
 )
 
 // writeIREntry is `mneme-irentry NAME IN.bc OUT`: it encodes one embedded-IR
@@ -20,7 +20,7 @@ func writeIREntry(args []string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if err := os.WriteFile(args[2], runtime.EncodeIREntry(runtime.IREntry{Name: args[0], Bitcode: bc}), 0o644); err != nil {
+	if err := os.WriteFile(args[2], appabi.EncodeIREntry(appabi.IREntry{Name: args[0], Bitcode: bc}), 0o644); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

@@ -6,9 +6,9 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -20,7 +20,8 @@ var rootCmd = &cobra.Command{
 	SilenceErrors: true,
 }
 
-// exitError carries a documented exit code through cobra.
+// exitError carries an exit code through cobra where a command decides the
+// code itself (flag errors); exitCode classifies every other error.
 type exitError struct {
 	code int
 	err  error
@@ -37,20 +38,42 @@ func withExit(code int, err error) error {
 	return &exitError{code: code, err: err}
 }
 
+// usageErrorsExit2 makes cobra's own checks of a command line (unknown
+// flags, bad flag values, wrong argument counts) exit with the usage code in
+// every command, as the commands' own checks do.
+func usageErrorsExit2(cmd *cobra.Command) {
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return withExit(exitUsage, err) })
+	if check := cmd.Args; check != nil {
+		if _, done := argsChecked[cmd]; !done {
+			cmd.Args = func(c *cobra.Command, args []string) error { return withExit(exitUsage, check(c, args)) }
+			argsChecked[cmd] = struct{}{}
+		}
+	}
+	for _, sub := range cmd.Commands() {
+		usageErrorsExit2(sub)
+	}
+}
+
+// argsChecked remembers the commands whose argument check is wrapped, so
+// in-process tests that call run repeatedly wrap it once.
+var argsChecked = map[*cobra.Command]struct{}{}
+
 func main() { os.Exit(run(os.Args[1:])) }
 
 // run executes the command line and returns the process exit code; it is
 // separate from main so CLI tests can run the command in-process.
 func run(args []string) int {
+	usageErrorsExit2(rootCmd)
 	rootCmd.SetArgs(args)
 	err := rootCmd.Execute()
+	if err != nil && strings.HasPrefix(err.Error(), "unknown command") {
+		err = withExit(exitUsage, err) // cobra's, for a subcommand that does not exist
+	}
 	if err == nil {
 		return 0
 	}
-	fmt.Fprintln(os.Stderr, "mneme:", err)
-	var ee *exitError
-	if errors.As(err, &ee) {
-		return ee.code
-	}
-	return 1
+	// Messages quote names from databases and results folders that came
+	// from elsewhere: escaped, so they cannot drive the terminal.
+	fmt.Fprintln(os.Stderr, "mneme:", termSafe(err.Error(), true))
+	return exitCode(err)
 }

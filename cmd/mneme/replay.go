@@ -5,43 +5,38 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
+	"math"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
+	"github.com/mneme-gpu/mneme"
 	"github.com/mneme-gpu/mneme/cuda"
-	"github.com/mneme-gpu/mneme/db"
 	"github.com/mneme-gpu/mneme/replay"
-	"github.com/mneme-gpu/mneme/spec"
 )
 
 type replayFlags struct {
-	rdb, rid, kernel            string
-	grid, block                 string
-	sharedMem                   uint32
-	specialize                  bool
-	specializeArgs              string
-	specializeDims              bool
-	launchBounds                string
-	passes                      string
-	codegenOpt                  int
-	noPrune, noInternalize      bool
-	ptxasOpt, maxRegisters      int
-	iterations, warmup, device  int
-	emitIR, saveOutput          string
-	verify, dtype, timer        string
-	tolerance                   float64
-	jsonOut, fullReset, compact bool
-	cacheDir                    string
-}
-
-// replayDoc is the document replay prints, Mneme's layout.
-type replayDoc struct {
-	Config spec.Config  `json:"Replay-config"`
-	Result *spec.Result `json:"Result"`
+	rdb, rid, kernel           string
+	grid, block                string
+	sharedMem                  uint32
+	specialize                 bool
+	specializeArgs             string
+	specializeDims             bool
+	launchBounds               string
+	passes                     string
+	codegenOpt                 int
+	noPrune, noInternalize     bool
+	ptxasOpt, maxRegisters     int
+	iterations, warmup, device int
+	emitIR, saveOutput         string
+	verify, dtype, timer       string
+	tolerance                  float64
+	jsonOut, fullReset         bool
+	cacheDir                   string
+	original                   bool
+	fpContract                 string
 }
 
 func init() {
@@ -74,18 +69,23 @@ invalid launch, 5 compile error, 6 no GPU, 1 other failures.`,
 			return runReplay(cmd.OutOrStdout(), fl.Changed, fl.Args(), &f)
 		},
 	}
-	fl := cmd.Flags()
+	f.register(cmd.Flags())
+	rootCmd.AddCommand(cmd)
+}
+
+// register defines the flags of mneme replay on fl.
+func (f *replayFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.rdb, "rdb", "", "recording database: a directory or one kernel's JSON file (required)")
 	fl.StringVar(&f.rid, "rid", "", "instance id (dynamic hash, unique prefix or SH/DH); optional with one instance")
 	fl.StringVar(&f.kernel, "kernel", "", "kernel static hash or name, when the database holds several kernels")
-	fl.StringVar(&f.grid, "grid", "", "grid dimensions X[,Y,Z] (default: recorded)")
-	fl.StringVar(&f.block, "block", "", "block dimensions X[,Y,Z] (default: recorded)")
+	fl.StringVar(&f.grid, mneme.KeyGrid, "", "grid dimensions X[,Y,Z] (default: recorded)")
+	fl.StringVar(&f.block, mneme.KeyBlock, "", "block dimensions X[,Y,Z] (default: recorded)")
 	fl.Uint32Var(&f.sharedMem, "shared-mem", 0, "dynamic shared memory in bytes (default: recorded)")
-	fl.BoolVar(&f.specialize, "specialize", false, "fold the scalar arguments into the code as constants")
+	fl.BoolVar(&f.specialize, mneme.KeySpecialize, false, "fold the scalar arguments into the code as constants")
 	fl.StringVar(&f.specializeArgs, "specialize-args", "", "fold only these 0-based arguments, e.g. 0,3 (implies --specialize)")
 	fl.BoolVar(&f.specializeDims, "specialize-dims", false, "fold the block and grid dimensions into the code")
 	fl.StringVar(&f.launchBounds, "launch-bounds", "", "MAX[,MINBLOCKS]: max threads per block and min blocks per SM")
-	fl.StringVar(&f.passes, "passes", spec.DefaultPipeline, "new-pass-manager pipeline text")
+	fl.StringVar(&f.passes, mneme.KeyPasses, mneme.DefaultPipeline, "new-pass-manager pipeline text")
 	fl.IntVar(&f.codegenOpt, "codegen-opt", 3, "NVPTX code generation level 0..3")
 	fl.BoolVar(&f.noPrune, "no-prune", false, "compile the whole module instead of the kernel's closure")
 	fl.BoolVar(&f.noInternalize, "no-internalize", false, "keep non-kernel symbols external")
@@ -96,15 +96,16 @@ invalid launch, 5 compile error, 6 no GPU, 1 other failures.`,
 	fl.IntVar(&f.device, "device", 0, "CUDA device ordinal")
 	fl.StringVar(&f.emitIR, "emit-ir", "", "write the kernel's IR after extraction and specialization (before optimization) to FILE")
 	fl.StringVar(&f.saveOutput, "save-output", "", "write the memory the replay produced as a snapshot file into DIR")
-	fl.StringVar(&f.verify, "verify", "", "bitwise (default), abs, rel or none; --tolerance alone means abs")
-	fl.Float64Var(&f.tolerance, "tolerance", 0, "float tolerance for --verify abs or rel")
+	fl.StringVar(&f.verify, "verify", "", "auto (default: floats by the type the kernel writes, within per-type bounds; the rest bitwise), bitwise, \"ulp N\", tolerance, abs, rel or none; --tolerance alone means abs")
+	fl.Float64Var(&f.tolerance, "tolerance", 0, "float tolerance for --verify abs or rel, or both tolerances of --verify tolerance")
 	fl.StringVar(&f.dtype, "dtype", "f32", "element type of tolerance comparisons: f32 or f64")
 	fl.StringVar(&f.timer, "timer", replay.TimerAuto, "kernel timer: auto (CUPTI if available, else events), cupti or events")
 	fl.BoolVar(&f.jsonOut, "json", false, "print the document on one line (the default output is the same document, indented)")
 	fl.BoolVar(&f.fullReset, "full-reset", false, "restore all recorded memory before every launch, not only what the kernel changes")
 	fl.StringVar(&f.cacheDir, "cache-dir", "", "directory of the on-disk compile cache (default: memory only)")
+	fl.BoolVar(&f.original, mneme.KeyOriginal, false, "run the application's own device code as recorded (its fat binary) instead of recompiling the IR")
+	fl.StringVar(&f.fpContract, "fp-contract", "", "multiply-add fusion in code generation: fast, on or off (default: as the application was compiled)")
 	fl.BoolP("help", "h", false, "help for replay")
-	rootCmd.AddCommand(cmd)
 }
 
 // parseMnemeFlags parses the flags of a command that accepts Mneme's
@@ -143,14 +144,26 @@ func normalizeSingleDash(args []string, names ...string) []string {
 
 // replayConfig builds the configuration from the flags: the recorded launch
 // (resolved by the session) with every flag applied.
-func replayConfig(f *replayFlags, changed func(string) bool, positional []string) (spec.Config, error) {
-	cfg := spec.Config{Passes: f.passes, CodegenOpt: f.codegenOpt, Prune: !f.noPrune, Internalize: !f.noInternalize,
+func replayConfig(f *replayFlags, changed func(string) bool, positional []string) (mneme.Config, error) {
+	cfg := mneme.Config{Passes: f.passes, CodegenOpt: f.codegenOpt, Prune: !f.noPrune, Internalize: !f.noInternalize,
 		SharedMem: f.sharedMem, Specialize: f.specialize, SpecializeDims: f.specializeDims,
-		PtxasOpt: f.ptxasOpt, MaxRegisters: f.maxRegisters}
+		PtxasOpt: f.ptxasOpt, MaxRegisters: f.maxRegisters, FPContract: f.fpContract}
+	if !changed(mneme.KeyPasses) && !changed("codegen-opt") && len(positional) == 0 {
+		cfg.Passes = "" // the application's own -O level, resolved against the recording
+	}
+	if f.original {
+		// The application's code: compile knobs left at their defaults do
+		// not apply; ones the user set are refused by Validate.
+		cfg = mneme.Config{Original: true, Passes: mneme.DefaultPipeline, CodegenOpt: 3, Prune: true, Internalize: true, SharedMem: f.sharedMem, Specialize: f.specialize,
+			SpecializeDims: f.specializeDims, PtxasOpt: f.ptxasOpt, MaxRegisters: f.maxRegisters, FPContract: f.fpContract}
+		if changed(mneme.KeyPasses) || changed("codegen-opt") || len(positional) > 0 {
+			return cfg, fmt.Errorf("--original runs the application's own code: --passes, --codegen-opt and PIPELINE do not apply")
+		}
+	}
 	switch len(positional) {
 	case 0:
 	case 1:
-		if changed("passes") && positional[0] != f.passes {
+		if changed(mneme.KeyPasses) && positional[0] != f.passes {
 			return cfg, fmt.Errorf("PIPELINE %q and --passes %q disagree: give one", positional[0], f.passes)
 		}
 		cfg.Passes = positional[0]
@@ -159,12 +172,12 @@ func replayConfig(f *replayFlags, changed func(string) bool, positional []string
 	}
 	var err error
 	if f.grid != "" {
-		if cfg.Grid, err = spec.ParseDim3(f.grid); err != nil {
+		if cfg.Grid, err = mneme.ParseDim3(f.grid); err != nil {
 			return cfg, fmt.Errorf("--grid: %w", err)
 		}
 	}
 	if f.block != "" {
-		if cfg.Block, err = spec.ParseDim3(f.block); err != nil {
+		if cfg.Block, err = mneme.ParseDim3(f.block); err != nil {
 			return cfg, fmt.Errorf("--block: %w", err)
 		}
 	}
@@ -190,128 +203,74 @@ func replayConfig(f *replayFlags, changed func(string) bool, positional []string
 	return cfg, nil
 }
 
-func replayVerify(f *replayFlags, changed func(string) bool) (replay.VerifyOptions, error) {
-	v := replay.VerifyOptions{Mode: f.verify, Tolerance: f.tolerance, DType: f.dtype}
+func replayVerify(f *replayFlags, changed func(string) bool) (mneme.VerifyOptions, error) {
+	mode, ulp, err := mneme.ParseVerifyMode(f.verify)
+	if err != nil {
+		return mneme.VerifyOptions{}, fmt.Errorf("--verify %w", err)
+	}
+	v := mneme.VerifyOptions{Mode: mode, Tolerance: f.tolerance, ULP: ulp, DType: f.dtype}
 	if v.Mode == "" {
-		v.Mode = replay.VerifyBitwise
+		v.Mode = mneme.VerifyAuto
 		if changed("tolerance") {
-			v.Mode = replay.VerifyAbs
+			v.Mode = mneme.VerifyAbs
 		}
 	}
 	switch v.Mode {
-	case replay.VerifyBitwise, replay.VerifyNone, replay.VerifyAbs, replay.VerifyRel:
+	case mneme.VerifyAuto, mneme.VerifyBitwise, mneme.VerifyULP, mneme.VerifyNone, mneme.VerifyAbs, mneme.VerifyRel:
+	case mneme.VerifyTolerance:
+		v.ATol, v.RTol = f.tolerance, f.tolerance
 	default:
-		return v, fmt.Errorf("--verify %q: want bitwise, abs, rel or none", f.verify)
+		return v, fmt.Errorf("--verify %q: want auto, bitwise, \"ulp N\", tolerance, abs, rel or none", f.verify)
 	}
-	if changed("tolerance") && (v.Mode == replay.VerifyBitwise || v.Mode == replay.VerifyNone) {
-		return v, fmt.Errorf("--tolerance needs --verify abs or rel, not %s", v.Mode)
+	if changed("tolerance") && (v.Mode == mneme.VerifyAuto || v.Mode == mneme.VerifyBitwise || v.Mode == mneme.VerifyULP || v.Mode == mneme.VerifyNone) {
+		return v, fmt.Errorf("--tolerance needs --verify abs or rel (or tolerance), not %s", v.Mode)
 	}
-	if f.tolerance < 0 {
-		return v, fmt.Errorf("--tolerance %g: must not be negative", f.tolerance)
+	if !(f.tolerance >= 0) || math.IsInf(f.tolerance, 1) {
+		return v, fmt.Errorf("--tolerance %g: want a finite number, not negative", f.tolerance)
 	}
 	return v, nil
 }
 
 func runReplay(stdout io.Writer, changed func(string) bool, positional []string, f *replayFlags) error {
+	job, err := replayJob(f, changed, positional)
+	if err != nil {
+		return withExit(exitUsage, err)
+	}
+	rep, err := replay.RunJob(job)
+	if rep != nil {
+		enc := json.NewEncoder(stdout)
+		if !f.jsonOut {
+			enc.SetIndent("", "  ")
+		}
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	}
+	if cuda.IsNoGPU(err) {
+		return fmt.Errorf("replay needs a CUDA driver and GPU: %w", err)
+	}
+	return err
+}
+
+// replayJob is the job the flags describe.
+func replayJob(f *replayFlags, changed func(string) bool, positional []string) (replay.Job, error) {
 	if f.rdb == "" {
-		return withExit(exitUsage, errors.New("-rdb: a recording database (directory or kernel .json) is required"))
+		return replay.Job{}, errors.New("-rdb: a recording database (directory or kernel .json) is required")
 	}
 	cfg, err := replayConfig(f, changed, positional)
 	if err != nil {
-		return withExit(exitUsage, err)
+		return replay.Job{}, err
 	}
 	verify, err := replayVerify(f, changed)
 	if err != nil {
-		return withExit(exitUsage, err)
+		return replay.Job{}, err
 	}
 	if f.iterations < 1 {
-		return withExit(exitUsage, fmt.Errorf("--iterations %d: must be at least 1", f.iterations))
+		return replay.Job{}, fmt.Errorf("--iterations %d: must be at least 1", f.iterations)
 	}
-	if err := replay.ValidatePipeline(cfg.Passes); err != nil {
-		return withExit(exitUsage, err)
-	}
-	s, err := replay.Open(replay.Options{DB: f.rdb, Kernel: f.kernel, Instance: f.rid, Device: f.device,
-		Iterations: f.iterations, Warmup: f.warmup, Verify: verify, CacheDir: f.cacheDir, Timer: f.timer, FullReset: f.fullReset})
-	if err != nil {
-		return openFailure(err)
-	}
-	defer s.Close()
-	if err := s.CheckLaunch(cfg); err != nil {
-		return withExit(exitUsage, err)
-	}
-	if f.emitIR != "" {
-		text, err := s.PreprocessedIR(cfg)
-		if err != nil {
-			return compileFailure(err)
-		}
-		if err := os.WriteFile(f.emitIR, []byte(text), 0o644); err != nil {
-			return withExit(exitFailure, fmt.Errorf("--emit-ir: %w", err))
-		}
-	}
-	res, runErr := s.Run(cfg)
-	if f.saveOutput != "" && res.Executed && !s.Broken() {
-		if err := saveOutput(s, f.saveOutput); err != nil {
-			return withExit(exitFailure, fmt.Errorf("--save-output: %w", err))
-		}
-	}
-	if err := printReplay(stdout, f.jsonOut, s.Recording().Resolve(cfg), res); err != nil {
-		return err
-	}
-	if runErr != nil {
-		return withExit(exitFailure, runErr)
-	}
-	return statusExit(res)
-}
-
-func openFailure(err error) error {
-	var ie *replay.InputError
-	switch {
-	case errors.As(err, &ie):
-		return withExit(exitUsage, err)
-	case errors.Is(err, cuda.ErrNoDriver):
-		return withExit(exitNoGPU, fmt.Errorf("replay needs a CUDA driver and GPU: %w", err))
-	}
-	return withExit(exitFailure, err)
-}
-
-// statusExit maps a replay's status to the documented exit codes.
-func statusExit(res *spec.Result) error {
-	err := errors.New(res.Status + ": " + res.Error)
-	switch res.Status {
-	case spec.StatusVerified:
-		return nil
-	case spec.StatusFailedVerification:
-		return withExit(exitVerification, errors.New("verification failed: "+res.Mismatch))
-	case spec.StatusRuntimeError, spec.StatusInvalidLaunch:
-		return withExit(exitKernelFault, err)
-	case spec.StatusCompileError:
-		return compileFailure(errors.New(res.Error))
-	case spec.StatusInvalidConfig:
-		return withExit(exitUsage, err)
-	}
-	return withExit(exitFailure, err)
-}
-
-func printReplay(w io.Writer, compact bool, cfg spec.Config, res *spec.Result) error {
-	enc := json.NewEncoder(w)
-	if !compact {
-		enc.SetIndent("", "  ")
-	}
-	return enc.Encode(replayDoc{Config: cfg, Result: res})
-}
-
-// saveOutput writes the replay's output memory as a snapshot named after the
-// recorded epilogue, so the two can be compared file to file.
-func saveOutput(s *replay.Session, dir string) error {
-	snap, err := s.Snapshot()
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	rec := s.Recording()
-	name := "DeviceState.replay." + rec.Kernel.StaticHash + "." + rec.Instance.DynamicHash + ".mneme"
-	_, err = db.WriteSnapshot(filepath.Join(dir, name), snap, db.SnapshotOptions{Compress: true})
-	return err
+	return replay.Job{
+		Options: replay.Options{DB: f.rdb, Kernel: f.kernel, Instance: f.rid, Device: f.device,
+			Iterations: f.iterations, Warmup: f.warmup, Verify: verify, CacheDir: f.cacheDir, Timer: f.timer, FullReset: f.fullReset},
+		Config: cfg, EmitIR: f.emitIR, SaveOutput: f.saveOutput,
+	}, nil
 }

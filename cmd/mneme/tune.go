@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,11 +10,9 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -24,8 +21,8 @@ import (
 	"golang.org/x/term"
 	"gopkg.in/yaml.v3"
 
-	"github.com/mneme-gpu/mneme/db"
-	"github.com/mneme-gpu/mneme/spec"
+	"github.com/mneme-gpu/mneme"
+	"github.com/mneme-gpu/mneme/internal/safefile"
 	"github.com/mneme-gpu/mneme/tune"
 )
 
@@ -41,11 +38,9 @@ type tuneFlags struct {
 	dumpConfig     bool
 	compileWorkers int
 	tolerance      float64
+	// noAdaptiveInvalidBan is --no-adaptive-invalid-ban.
+	noAdaptiveInvalidBan bool
 }
-
-// defaultTrialsInfinite is the budget for a space with a continuous parameter
-// when --trials is not given.
-const defaultTrialsInfinite = 100
 
 func init() {
 	var f tuneFlags
@@ -67,12 +62,27 @@ summary.json, logs/tune.log, proteus_tuned_kernels.json and
 mneme_tuned_kernels.json. --resume continues a run in the same directory,
 skipping finished configurations; it refuses changed key options.
 
+Trial 0 is the baseline: the application's own code when the recording
+holds it, else the recompiled recorded configuration; when nothing beats it,
+the result says so and best.json names the baseline (trial -1, as Mneme).
+
+--launch-safety safe (the default; Mneme's conservative and balanced mean
+the same) keeps the recorded grid and block of a kernel whose code depends on
+its block shape, as the IR and a probe replay with another block decide, and
+tunes the compiler knobs, launch bounds and specialization only; aggressive
+searches block shapes anyway. --adaptive-invalid-ban (on by default; turn it
+off with --no-adaptive-invalid-ban) takes a block shape out of the search
+once a trial with it ends invalid_launch or runtime_error.
+
 --config FILE.yaml reads the options (as --dump-config prints them); flags
 given on the command line win. --print-space and --dry-run need no GPU.
 
 Exit codes: 0 done, 2 bad input, 6 no GPU, 1 other failures.`,
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if isMnemeTuneCommandLine(args) {
+				return execMnemeTune(args)
+			}
 			if helped, err := parseMnemeFlags(cmd, args, "rdb", "rid"); helped || err != nil {
 				return err
 			}
@@ -83,7 +93,12 @@ Exit codes: 0 done, 2 bad input, 6 no GPU, 1 other failures.`,
 			return runTune(cmd.OutOrStdout(), cmd.ErrOrStderr(), fl, &f)
 		},
 	}
-	fl := cmd.Flags()
+	f.register(cmd.Flags())
+	rootCmd.AddCommand(cmd)
+}
+
+// register defines the flags of mneme tune on fl.
+func (f *tuneFlags) register(fl *pflag.FlagSet) {
 	o := &f.opts
 	fl.StringVar(&o.DB, "rdb", "", "recording database: a directory or one kernel's JSON file (required)")
 	fl.StringVar(&o.Instance, "rid", "", "instance id (dynamic hash, unique prefix or SH/DH); optional with one instance")
@@ -102,16 +117,18 @@ Exit codes: 0 done, 2 bad input, 6 no GPU, 1 other failures.`,
 	fl.StringVar(&o.TrialTimeout, "trial-timeout", "", "per-trial limit, e.g. 30s (default: 10x the baseline trial's time plus 30s for compiling)")
 	fl.StringVar(&o.Output, "output", "", "results directory (default: tune-<kernel hash>-<instance hash>)")
 	fl.StringVar(&o.CacheDir, "cache-dir", "", "compile cache shared by the workers (default: OUTPUT/jit-cache)")
-	fl.StringVar(&o.Verify.Mode, "verify", "bitwise", "output check: bitwise, tolerance or none")
+	fl.StringVar(&o.Verify.Mode, "verify", mneme.VerifyAuto, "output check: auto (floats by the type the kernel writes, within per-type bounds; the rest bitwise), bitwise, \"ulp N\", tolerance or none")
 	fl.Float64Var(&f.tolerance, "tolerance", 0, "absolute and relative tolerance for --verify tolerance")
 	fl.StringVar(&f.configFile, "config", "", "read options from FILE.yaml; flags given explicitly win")
 	fl.BoolVar(&f.resume, "resume", false, "continue the run in --output, skipping finished configurations")
 	fl.BoolVar(&f.printSpace, "print-space", false, "print the search space as JSON and exit (no GPU needed)")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "show what would run (space, sampler, budget, first configurations) and exit (no GPU needed)")
 	fl.BoolVar(&f.baselineOnly, "baseline-only", false, "replay the recorded configuration only, write baseline.json and exit")
+	fl.StringVar(&o.LaunchSafety, "launch-safety", tune.LaunchSafe, "safe: a geometry-dependent kernel keeps its recorded launch; aggressive: block shapes are searched anyway (conservative and balanced mean safe)")
+	fl.BoolVar(&o.AdaptiveInvalidBan, "adaptive-invalid-ban", true, "ban a block shape from further sampling once a trial with it ends invalid_launch or runtime_error")
+	fl.BoolVar(&f.noAdaptiveInvalidBan, "no-adaptive-invalid-ban", false, "turn the adaptive invalid ban off")
 	fl.BoolVar(&f.dumpConfig, "dump-config", false, "print the effective options as YAML (for --config) and exit")
 	fl.BoolP("help", "h", false, "help for tune")
-	rootCmd.AddCommand(cmd)
 }
 
 // optionFlags are the flags that set a field of Options: the field's YAML key
@@ -136,13 +153,35 @@ var optionFlags = []struct {
 	{"trial-timeout", "trial_timeout", func(d *tune.Options, s tune.Options) { d.TrialTimeout = s.TrialTimeout }},
 	{"output", "output", func(d *tune.Options, s tune.Options) { d.Output = s.Output }},
 	{"cache-dir", "cache_dir", func(d *tune.Options, s tune.Options) { d.CacheDir = s.CacheDir }},
-	{"verify", "verify", func(d *tune.Options, s tune.Options) { d.Verify.Mode = s.Verify.Mode }},
+	{"verify", "verify", func(d *tune.Options, s tune.Options) { d.Verify.Mode, d.Verify.ULP = s.Verify.Mode, s.Verify.ULP }},
+	{"launch-safety", "launch_safety", func(d *tune.Options, s tune.Options) { d.LaunchSafety = s.LaunchSafety }},
+	{"adaptive-invalid-ban", "adaptive_invalid_ban", func(d *tune.Options, s tune.Options) { d.AdaptiveInvalidBan = s.AdaptiveInvalidBan }},
+}
+
+// decodeConfigYAML reads a --config file: the options it sets, strictly
+// (unknown and repeated keys are errors), and its top-level keys.
+func decodeConfigYAML(name string, data []byte) (tune.Options, map[string]any, error) {
+	var fromFile tune.Options
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&fromFile); err != nil && !errors.Is(err, io.EOF) {
+		return fromFile, nil, fmt.Errorf("--config %s: %v", name, err)
+	}
+	var raw map[string]any
+	_ = yaml.Unmarshal(data, &raw)
+	return fromFile, raw, nil
 }
 
 // effectiveOptions layers the flags' defaults, the --config file and the
 // flags given explicitly.
 func effectiveOptions(fl *pflag.FlagSet, f *tuneFlags) (tune.Options, error) {
 	opts := f.opts
+	if f.noAdaptiveInvalidBan {
+		if fl.Changed("adaptive-invalid-ban") && opts.AdaptiveInvalidBan {
+			return opts, errors.New("--adaptive-invalid-ban and --no-adaptive-invalid-ban: give one")
+		}
+		opts.AdaptiveInvalidBan = false
+	}
 	gpus, err := parseGPUs(f.gpus)
 	if err != nil {
 		return opts, err
@@ -152,23 +191,20 @@ func effectiveOptions(fl *pflag.FlagSet, f *tuneFlags) (tune.Options, error) {
 		opts.Verify.ATol, opts.Verify.RTol = f.tolerance, f.tolerance
 	}
 	if f.configFile != "" {
-		data, err := os.ReadFile(f.configFile)
+		data, err := safefile.ReadFile(f.configFile, safefile.MaxConfig)
 		if err != nil {
 			return opts, fmt.Errorf("--config: %w", err)
 		}
-		var fromFile tune.Options
-		dec := yaml.NewDecoder(bytes.NewReader(data))
-		dec.KnownFields(true)
-		if err := dec.Decode(&fromFile); err != nil && !errors.Is(err, io.EOF) {
-			return opts, fmt.Errorf("--config %s: %v", f.configFile, err)
+		fromFile, raw, err := decodeConfigYAML(f.configFile, data)
+		if err != nil {
+			return opts, err
 		}
 		// Start from the file; a key it lacks takes the flag's default, and
 		// every flag given explicitly wins.
 		merged := fromFile
-		var raw map[string]any
-		_ = yaml.Unmarshal(data, &raw)
 		for _, o := range optionFlags {
-			if _, inFile := raw[o.key]; !inFile || fl.Changed(o.flag) {
+			explicit := fl.Changed(o.flag) || (o.flag == "adaptive-invalid-ban" && fl.Changed("no-adaptive-invalid-ban"))
+			if _, inFile := raw[o.key]; !inFile || explicit {
 				o.copy(&merged, opts)
 			}
 		}
@@ -176,6 +212,21 @@ func effectiveOptions(fl *pflag.FlagSet, f *tuneFlags) (tune.Options, error) {
 			merged.Verify.ATol, merged.Verify.RTol = opts.Verify.ATol, opts.Verify.RTol
 		}
 		opts = merged
+	}
+	// "ulp N" (from the flag or the file) is mode ulp with bound N; a
+	// plain "ulp" takes its bound from verify.ulp.
+	if opts.Verify.Mode != mneme.VerifyULP {
+		mode, ulp, err := mneme.ParseVerifyMode(opts.Verify.Mode)
+		if err != nil {
+			return opts, fmt.Errorf("--verify %w", err)
+		}
+		opts.Verify.Mode, opts.Verify.ULP = mode, ulp
+	}
+	if opts.LaunchSafety, err = tune.ParseLaunchSafety(opts.LaunchSafety); err != nil {
+		return opts, err
+	}
+	if err := tune.ValidateVerify(opts.Verify); err != nil {
+		return opts, fmt.Errorf("--verify: %w", err)
 	}
 	if opts.SpaceFile != "" && fl.Changed("preset") && f.configFile == "" {
 		return opts, errors.New("--space and --preset: give one")
@@ -203,68 +254,6 @@ func parseGPUs(s string) ([]int, error) {
 	return out, nil
 }
 
-// tuneTarget is the recorded instance being tuned and the space built for it.
-type tuneTarget struct {
-	kernel *db.Kernel
-	inst   *db.Instance
-	launch tune.Launch
-	limits tune.Limits
-	space  *tune.Space
-}
-
-func loadTarget(opts *tune.Options) (*tuneTarget, error) {
-	if opts.DB == "" {
-		return nil, withExit(exitUsage, errors.New("-rdb: a recording database (directory or kernel .json) is required"))
-	}
-	d, err := db.Open(opts.DB)
-	if err != nil {
-		return nil, withExit(exitUsage, err)
-	}
-	k, inst, err := d.Find(opts.Instance)
-	if err != nil {
-		return nil, withExit(exitUsage, err)
-	}
-	t := &tuneTarget{kernel: k, inst: inst}
-	t.launch = tune.Launch{Kernel: k.KernelName, Grid: inst.GridDims, Block: inst.BlockDims, SharedMem: inst.SharedMem, NumArgs: len(k.ArgKinds)}
-	if len(k.Specializations) > t.launch.NumArgs {
-		t.launch.NumArgs = len(k.Specializations)
-	}
-	for i, scalar := range k.Specializations {
-		if scalar {
-			t.launch.ScalarArgs = append(t.launch.ScalarArgs, i)
-		}
-	}
-	// The database knows the SM count; the other limits are the same on
-	// every current NVIDIA GPU, and workers report the real ones.
-	t.limits = tune.Limits{SMCount: k.Device.SMCount}.WithDefaults()
-	if err := t.buildSpace(opts); err != nil {
-		return nil, err
-	}
-	opts.Instance = k.StaticHash + "/" + inst.DynamicHash
-	opts.Kernel = k.KernelName
-	if opts.Output == "" {
-		opts.Output = fmt.Sprintf("tune-%.8s-%.8s", k.StaticHash, inst.DynamicHash)
-	}
-	if opts.CacheDir == "" {
-		opts.CacheDir = filepath.Join(opts.Output, "jit-cache")
-	}
-	return t, nil
-}
-
-func (t *tuneTarget) buildSpace(opts *tune.Options) error {
-	var err error
-	if opts.SpaceFile != "" {
-		t.space, err = tune.LoadSpaceFile(opts.SpaceFile, t.launch, t.limits)
-	} else {
-		t.space, err = tune.Preset(opts.Preset, t.launch, t.limits)
-	}
-	if err != nil {
-		return withExit(exitUsage, err)
-	}
-	opts.SpaceHash = t.space.Hash()
-	return nil
-}
-
 func runTune(stdout, stderr io.Writer, fl *pflag.FlagSet, f *tuneFlags) error {
 	opts, err := effectiveOptions(fl, f)
 	if err != nil {
@@ -275,141 +264,40 @@ func runTune(stdout, stderr io.Writer, fl *pflag.FlagSet, f *tuneFlags) error {
 		_, err := stdout.Write(out)
 		return err
 	}
-	target, err := loadTarget(&opts)
-	if err != nil {
-		return err
-	}
-	// Describing a finite space enumerates it to count the feasible points:
-	// do it once for the printouts, search_space.json and the budget.
-	desc := target.space.Describe()
-	size, finite := desc.Size, desc.Finite
-	if opts.Trials == 0 && !finite {
-		opts.Trials = defaultTrialsInfinite
-	}
-	sampler, err := tune.NewSampler(opts.Sampler, target.space, opts.Seed)
-	if err != nil {
-		return withExit(exitUsage, err)
-	}
-	if f.printSpace {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		enc.SetEscapeHTML(false) // pipelines are written default<O3>
-		return enc.Encode(desc)
-	}
-	if f.dryRun {
-		return printDryRun(stdout, opts, target, sampler, desc)
-	}
-	var trialTimeout time.Duration
-	if opts.TrialTimeout != "" {
-		if trialTimeout, err = time.ParseDuration(opts.TrialTimeout); err != nil || trialTimeout <= 0 {
-			return withExit(exitUsage, fmt.Errorf("--trial-timeout %q: want a positive duration like 30s", opts.TrialTimeout))
-		}
-	}
-
-	// Results directory.
-	var res *tune.Results
-	var prior []tune.Trial
-	if f.resume {
-		res, prior, err = tune.ResumeResults(opts.Output, opts)
-	} else {
-		res, err = tune.CreateResults(opts.Output, opts)
-	}
-	if err != nil {
-		return withExit(exitUsage, err)
-	}
-	defer res.Close()
-	if err := res.WriteJSON(tune.SearchSpaceFile, desc); err != nil {
-		return withExit(exitFailure, err)
-	}
-	logFile, err := os.OpenFile(filepath.Join(opts.Output, tune.LogFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return withExit(exitFailure, err)
-	}
-	defer logFile.Close()
-	fmt.Fprintf(logFile, "%s mneme tune: %s, %s space %q (%d points), sampler %s, trials %d\n",
-		time.Now().Format(time.RFC3339), opts.Instance, spaceKind(opts), target.space.Name, size, opts.Sampler, opts.Trials)
-
 	self, err := workerBinary()
 	if err != nil {
-		return withExit(exitFailure, fmt.Errorf("finding the mneme binary for its workers: %w", err))
-	}
-	cw := f.compileWorkers
-	if cw < 0 {
-		cw = min(max(runtime.NumCPU()/2, 1), 8)
-	}
-	if f.baselineOnly {
-		cw = 0
-	}
-	ex := &tune.Executor{
-		Factory: tune.ExecWorkerFactory{Path: self, Args: []string{"worker"}},
-		Open: tune.OpenParams{DB: opts.DB, Kernel: target.kernel.StaticHash, Instance: target.inst.DynamicHash,
-			Iterations: opts.Iterations, Warmup: opts.Warmup, Verify: opts.Verify, CacheDir: opts.CacheDir},
-		GPUs: opts.GPUs, WorkersPerGPU: opts.Workers, CompileWorkers: cw,
-		TrialTimeout: trialTimeout, Log: logFile,
-	}
-	if trialTimeout == 0 {
-		ex.TrialTimeout = 10 * time.Minute // the baseline's; trials get the derived default
+		return fmt.Errorf("finding the mneme binary for its workers: %w", err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := ex.Start(ctx); err != nil {
-		if !f.resume {
-			// Nothing ran: leave no empty run behind that would refuse a retry.
-			res.Close()
-			os.Remove(filepath.Join(opts.Output, tune.TrialsFile))
-		}
-		if errors.Is(err, tune.ErrNoGPU) {
-			return withExit(exitNoGPU, fmt.Errorf("tune needs a GPU: %w", err))
-		}
-		return withExit(exitFailure, err)
-	}
-	defer ex.Close()
-	study := &tune.Study{Space: target.space, Sampler: sampler, Exec: ex, Results: res, Opts: opts, Prior: prior}
-	base, err := study.RunBaseline(ctx)
-	if err != nil {
-		return withExit(exitFailure, err)
-	}
-	dev, _ := ex.Device()
-	gpuName := ""
-	if dev != nil {
-		gpuName = dev.Name
-	}
-	fmt.Fprintf(stderr, "baseline: %s on %s: %s (%s of %d launches)\n", target.kernel.Name(), gpuName, fmtNS(base.TimeNS), opts.Metric, opts.Iterations)
-	if f.baselineOnly {
+	return tune.Run(ctx, tune.RunOptions{
+		Options: opts, Resume: f.resume, PrintSpace: f.printSpace, DryRun: f.dryRun, BaselineOnly: f.baselineOnly,
+		CompileWorkers: f.compileWorkers, Factory: tune.ExecWorkerFactory{Path: self, Args: []string{"worker"}},
+		AnalyzeGeometry: analyzeGeometry,
+		Progress:        func(budget int) tune.ProgressDisplay { return newProgressBar(stderr, budget) },
+		Stdout:          stdout, Stderr: stderr,
+	})
+}
+
+// progressBar shows a study's progress on a terminal.
+type progressBar struct{ bar *progressbar.ProgressBar }
+
+// newProgressBar is a bar on stderr when stderr is a terminal, else nil.
+func newProgressBar(stderr io.Writer, budget int) tune.ProgressDisplay {
+	fd, ok := stderr.(*os.File)
+	if !ok || !term.IsTerminal(int(fd.Fd())) {
 		return nil
 	}
-	budget := opts.Trials
-	if budget == 0 {
-		budget = int(desc.Feasible)
-	}
-	var bar *progressbar.ProgressBar
-	if fd, ok := stderr.(*os.File); ok && term.IsTerminal(int(fd.Fd())) {
-		bar = progressbar.NewOptions(budget, progressbar.OptionSetWriter(stderr), progressbar.OptionShowCount(),
-			progressbar.OptionSetWidth(30), progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())
-	}
-	study.Progress = func(p tune.Progress) {
-		if bar != nil {
-			bar.Describe(fmt.Sprintf("trials (%d failed, best %.3fx)", p.Failures, p.BestSpeedup))
-			_ = bar.Set(p.Done)
-		}
-	}
-	runErr := study.Run(ctx)
-	if bar != nil {
-		_ = bar.Finish()
-	}
-	sum, err := study.Finish(target.kernel.KernelName, target.kernel.StaticHash, gpuName, size, len(prior))
-	if err != nil {
-		return withExit(exitFailure, err)
-	}
-	printBestTable(stdout, study.Trials(), base, sum, opts)
-	if runErr != nil {
-		if errors.Is(runErr, context.Canceled) {
-			return withExit(exitFailure, fmt.Errorf("interrupted after %d trials; continue with --resume", sum.Trials))
-		}
-		return withExit(exitFailure, runErr)
-	}
-	return nil
+	return progressBar{progressbar.NewOptions(budget, progressbar.OptionSetWriter(stderr), progressbar.OptionShowCount(),
+		progressbar.OptionSetWidth(30), progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())}
 }
+
+func (p progressBar) Update(pr tune.Progress) {
+	p.bar.Describe(fmt.Sprintf("trials (%d failed, best %.3fx)", pr.Failures, pr.BestSpeedup))
+	_ = p.bar.Set(pr.Done)
+}
+
+func (p progressBar) Finish() { _ = p.bar.Finish() }
 
 // workerBinary is the mneme binary that runs `mneme worker`: the command as
 // invoked when that is mneme (so a link or wrapper named mneme is honoured),
@@ -421,99 +309,4 @@ func workerBinary() (string, error) {
 		}
 	}
 	return os.Executable()
-}
-
-func spaceKind(o tune.Options) string {
-	if o.SpaceFile != "" {
-		return "file"
-	}
-	return "preset"
-}
-
-func printDryRun(w io.Writer, opts tune.Options, t *tuneTarget, sampler tune.Sampler, d tune.Describe) error {
-	fmt.Fprintf(w, "kernel:    %s (%s)\n", t.kernel.Name(), opts.Instance)
-	fmt.Fprintf(w, "recorded:  grid %s block %s shared %d\n", t.inst.GridDims, t.inst.BlockDims, t.inst.SharedMem)
-	fmt.Fprintf(w, "space:     %s, %d parameters", d.Name, len(d.Params))
-	if d.Finite {
-		fmt.Fprintf(w, ", %d points, %d feasible", d.Size, d.Feasible)
-	} else {
-		fmt.Fprintf(w, ", continuous")
-	}
-	fmt.Fprintln(w)
-	trials := opts.Trials
-	if trials == 0 {
-		trials = int(d.Feasible)
-	}
-	fmt.Fprintf(w, "sampler:   %s (seed %d), %d trials, %d workers on GPUs %v, %d+%d launches each\n",
-		sampler.Name(), opts.Seed, trials, opts.Workers*len(opts.GPUs), opts.GPUs, opts.Warmup, opts.Iterations)
-	fmt.Fprintf(w, "output:    %s\n", opts.Output)
-	fmt.Fprintln(w, "first configurations:")
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  #\tgrid\tblock\tpasses\tcodegen\tspec\tdims\tbounds\tregs\tptxas")
-	shown := 0
-	for shown < 10 {
-		pt, ok := sampler.Ask()
-		if !ok {
-			break
-		}
-		c, err := t.space.Evaluate(pt)
-		if err != nil {
-			continue
-		}
-		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%d\t%v\t%v\t%s\t%d\t%d\n", shown, c.Grid, c.Block, c.Passes, c.CodegenOpt, c.Specialize, c.SpecializeDims, bounds(c), c.MaxRegisters, c.PtxasOpt)
-		shown++
-	}
-	return tw.Flush()
-}
-
-func bounds(c spec.Config) string {
-	if !c.SetLaunchBounds {
-		return "-"
-	}
-	return fmt.Sprintf("%d,%d", c.MaxThreads, c.MinBlocksPerSM)
-}
-
-func fmtNS(ns float64) string {
-	switch {
-	case ns >= 1e6:
-		return fmt.Sprintf("%.3f ms", ns/1e6)
-	case ns >= 1e3:
-		return fmt.Sprintf("%.2f us", ns/1e3)
-	}
-	return fmt.Sprintf("%.0f ns", ns)
-}
-
-// printBestTable prints the best configurations and the run's totals.
-func printBestTable(w io.Writer, trials []tune.Trial, base tune.Trial, sum tune.Summary, opts tune.Options) {
-	best := tune.Best(trials)
-	fmt.Fprintf(w, "%d trials (%d resumed) in %.1f s, %.1f configurations/s; statuses: %s\n",
-		sum.Trials, sum.ResumedTrials, sum.ElapsedSeconds, sum.ConfigsPerSec, fmtStatuses(sum.Statuses))
-	fmt.Fprintf(w, "baseline: %s\n", fmtNS(base.TimeNS))
-	if len(best) == 0 {
-		fmt.Fprintln(w, "no configuration verified")
-		return
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "rank\ttrial\ttime\tspeedup\tgrid\tblock\tpasses\tcodegen\tspec\tdims\tbounds\tregs\tptxas")
-	for i, t := range best {
-		if i == 10 {
-			break
-		}
-		c := t.Config
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%.3fx\t%s\t%s\t%s\t%d\t%v\t%v\t%s\t%d\t%d\n", i+1, t.Number, fmtNS(t.TimeNS),
-			base.TimeNS/t.TimeNS, c.Grid, c.Block, c.Passes, c.CodegenOpt, c.Specialize, c.SpecializeDims, bounds(c), c.MaxRegisters, c.PtxasOpt)
-	}
-	tw.Flush()
-	fmt.Fprintf(w, "results in %s (best.json, %s, %s)\n", opts.Output, tune.ProteusFile, tune.MnemeTunedFile)
-}
-
-func fmtStatuses(m map[string]int) string {
-	var parts []string
-	for _, s := range []string{spec.StatusVerified, spec.StatusFailedVerification, spec.StatusCompileError, spec.StatusInvalidLaunch,
-		spec.StatusInvalidConfig, spec.StatusRuntimeError, spec.StatusTimeout, spec.StatusCrashed, spec.StatusInternalError} {
-		if m[s] > 0 {
-			parts = append(parts, fmt.Sprintf("%s %d", s, m[s]))
-		}
-	}
-	return strings.Join(parts, ", ")
 }

@@ -7,9 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/mneme-gpu/mneme/cuda"
+	"github.com/mneme-gpu/mneme"
 	"github.com/mneme-gpu/mneme/replay"
-	"github.com/mneme-gpu/mneme/spec"
 	"github.com/mneme-gpu/mneme/tune"
 )
 
@@ -42,26 +41,20 @@ type replayWorker struct {
 }
 
 func (w *replayWorker) Open(p tune.OpenParams) (tune.OpenInfo, error) {
-	v := replay.VerifyOptions{Mode: replay.VerifyBitwise}
-	switch p.Verify.Mode {
-	case tune.VerifyTolerance:
-		v = replay.VerifyOptions{Mode: replay.VerifyClose, ATol: p.Verify.ATol, RTol: p.Verify.RTol}
-	case tune.VerifyNone:
-		v.Mode = replay.VerifyNone
-	}
 	s, err := replay.Open(replay.Options{DB: p.DB, Kernel: p.Kernel, Instance: p.Instance, Device: p.GPU,
-		Iterations: p.Iterations, Warmup: p.Warmup, Verify: v, CacheDir: p.CacheDir, CompileOnly: p.CompileOnly})
+		Iterations: p.Iterations, Warmup: p.Warmup, Verify: p.Verify, CacheDir: p.CacheDir, CompileOnly: p.CompileOnly})
 	if err != nil {
-		if cuda.IsNoGPU(err) {
-			err = fmt.Errorf("%w: %w", tune.ErrNoGPU, err)
-		}
+		// A missing GPU matches mneme.ErrNoGPU already: Serve answers no_gpu.
 		return tune.OpenInfo{}, err
 	}
 	w.session = s
+	if err := s.Recording().WritesError; err != nil {
+		fmt.Fprintf(w.log, "mneme worker: the kernel's written element types are unknown, so verification is bitwise: %v\n", err)
+	}
 	info := tune.OpenInfo{Kernel: s.KernelName()}
 	if !p.CompileOnly {
 		d := s.Device()
-		info.Device = &tune.DeviceLimits{Name: d.Name, Arch: d.Arch(), SMCount: d.SMCount,
+		info.Device = &mneme.DeviceLimits{Name: d.Name, Arch: d.Arch(), SMCount: d.SMCount,
 			MaxThreadsPerBlock: d.MaxThreadsPerBlock, MaxSharedMemPerBlock: max(d.MaxSharedPerBlockOptin, d.MaxSharedPerBlock),
 			RegsPerSM: d.RegsPerSM, WarpSize: d.WarpSize}
 		fmt.Fprintf(w.log, "mneme worker: opened %s on %s (timer %s)\n", s.KernelName(), d.Name, s.Timer())
@@ -69,7 +62,7 @@ func (w *replayWorker) Open(p tune.OpenParams) (tune.OpenInfo, error) {
 	return info, nil
 }
 
-func (w *replayWorker) Compile(c spec.Config) spec.Result {
+func (w *replayWorker) Compile(c mneme.Config) mneme.Result {
 	res, err := w.session.Compile(c)
 	if err != nil {
 		fmt.Fprintln(w.log, "mneme worker: compile:", err)
@@ -77,7 +70,7 @@ func (w *replayWorker) Compile(c spec.Config) spec.Result {
 	return *res
 }
 
-func (w *replayWorker) Run(c spec.Config) spec.Result {
+func (w *replayWorker) Run(c mneme.Config) mneme.Result {
 	res, err := w.session.Run(c)
 	if err != nil {
 		fmt.Fprintln(w.log, "mneme worker: run:", err)

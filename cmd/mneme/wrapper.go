@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/mneme-gpu/mneme/toolchain"
 	"github.com/spf13/cobra"
@@ -39,6 +40,15 @@ func init() {
 }
 
 func runWrapper(cxx bool, args []string) error {
+	// A response file that is missing is a mistake in the command line, to
+	// report as such before the toolchain is looked for.
+	for _, a := range args {
+		if name, ok := strings.CutPrefix(a, "@"); ok && name != "" {
+			if _, err := os.Stat(name); errors.Is(err, os.ErrNotExist) {
+				return withExit(exitUsage, fmt.Errorf("response file %s: does not exist", name))
+			}
+		}
+	}
 	host := toolchain.SystemHost()
 	layout, err := mnemeLayout(host)
 	if err != nil {

@@ -7,7 +7,8 @@
 
 __global__ void saxpy(int n, float a, const float *x, float *y) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) y[i] = a * x[i] + y[i];
+  if (i < n)
+    y[i] = a * x[i] + y[i];
 }
 
 int main() {
@@ -34,6 +35,7 @@ int main() {
   CHECK(cudaFree(d_x));
   CHECK(cudaFree(d_y));
   bool ok = worst < 1e-6;
-  std::printf("saxpy_inplace n=%d a=%.2f checksum=%.3f %s\n", n, a, sum, ok ? "OK" : "MISMATCH");
+  std::printf("saxpy_inplace n=%d a=%.2f checksum=%.3f %s\n", n, a, sum,
+              ok ? "OK" : "MISMATCH");
   return ok ? 0 : 1;
 }

@@ -7,19 +7,24 @@
 
 #include "../common/check.h"
 
-__global__ void spmv_csr(int rows, const int *row_ptr, const int *cols, const float *vals,
-                         const float *x, float *y) {
+__global__ void spmv_csr(int rows, const int *row_ptr, const int *cols,
+                         const float *vals, const float *x, float *y) {
   int r = blockIdx.x * blockDim.x + threadIdx.x;
-  if (r >= rows) return;
+  if (r >= rows)
+    return;
   float acc = 0.0f;
-  for (int k = row_ptr[r]; k < row_ptr[r + 1]; ++k) acc += vals[k] * x[cols[k]];
+  for (int k = row_ptr[r]; k < row_ptr[r + 1]; ++k)
+    acc += vals[k] * x[cols[k]];
   y[r] = acc;
 }
 
 int main() {
   const int rows = 1 << 18;
   uint32_t seed = 12345;
-  auto next = [&seed] { seed = seed * 1664525u + 1013904223u; return seed >> 8; };
+  auto next = [&seed] {
+    seed = seed * 1664525u + 1013904223u;
+    return seed >> 8;
+  };
   std::vector<int> row_ptr(rows + 1), cols;
   std::vector<float> vals, x(rows), y(rows);
   for (int r = 0; r < rows; ++r) {
@@ -31,7 +36,8 @@ int main() {
     }
   }
   row_ptr[rows] = int(cols.size());
-  for (int i = 0; i < rows; ++i) x[i] = float(i % 97) / 97.0f;
+  for (int i = 0; i < rows; ++i)
+    x[i] = float(i % 97) / 97.0f;
   const int nnz = int(cols.size());
 
   int *d_row_ptr, *d_cols;
@@ -41,20 +47,27 @@ int main() {
   CHECK(cudaMalloc(&d_vals, nnz * sizeof(float)));
   CHECK(cudaMalloc(&d_x, rows * sizeof(float)));
   CHECK(cudaMalloc(&d_y, rows * sizeof(float)));
-  CHECK(cudaMemcpy(d_row_ptr, row_ptr.data(), (rows + 1) * sizeof(int), cudaMemcpyHostToDevice));
-  CHECK(cudaMemcpy(d_cols, cols.data(), nnz * sizeof(int), cudaMemcpyHostToDevice));
-  CHECK(cudaMemcpy(d_vals, vals.data(), nnz * sizeof(float), cudaMemcpyHostToDevice));
-  CHECK(cudaMemcpy(d_x, x.data(), rows * sizeof(float), cudaMemcpyHostToDevice));
+  CHECK(cudaMemcpy(d_row_ptr, row_ptr.data(), (rows + 1) * sizeof(int),
+                   cudaMemcpyHostToDevice));
+  CHECK(cudaMemcpy(d_cols, cols.data(), nnz * sizeof(int),
+                   cudaMemcpyHostToDevice));
+  CHECK(cudaMemcpy(d_vals, vals.data(), nnz * sizeof(float),
+                   cudaMemcpyHostToDevice));
+  CHECK(
+      cudaMemcpy(d_x, x.data(), rows * sizeof(float), cudaMemcpyHostToDevice));
   CHECK(cudaMemset(d_y, 0, rows * sizeof(float)));
   const int block = 128;
-  spmv_csr<<<(rows + block - 1) / block, block>>>(rows, d_row_ptr, d_cols, d_vals, d_x, d_y);
+  spmv_csr<<<(rows + block - 1) / block, block>>>(rows, d_row_ptr, d_cols,
+                                                  d_vals, d_x, d_y);
   CHECK(cudaGetLastError());
-  CHECK(cudaMemcpy(y.data(), d_y, rows * sizeof(float), cudaMemcpyDeviceToHost));
+  CHECK(
+      cudaMemcpy(y.data(), d_y, rows * sizeof(float), cudaMemcpyDeviceToHost));
 
   double sum = 0, worst = 0;
   for (int r = 0; r < rows; ++r) {
     double ref = 0;
-    for (int k = row_ptr[r]; k < row_ptr[r + 1]; ++k) ref += double(vals[k]) * x[cols[k]];
+    for (int k = row_ptr[r]; k < row_ptr[r + 1]; ++k)
+      ref += double(vals[k]) * x[cols[k]];
     worst = std::fmax(worst, rel_diff(y[r], ref));
     sum += y[r];
   }
@@ -64,6 +77,7 @@ int main() {
   CHECK(cudaFree(d_x));
   CHECK(cudaFree(d_y));
   bool ok = worst < 1e-4;
-  std::printf("spmv rows=%d nnz=%d checksum=%.4f %s\n", rows, nnz, sum, ok ? "OK" : "MISMATCH");
+  std::printf("spmv rows=%d nnz=%d checksum=%.4f %s\n", rows, nnz, sum,
+              ok ? "OK" : "MISMATCH");
   return ok ? 0 : 1;
 }

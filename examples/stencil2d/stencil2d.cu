@@ -12,7 +12,8 @@
 __global__ void stencil5(const float *in, float *out, int nx, int ny) {
   int x = blockIdx.x * blockDim.x + threadIdx.x;
   int y = blockIdx.y * blockDim.y + threadIdx.y;
-  if (x <= 0 || y <= 0 || x >= nx - 1 || y >= ny - 1) return;
+  if (x <= 0 || y <= 0 || x >= nx - 1 || y >= ny - 1)
+    return;
   int i = y * nx + x;
   out[i] = 0.25f * (in[i - 1] + in[i + 1] + in[i - nx] + in[i + nx]);
 }
@@ -32,7 +33,8 @@ int main() {
   CHECK(cudaMalloc(&d_out, bytes));
   CHECK(cudaMemcpy(d_in, a.data(), bytes, cudaMemcpyHostToDevice));
   CHECK(cudaMemcpy(d_out, a.data(), bytes, cudaMemcpyHostToDevice));
-  dim3 block(32, 8), grid((nx + block.x - 1) / block.x, (ny + block.y - 1) / block.y);
+  dim3 block(32, 8),
+      grid((nx + block.x - 1) / block.x, (ny + block.y - 1) / block.y);
   for (int s = 0; s < sweeps; ++s) {
     stencil5<<<grid, block>>>(d_in, d_out, nx, ny);
     CHECK(cudaGetLastError());
@@ -56,7 +58,9 @@ int main() {
       CHECK(cudaEventElapsedTime(&t, start, stop));
     }
     std::sort(ms.begin(), ms.end());
-    std::fprintf(stderr, "stencil5 in-application median of 20 (events): %.2f us\n", 500.0f * (ms[9] + ms[10]));
+    std::fprintf(stderr,
+                 "stencil5 in-application median of 20 (events): %.2f us\n",
+                 500.0f * (ms[9] + ms[10]));
   }
 
   for (int s = 0; s < sweeps; ++s) {
@@ -75,6 +79,7 @@ int main() {
   CHECK(cudaFree(d_in));
   CHECK(cudaFree(d_out));
   bool ok = worst < 1e-5;
-  std::printf("stencil2d %dx%d sweeps=%d checksum=%.3f %s\n", nx, ny, sweeps, sum, ok ? "OK" : "MISMATCH");
+  std::printf("stencil2d %dx%d sweeps=%d checksum=%.3f %s\n", nx, ny, sweeps,
+              sum, ok ? "OK" : "MISMATCH");
   return ok ? 0 : 1;
 }

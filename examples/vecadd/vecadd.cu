@@ -6,7 +6,8 @@
 
 __global__ void vecadd(const float *a, const float *b, float *c, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) c[i] = a[i] + b[i];
+  if (i < n)
+    c[i] = a[i] + b[i];
 }
 
 int main() {
@@ -29,7 +30,8 @@ int main() {
   double sum = 0;
   int bad = 0;
   for (int i = 0; i < n; ++i) {
-    if (c[i] != a[i] + b[i]) ++bad;
+    if (c[i] != a[i] + b[i])
+      ++bad;
     sum += c[i];
   }
   CHECK(cudaFree(da));

@@ -45,5 +45,7 @@ __device__ unsigned linear_index() {
   return __nvvm_read_ptx_sreg_ctaid_x() * __nvvm_read_ptx_sreg_ntid_x() +
          __nvvm_read_ptx_sreg_tid_x();
 }
-__global__ void dims_a(unsigned *out) { out[linear_index()] = __nvvm_read_ptx_sreg_nctaid_x(); }
+__global__ void dims_a(unsigned *out) {
+  out[linear_index()] = __nvvm_read_ptx_sreg_nctaid_x();
+}
 __global__ void dims_b(unsigned *out) { out[linear_index()] = 7; }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/mneme-gpu/mneme"
 	"github.com/mneme-gpu/mneme/llvm"
 	"github.com/mneme-gpu/mneme/record"
 )
@@ -51,32 +52,33 @@ func analyzeKernel(m *llvm.Module, moduleName, kernel string) (*record.KernelIR,
 	return ir, nil
 }
 
-// ArgKind names a parameter the way the database does (db.ArgKindSize).
-func ArgKind(p llvm.Param) string {
+// ArgKind names a parameter the way the database does. Integers wider than
+// 64 bits and anything else without a scalar kind are raw bytes.
+func ArgKind(p llvm.Param) mneme.ArgKind {
 	switch p.Kind {
 	case llvm.ParamInt:
 		switch {
 		case p.Bits <= 8:
-			return "i8"
+			return mneme.ArgI8
 		case p.Bits <= 16:
-			return "i16"
+			return mneme.ArgI16
 		case p.Bits <= 32:
-			return "i32"
+			return mneme.ArgI32
 		case p.Bits <= 64:
-			return "i64"
+			return mneme.ArgI64
 		}
 	case llvm.ParamFloat:
-		return "f32"
+		return mneme.ArgF32
 	case llvm.ParamDouble:
-		return "f64"
+		return mneme.ArgF64
 	case llvm.ParamHalf:
-		return "f16"
+		return mneme.ArgF16
 	case llvm.ParamBFloat:
-		return "bf16"
+		return mneme.ArgBF16
 	case llvm.ParamPointer:
-		return "ptr"
+		return mneme.ArgPtr
 	}
-	return fmt.Sprintf("byval:%d", p.Bytes())
+	return mneme.ArgByVal(uint64(p.Bytes()))
 }
 
 // Version implements record.IRTools: the LLVM version the IR is analyzed with.

@@ -11,11 +11,11 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/mneme-gpu/mneme"
+	"github.com/mneme-gpu/mneme/appabi"
 	"github.com/mneme-gpu/mneme/db"
 	"github.com/mneme-gpu/mneme/llvm"
 	"github.com/mneme-gpu/mneme/record"
-	mnemert "github.com/mneme-gpu/mneme/runtime"
-	"github.com/mneme-gpu/mneme/spec"
 )
 
 const saxpy = "_Z5saxpyfPKfPfi"
@@ -105,7 +105,7 @@ func recordSaxpy(t *testing.T, tu []byte) string {
 		binary.LittleEndian.AppendUint32(nil, 1024),
 	}
 	l := &record.Launch{Kernel: record.Kernel{Name: saxpy, Demangled: "saxpy(float, float const*, float*, int)"},
-		Grid: spec.Dim3{X: 4, Y: 1, Z: 1}, Block: spec.Dim3{X: 256, Y: 1, Z: 1}, Args: args}
+		Grid: mneme.Dim3{X: 4, Y: 1, Z: 1}, Block: mneme.Dim3{X: 256, Y: 1, Z: 1}, Args: args}
 	if d, err := rec.Launch(l); d != record.Launched || err != nil {
 		t.Fatalf("launch: %v %v; status %+v", d, err, rec.Status())
 	}
@@ -169,8 +169,8 @@ func TestFinalizeFallsBackToTheExecutable(t *testing.T) {
 	if len(res) != 1 || res[0].Err == nil {
 		t.Fatalf("finalize without a defining module: %+v", res)
 	}
-	res = record.Finalize(dir, Tools{}, func() ([]mnemert.IREntry, error) {
-		return []mnemert.IREntry{{Name: "other.cu", Bitcode: wrong}, {Name: "kernels.cu", Bitcode: right}}, nil
+	res = record.Finalize(dir, Tools{}, func() ([]appabi.IREntry, error) {
+		return []appabi.IREntry{{Name: "other.cu", Bitcode: wrong}, {Name: "kernels.cu", Bitcode: right}}, nil
 	})
 	if len(res) != 1 || res[0].Err != nil {
 		t.Fatalf("finalize with the executable's modules: %+v", res)

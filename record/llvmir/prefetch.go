@@ -10,9 +10,9 @@ import (
 
 	"github.com/zeebo/xxh3"
 
+	"github.com/mneme-gpu/mneme/appabi"
 	"github.com/mneme-gpu/mneme/llvm"
 	"github.com/mneme-gpu/mneme/record"
-	mnemert "github.com/mneme-gpu/mneme/runtime"
 )
 
 // Prefetched is a record.IRTools that analyzes the translation units
@@ -33,7 +33,7 @@ type Prefetched struct {
 	done   chan struct{} // closed when the background goroutine has ended
 	stop   atomic.Bool
 
-	entries []mnemert.IREntry
+	entries []appabi.IREntry
 	loadErr error
 	units   map[xxh3.Uint128]*prefetchUnit
 	order   []*prefetchUnit // embedding order, duplicates removed
@@ -68,18 +68,18 @@ type PrefetchStats struct {
 }
 
 // Prefetch starts analyzing, in the background, every kernel of every
-// translation unit that load returns (typically runtime.ExecutableIR of the
+// translation unit that load returns (typically appabi.ExecutableIR of the
 // application). The background goroutine runs at a lower scheduling
 // priority, so it yields the CPU to the application. A load error or an
 // analysis failure never surfaces as such: it only leaves more to analyze
 // on the spot. Call Close when done.
-func Prefetch(load func() ([]mnemert.IREntry, error)) *Prefetched {
+func Prefetch(load func() ([]appabi.IREntry, error)) *Prefetched {
 	p := &Prefetched{loaded: make(chan struct{}), done: make(chan struct{})}
 	go p.run(load)
 	return p
 }
 
-func (p *Prefetched) run(load func() ([]mnemert.IREntry, error)) {
+func (p *Prefetched) run(load func() ([]appabi.IREntry, error)) {
 	defer close(p.done)
 	lowerThreadPriority()
 	p.load(load)
@@ -93,7 +93,7 @@ func (p *Prefetched) run(load func() ([]mnemert.IREntry, error)) {
 
 // load reads the entries and indexes them by content; it always closes
 // p.loaded, so callers never wait forever on a failed load.
-func (p *Prefetched) load(load func() ([]mnemert.IREntry, error)) {
+func (p *Prefetched) load(load func() ([]appabi.IREntry, error)) {
 	defer close(p.loaded)
 	defer func() {
 		if r := recover(); r != nil {
@@ -184,7 +184,7 @@ func (p *Prefetched) Version() string { return Tools{}.Version() }
 
 // Entries returns what load returned (waiting for it), so the executable is
 // read once for both the prefetch and Finalize's fallback search.
-func (p *Prefetched) Entries() ([]mnemert.IREntry, error) {
+func (p *Prefetched) Entries() ([]appabi.IREntry, error) {
 	<-p.loaded
 	return p.entries, p.loadErr
 }

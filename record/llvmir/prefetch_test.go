@@ -10,16 +10,16 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/mneme-gpu/mneme/appabi"
 	"github.com/mneme-gpu/mneme/db"
 	"github.com/mneme-gpu/mneme/llvm"
 	"github.com/mneme-gpu/mneme/record"
-	mnemert "github.com/mneme-gpu/mneme/runtime"
 )
 
 // embedded is a load function returning fixed entries, as
-// runtime.ExecutableIR returns an executable's mneme_ir section.
-func embedded(entries ...mnemert.IREntry) func() ([]mnemert.IREntry, error) {
-	return func() ([]mnemert.IREntry, error) { return entries, nil }
+// appabi.ExecutableIR returns an executable's mneme_ir section.
+func embedded(entries ...appabi.IREntry) func() ([]appabi.IREntry, error) {
+	return func() ([]appabi.IREntry, error) { return entries, nil }
 }
 
 // sameAnswer asserts that the prefetched tools answer exactly as Tools does.
@@ -51,8 +51,8 @@ func TestPrefetchedAnswersAsToolsDo(t *testing.T) {
 	kernels := deviceBitcode(t, "testdata/kernels.cu")
 	other := deviceBitcode(t, "testdata/other.cu")
 	p := Prefetch(embedded(
-		mnemert.IREntry{Name: "kernels.cu", Bitcode: kernels},
-		mnemert.IREntry{Name: "other.cu", Bitcode: other},
+		appabi.IREntry{Name: "kernels.cu", Bitcode: kernels},
+		appabi.IREntry{Name: "other.cu", Bitcode: other},
 	))
 	defer p.Close()
 
@@ -77,7 +77,7 @@ func TestPrefetchedAnswersAsToolsDo(t *testing.T) {
 func TestPrefetchedAnalyzesUnknownBytes(t *testing.T) {
 	kernels := deviceBitcode(t, "testdata/kernels.cu")
 	other := deviceBitcode(t, "testdata/other.cu")
-	p := Prefetch(embedded(mnemert.IREntry{Name: "other.cu", Bitcode: other}))
+	p := Prefetch(embedded(appabi.IREntry{Name: "other.cu", Bitcode: other}))
 	defer p.Close()
 	sameAnswer(t, p, kernels, "RecordedIR_0123.bc", saxpy)
 	ir, defined, err := p.ExtractKernel(kernels, "RecordedIR_0123.bc", saxpy)
@@ -98,8 +98,8 @@ func TestPrefetchedSurvivesBadEmbeddedIR(t *testing.T) {
 	kernels := deviceBitcode(t, "testdata/kernels.cu")
 	notBitcode := []byte("BC\xc0\xde but not really bitcode")
 	loadErr := errors.New("section truncated")
-	p := Prefetch(func() ([]mnemert.IREntry, error) {
-		return []mnemert.IREntry{{Name: "bad.cu", Bitcode: notBitcode}, {Name: "kernels.cu", Bitcode: kernels}}, loadErr
+	p := Prefetch(func() ([]appabi.IREntry, error) {
+		return []appabi.IREntry{{Name: "bad.cu", Bitcode: notBitcode}, {Name: "kernels.cu", Bitcode: kernels}}, loadErr
 	})
 	defer p.Close()
 	// The unit that failed to parse is analyzed again on the spot, giving
@@ -114,7 +114,7 @@ func TestPrefetchedSurvivesBadEmbeddedIR(t *testing.T) {
 	}
 
 	// A load that panics loses the prefetch, not the answers.
-	panicking := Prefetch(func() ([]mnemert.IREntry, error) { panic("corrupt ELF") })
+	panicking := Prefetch(func() ([]appabi.IREntry, error) { panic("corrupt ELF") })
 	defer panicking.Close()
 	sameAnswer(t, panicking, kernels, "RecordedIR_good.bc", saxpy)
 	if _, err := panicking.Entries(); err == nil {
@@ -126,8 +126,8 @@ func TestPrefetchedClosedEarlyStillAnswers(t *testing.T) {
 	kernels := deviceBitcode(t, "testdata/kernels.cu")
 	other := deviceBitcode(t, "testdata/other.cu")
 	p := Prefetch(embedded(
-		mnemert.IREntry{Name: "kernels.cu", Bitcode: kernels},
-		mnemert.IREntry{Name: "other.cu", Bitcode: other},
+		appabi.IREntry{Name: "kernels.cu", Bitcode: kernels},
+		appabi.IREntry{Name: "other.cu", Bitcode: other},
 	))
 	p.Close()
 	p.Close()
@@ -155,7 +155,7 @@ func TestFinalizeWithPrefetchMatchesFinalize(t *testing.T) {
 	plain := recordSaxpy(t, tu)
 	prefetched := recordSaxpy(t, tu)
 
-	p := Prefetch(embedded(mnemert.IREntry{Name: "other.cu", Bitcode: other}, mnemert.IREntry{Name: "kernels.cu", Bitcode: tu}))
+	p := Prefetch(embedded(appabi.IREntry{Name: "other.cu", Bitcode: other}, appabi.IREntry{Name: "kernels.cu", Bitcode: tu}))
 	defer p.Close()
 	for _, r := range record.Finalize(plain, Tools{}, nil) {
 		if r.Err != nil {
@@ -241,7 +241,7 @@ func TestFinalizeWithPrefetchFallsBack(t *testing.T) {
 	wrong := deviceBitcode(t, "testdata/other.cu")
 	right := deviceBitcode(t, "testdata/kernels.cu")
 	dir := recordSaxpy(t, wrong)
-	p := Prefetch(embedded(mnemert.IREntry{Name: "other.cu", Bitcode: wrong}, mnemert.IREntry{Name: "kernels.cu", Bitcode: right}))
+	p := Prefetch(embedded(appabi.IREntry{Name: "other.cu", Bitcode: wrong}, appabi.IREntry{Name: "kernels.cu", Bitcode: right}))
 	defer p.Close()
 	res := record.Finalize(dir, p, p.Entries)
 	if len(res) != 1 || res[0].Err != nil {
@@ -265,7 +265,7 @@ func BenchmarkFinalizeLookup(b *testing.B) {
 		}
 	})
 	b.Run("prefetched", func(b *testing.B) {
-		p := Prefetch(embedded(mnemert.IREntry{Name: "kernels.cu", Bitcode: tu}))
+		p := Prefetch(embedded(appabi.IREntry{Name: "kernels.cu", Bitcode: tu}))
 		defer p.Close()
 		// Analyze before timing: only the lookup is timed.
 		if _, _, err := p.ExtractKernel(tu, "k.bc", saxpy); err != nil {
@@ -295,17 +295,17 @@ func TestPrefetchReadsTheExecutable(t *testing.T) {
 	}
 	dir := t.TempDir()
 	section := filepath.Join(dir, "mneme_ir")
-	data := append(mnemert.EncodeIREntry(mnemert.IREntry{Name: "other.cu", Bitcode: other}),
-		mnemert.EncodeIREntry(mnemert.IREntry{Name: "kernels.cu", Bitcode: kernels})...)
+	data := append(appabi.EncodeIREntry(appabi.IREntry{Name: "other.cu", Bitcode: other}),
+		appabi.EncodeIREntry(appabi.IREntry{Name: "kernels.cu", Bitcode: kernels})...)
 	if err := os.WriteFile(section, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	app := filepath.Join(dir, "app")
-	cmd := exec.Command(objcopy, "--add-section", mnemert.IRSection+"="+section, host, app)
+	cmd := exec.Command(objcopy, "--add-section", appabi.IRSection+"="+section, host, app)
 	if msg, err := cmd.CombinedOutput(); err != nil {
-		t.Skipf("%v cannot add a section: %v\n%s", cmd, err, msg)
+		t.Fatalf("%v: %v\n%s", cmd, err, msg)
 	}
-	p := Prefetch(func() ([]mnemert.IREntry, error) { return mnemert.ExecutableIR(app) })
+	p := Prefetch(func() ([]appabi.IREntry, error) { return appabi.ExecutableIR(app) })
 	defer p.Close()
 	sameAnswer(t, p, kernels, "RecordedIR_0123.bc", saxpy)
 	sameAnswer(t, p, other, "RecordedIR_4567.bc", "_Z9unrelatedPi")

@@ -8,15 +8,19 @@
 #define GLOBAL_ID (CTAID_X * NTID_X + TID_X)
 
 // c = a + b over n elements, one thread each.
-extern "C" __global__ void vecadd(const float *a, const float *b, float *c, int n) {
+extern "C" __global__ void vecadd(const float *a, const float *b, float *c,
+                                  int n) {
   int i = GLOBAL_ID;
-  if (i < n) c[i] = a[i] + b[i];
+  if (i < n)
+    c[i] = a[i] + b[i];
 }
 
-// y = a*x + y in place: replaying it twice from a stale state doubles the update.
+// y = a*x + y in place: replaying it twice from a stale state doubles the
+// update.
 extern "C" __global__ void axpy(float a, const float *x, float *y, int n) {
   int i = GLOBAL_ID;
-  if (i < n) y[i] = a * x[i] + y[i];
+  if (i < n)
+    y[i] = a * x[i] + y[i];
 }
 
 // Scales by a device global and counts the threads that ran in another.
@@ -40,7 +44,8 @@ extern "C" __global__ void row_sums(const Row *rows, float *out, int nrows) {
   int i = GLOBAL_ID;
   if (i < nrows) {
     float s = 0;
-    for (int j = 0; j < rows[i].len; j++) s += rows[i].data[j];
+    for (int j = 0; j < rows[i].len; j++)
+      s += rows[i].data[j];
     out[i] = s;
   }
 }
@@ -48,7 +53,9 @@ extern "C" __global__ void row_sums(const Row *rows, float *out, int nrows) {
 // Traps when launched with blocks larger than the limit: a configuration
 // that makes the kernel fault.
 extern "C" __global__ void trap_big_blocks(float *y, int n, int limit) {
-  if (NTID_X > limit) __builtin_trap();
+  if (NTID_X > limit)
+    __builtin_trap();
   int i = GLOBAL_ID;
-  if (i < n) y[i] += 1.0f;
+  if (i < n)
+    y[i] += 1.0f;
 }

@@ -3,6 +3,11 @@
 // the first differing byte offset, bitwise or within a float tolerance. The
 // kernel ships as PTX generated from compare.cu; Reference is the same
 // comparison on the host, the specification the kernel is tested against.
+//
+// Typed (typed.go) is the host-side comparison of typed verification: a
+// buffer of float elements within ULP, relative or absolute bounds, with the
+// error figures a tuner reports; replay runs it on the buffers the kernel
+// finds differing bitwise.
 package compare
 
 import (

@@ -11,8 +11,14 @@
 // MS milliseconds then answers; "no-status" answers a result without a
 // status. Anything else verifies with exec times of block.x nanoseconds.
 //
+// The application's own code (Config.Original) runs half a nanosecond faster
+// than any recompiled configuration of the same block.
+//
 // Environment: TESTWORKER_LOG appends one line per event (open, compile, run)
-// to that file; TESTWORKER_FAIL_OPEN=1 makes every open fail.
+// to that file; TESTWORKER_FAIL_OPEN=1 makes every open fail;
+// TESTWORKER_INVALID_BLOCK=N makes runs with block.x N end invalid_launch;
+// TESTWORKER_ONLY_BLOCK=N makes runs with another block.x fail verification,
+// as a kernel written for one block shape does.
 package main
 
 import (
@@ -24,7 +30,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mneme-gpu/mneme/spec"
+	"github.com/mneme-gpu/mneme"
 	"github.com/mneme-gpu/mneme/tune"
 )
 
@@ -53,7 +59,7 @@ func logEvent(format string, a ...any) {
 func (s *session) Open(p tune.OpenParams) (tune.OpenInfo, error) {
 	switch os.Getenv("TESTWORKER_FAIL_OPEN") {
 	case "1":
-		return tune.OpenInfo{}, fmt.Errorf("%w: no CUDA driver found (test worker told to fail)", tune.ErrNoGPU)
+		return tune.OpenInfo{}, fmt.Errorf("%w: no CUDA driver found (test worker told to fail)", mneme.ErrNoGPU)
 	case "db":
 		return tune.OpenInfo{}, fmt.Errorf("open %s: no such database (test worker told to fail)", p.DB)
 	}
@@ -61,12 +67,12 @@ func (s *session) Open(p tune.OpenParams) (tune.OpenInfo, error) {
 	logEvent("open gpu=%d compile_only=%v", p.GPU, p.CompileOnly)
 	info := tune.OpenInfo{Kernel: "_Z4testv"}
 	if !p.CompileOnly {
-		info.Device = &tune.DeviceLimits{Name: "test GPU", Arch: "sm_90", SMCount: 4, MaxThreadsPerBlock: 1024, MaxSharedMemPerBlock: 48 << 10, RegsPerSM: 65536, WarpSize: 32}
+		info.Device = &mneme.DeviceLimits{Name: "test GPU", Arch: "sm_90", SMCount: 4, MaxThreadsPerBlock: 1024, MaxSharedMemPerBlock: 48 << 10, RegsPerSM: 65536, WarpSize: 32}
 	}
 	return info, nil
 }
 
-func (s *session) behave(c spec.Config, op string) (spec.Result, bool) {
+func (s *session) behave(c mneme.Config, op string) (mneme.Result, bool) {
 	switch {
 	case c.Passes == "crash":
 		os.Exit(3)
@@ -83,37 +89,46 @@ func (s *session) behave(c spec.Config, op string) (spec.Result, bool) {
 	case c.Passes == "fault":
 		if op == tune.OpRun {
 			s.broken = true
-			return spec.Result{Status: spec.StatusRuntimeError, Failed: true, Error: "CUDA_ERROR_ILLEGAL_ADDRESS"}, true
+			return mneme.Result{Status: mneme.StatusRuntimeError, Failed: true, Error: "CUDA_ERROR_ILLEGAL_ADDRESS"}, true
 		}
 	case c.Passes == "compile-error":
-		return spec.Result{Status: spec.StatusCompileError, Failed: true, Error: "invalid pipeline"}, true
+		return mneme.Result{Status: mneme.StatusCompileError, Failed: true, Error: "invalid pipeline"}, true
 	case c.Passes == "no-status":
-		return spec.Result{Error: "the answer lacks a status"}, true
+		return mneme.Result{Error: "the answer lacks a status"}, true
 	case strings.HasPrefix(c.Passes, "slow:"):
 		ms, _ := strconv.Atoi(strings.TrimPrefix(c.Passes, "slow:"))
 		time.Sleep(time.Duration(ms) * time.Millisecond)
 	}
-	return spec.Result{}, false
+	return mneme.Result{}, false
 }
 
-func (s *session) Compile(c spec.Config) spec.Result {
+func (s *session) Compile(c mneme.Config) mneme.Result {
 	logEvent("compile %s %d", c.Passes, c.Block.X)
 	if r, done := s.behave(c, tune.OpCompile); done {
 		return r
 	}
-	return spec.Result{Status: spec.StatusVerified, GPUID: s.params.GPU}
+	return mneme.Result{Status: mneme.StatusVerified, GPUID: s.params.GPU}
 }
 
-func (s *session) Run(c spec.Config) spec.Result {
+func (s *session) Run(c mneme.Config) mneme.Result {
 	logEvent("run %s %d gpu=%d", c.Passes, c.Block.X, s.params.GPU)
 	if r, done := s.behave(c, tune.OpRun); done {
 		return r
 	}
+	if n, err := strconv.Atoi(os.Getenv("TESTWORKER_INVALID_BLOCK")); err == nil && c.Block.X == uint32(n) {
+		return mneme.Result{Status: mneme.StatusInvalidLaunch, Failed: true, Error: "CUDA_ERROR_INVALID_VALUE (test worker told to fail this block)"}
+	}
+	if n, err := strconv.Atoi(os.Getenv("TESTWORKER_ONLY_BLOCK")); err == nil && c.Block.X != uint32(n) {
+		return mneme.Result{Status: mneme.StatusFailedVerification, Executed: true, Failed: true, Error: "output differs (test worker verifies one block only)"}
+	}
 	times := make([]float64, s.params.Iterations)
 	for i := range times {
 		times[i] = float64(c.Block.X) + float64(i)
+		if c.Original {
+			times[i] -= 0.5
+		}
 	}
-	return spec.Result{Status: spec.StatusVerified, Verified: true, Executed: true, ExecTime: times, GPUID: s.params.GPU, GPUName: "test GPU"}
+	return mneme.Result{Status: mneme.StatusVerified, Verified: true, Executed: true, ExecTime: times, GPUID: s.params.GPU, GPUName: "test GPU"}
 }
 
 func (s *session) Close() error { logEvent("close"); return nil }

@@ -1,0 +1,60 @@
+// Calls from Go into the shim's host API: cgo cannot call C function
+// pointers directly, so each entry of struct mneme_host_api gets a plain
+// function here.
+#include "host.h"
+
+static const struct mneme_host_api *api;
+
+void rth_set_api(const struct mneme_host_api *a) { api = a; }
+const char *rth_ir_start(void) { return api->ir_start; }
+size_t rth_ir_size(void) { return api->ir_size; }
+int rth_fatbin_count(void) { return api->fatbin_count(); }
+int rth_kernel_count(void) { return api->kernel_count(); }
+int rth_kernel_at(int i, struct mneme_kernel_reg *out) {
+  return api->kernel_at(i, out);
+}
+int rth_var_count(void) { return api->var_count(); }
+int rth_var_at(int i, struct mneme_var_reg *out) { return api->var_at(i, out); }
+int rth_kernel_index(const void *host_fun) {
+  return api->kernel_index(host_fun);
+}
+
+cudaError_t rth_launch(const void *func, unsigned gx, unsigned gy, unsigned gz,
+                       unsigned bx, unsigned by, unsigned bz, void **args,
+                       size_t shared, cudaStream_t stream, int ptsz) {
+  dim3 grid = {gx, gy, gz}, block = {bx, by, bz};
+  return api->launch(func, grid, block, args, shared, stream, ptsz);
+}
+
+cudaError_t rth_symbol_address(const void *host_var, uintptr_t *addr,
+                               size_t *size) {
+  void *p = 0;
+  cudaError_t e = api->symbol_address(host_var, &p, size);
+  *addr = (uintptr_t)p;
+  return e;
+}
+
+cudaError_t rth_func_handle(const void *host_fun, uintptr_t *cu_function) {
+  void *f = 0;
+  cudaError_t e = api->func_handle(host_fun, &f);
+  *cu_function = (uintptr_t)f;
+  return e;
+}
+
+cudaError_t rth_device_synchronize(void) { return api->device_synchronize(); }
+cudaError_t rth_memcpy_dtoh(void *dst, uintptr_t src, size_t n) {
+  return api->memcpy_dtoh(dst, (const void *)src, n);
+}
+cudaError_t rth_get_device(int *ordinal) { return api->get_device(ordinal); }
+cudaError_t rth_driver_version(int *v) { return api->driver_version(v); }
+cudaError_t rth_runtime_version(int *v) { return api->runtime_version(v); }
+const char *rth_error_string(cudaError_t e) { return api->error_string(e); }
+int rth_memo_enable(int kernel_index, int nparams, const size_t *sizes) {
+  return api->memo_enable(kernel_index, nparams, sizes);
+}
+int rth_memo_drain(struct mneme_launch_count *out, int cap) {
+  return api->memo_drain(out, cap);
+}
+int rth_fatbin_image(int module, const void **data, size_t *size) {
+  return api->fatbin_image(module, data, size);
+}

@@ -1,0 +1,30 @@
+// Declarations of host.c for the Go side.
+#ifndef MNEME_LIBRT_HOST_H
+#define MNEME_LIBRT_HOST_H
+#include "mneme_shim.h"
+
+void rth_set_api(const struct mneme_host_api *a);
+const char *rth_ir_start(void);
+size_t rth_ir_size(void);
+int rth_fatbin_count(void);
+int rth_kernel_count(void);
+int rth_kernel_at(int i, struct mneme_kernel_reg *out);
+int rth_var_count(void);
+int rth_var_at(int i, struct mneme_var_reg *out);
+int rth_kernel_index(const void *host_fun);
+cudaError_t rth_launch(const void *func, unsigned gx, unsigned gy, unsigned gz,
+                       unsigned bx, unsigned by, unsigned bz, void **args,
+                       size_t shared, cudaStream_t stream, int ptsz);
+cudaError_t rth_symbol_address(const void *host_var, uintptr_t *addr,
+                               size_t *size);
+cudaError_t rth_func_handle(const void *host_fun, uintptr_t *cu_function);
+cudaError_t rth_device_synchronize(void);
+cudaError_t rth_memcpy_dtoh(void *dst, uintptr_t src, size_t n);
+cudaError_t rth_get_device(int *ordinal);
+cudaError_t rth_driver_version(int *v);
+cudaError_t rth_runtime_version(int *v);
+const char *rth_error_string(cudaError_t e);
+int rth_memo_enable(int kernel_index, int nparams, const size_t *sizes);
+int rth_memo_drain(struct mneme_launch_count *out, int cap);
+int rth_fatbin_image(int module, const void **data, size_t *size);
+#endif

@@ -1,0 +1,173 @@
+/*
+ * The binary interface between the C shim linked into applications
+ * (shim_*.c; their private declarations are in shim_internal.h) and the Go
+ * runtime library it loads while recording (cmd/mneme-rt). Both sides include
+ * this header, so the layout of the structures and the entry-point signatures
+ * are defined once.
+ *
+ * No CUDA header exists at build time, so the few runtime-API types the shim
+ * needs are declared here with their documented layouts.
+ */
+#ifndef MNEME_SHIM_H
+#define MNEME_SHIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef int cudaError_t;
+typedef void *cudaStream_t;
+typedef void *cudaFunction_t;
+typedef struct {
+  unsigned x, y, z;
+} dim3;
+typedef struct {
+  void *ptr;
+  size_t pitch;
+  size_t xsize;
+  size_t ysize;
+} cudaPitchedPtr;
+typedef struct {
+  size_t width, height, depth;
+} cudaExtent;
+
+enum {
+  mneme_cudaSuccess = 0,
+  mneme_cudaErrorMemoryAllocation = 2,
+  mneme_cudaMemcpyDeviceToHost = 2,
+};
+
+/* Bumped whenever a structure or signature below changes; the library
+ * refuses a shim of another version instead of misreading it. */
+#define MNEME_RT_ABI_VERSION 4
+
+/* One __cudaRegisterFunction call. */
+struct mneme_kernel_reg {
+  const void *host_fun;    /* the host stub the application launches */
+  const char *device_name; /* mangled device name */
+  const char *demangled;   /* demangled name, or device_name if unknown */
+  int module;              /* index of the fat binary it came from */
+};
+
+/* One __cudaRegisterVar or __cudaRegisterManagedVar call. */
+struct mneme_var_reg {
+  const void *host_var;
+  const char *device_name;
+  size_t size;
+  int module;
+  int constant; /* __constant__ */
+  int managed;  /* __managed__ */
+};
+
+/* What the library lets the shim remember about a launch it was shown, so
+ * that its repeats are decided in C: a call into the Go library costs
+ * microseconds, and applications launch the same kernel thousands of times. */
+struct mneme_launch_memo {
+  /* Non-zero: this launch is recorded instance `repeat`; later launches of
+   * the kernel with the same key are forwarded and counted under it. */
+  int repeat;
+  /* Non-zero: the kernel takes no new instances; launches whose key is not
+   * remembered are forwarded and counted without asking. */
+  int capped;
+};
+
+/* Launches the shim forwarded without asking, for memo_drain: of kernel
+ * kernel_index as repeats of instance `repeat`, or (repeat 0) of a kernel
+ * answered MNEME_LAUNCH_FORWARD_ALWAYS or capped. */
+struct mneme_launch_count {
+  int kernel_index;
+  int repeat;
+  uint64_t launches;
+};
+
+/* What the shim offers the library: the embedded IR, the registration tables
+ * and the real CUDA runtime calls (the library must never call a wrapped
+ * symbol, or it would intercept itself). */
+struct mneme_host_api {
+  int abi_version;
+  /* 0 when the library is loaded only at exit, before the application made
+   * any CUDA call: it must then make none either. */
+  int cuda_initialized;
+  /* Seconds spent in dlopen of the library (its dependencies and the Go
+   * runtime's start included), for the recording overhead report. */
+  double load_seconds;
+  const char *ir_start; /* __start_mneme_ir, or NULL when absent */
+  size_t ir_size;
+
+  int (*fatbin_count)(void);
+  int (*kernel_count)(void);
+  int (*kernel_at)(int i, struct mneme_kernel_reg *out);
+  int (*var_count)(void);
+  int (*var_at)(int i, struct mneme_var_reg *out);
+  /* Index into the kernel table of a host stub, or -1. */
+  int (*kernel_index)(const void *host_fun);
+
+  cudaError_t (*launch)(const void *func, dim3 grid, dim3 block, void **args,
+                        size_t shared, cudaStream_t stream, int ptsz);
+  cudaError_t (*symbol_address)(const void *host_var, void **addr,
+                                size_t *size);
+  cudaError_t (*func_handle)(const void *host_fun, void **cu_function);
+  cudaError_t (*device_synchronize)(void);
+  cudaError_t (*stream_synchronize)(cudaStream_t stream);
+  cudaError_t (*memcpy_dtoh)(void *dst, const void *src, size_t n);
+  cudaError_t (*get_device)(int *ordinal);
+  cudaError_t (*driver_version)(int *version);
+  cudaError_t (*runtime_version)(int *version);
+  const char *(*error_string)(cudaError_t err);
+
+  /* The launch memo (see struct mneme_launch_memo). memo_enable tells the
+   * shim a selected kernel's parameter sizes (cuFuncGetParamInfo), which
+   * make up a launch's key with its geometry and shared memory; it returns
+   * 0 if the shim could not keep them. memo_drain moves up to cap counts of
+   * launches the shim forwarded without asking into out, resets them and
+   * returns how many it moved (0: none left). */
+  int (*memo_enable)(int kernel_index, int nparams, const size_t *sizes);
+  int (*memo_drain)(struct mneme_launch_count *out, int cap);
+
+  /* The device code a fat binary registered (module = its index): the
+   * fatbin image the CUDA runtime loads, so replay can run the application's
+   * own code. Returns 0 when it cannot be located. */
+  int (*fatbin_image)(int module, const void **data, size_t *size);
+};
+
+/* Allocation kinds passed to mneme_rt_malloc, for the status counters. */
+enum {
+  MNEME_ALLOC_PLAIN = 0,
+  MNEME_ALLOC_PITCH = 1,
+  MNEME_ALLOC_3D = 2,
+  MNEME_ALLOC_ASYNC = 3,
+};
+
+/* Returned by mneme_rt_malloc/mneme_rt_free when the library does not serve
+ * the call and the shim must forward it to CUDA. */
+#define MNEME_RT_FORWARD (-1)
+
+/* *handled values of mneme_rt_launch. */
+enum {
+  MNEME_LAUNCH_FORWARD = 0,       /* the shim performs the launch */
+  MNEME_LAUNCH_DONE = 1,          /* the library launched it */
+  MNEME_LAUNCH_FORWARD_ALWAYS = 2 /* never ask again for this kernel */
+};
+
+/* The library's entry points, resolved with dlsym. */
+typedef int (*mneme_rt_init_fn)(const struct mneme_host_api *api);
+typedef cudaError_t (*mneme_rt_malloc_fn)(void **ptr, size_t size, int kind);
+typedef cudaError_t (*mneme_rt_free_fn)(void *ptr, cudaStream_t stream,
+                                        int async);
+typedef cudaError_t (*mneme_rt_launch_fn)(const void *func, int kernel_index,
+                                          unsigned gx, unsigned gy, unsigned gz,
+                                          unsigned bx, unsigned by, unsigned bz,
+                                          void **args, size_t shared,
+                                          cudaStream_t stream, int ptsz,
+                                          int *handled,
+                                          struct mneme_launch_memo *memo);
+typedef void (*mneme_rt_managed_fn)(size_t size);
+typedef void (*mneme_rt_finish_fn)(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,304 @@
+/*
+ * The mneme shim: linked into every application built with the compiler
+ * wrapper (whole-archive, with the linker's --wrap option for each symbol of
+ * appabi.WrappedSymbols). It defines __wrap_X for each intercepted CUDA
+ * runtime call X and calls __real_X, which the linker binds to CUDA.
+ *
+ * When the application is not being recorded, every wrapper costs one
+ * predictable branch before it forwards, so the application behaves exactly
+ * as if it had been linked without us. Registration calls are always
+ * remembered in small tables, since they happen once per kernel and the
+ * recorder needs them even if recording starts later in the process.
+ *
+ * When MNEME_RECORD is set, the shim loads the Go runtime library named by
+ * MNEME_RT_LIB on first use and hands it every launch, allocation and free.
+ *
+ * This header holds what the shim's files share; it is private to them (the
+ * interface with the runtime library is mneme_shim.h). The files: the mode
+ * (shim_mode.c), the registration tables (shim_registry.c), the host API
+ * handed to the library (shim_host_api.c), the launch memo (shim_memo.c),
+ * loading the library (shim_loader.c), launches (shim_launch.c) and
+ * allocations (shim_alloc.c).
+ *
+ * Every symbol the files share is named mneme_* (the shim is linked into
+ * applications, whose symbols it must not clash with) and hidden: hidden
+ * symbols are reached PC-relative and called directly, as the static ones of
+ * a single file are, not through the GOT or the PLT. What a launch runs is
+ * defined static inline here, so that the split into files adds no call
+ * across files to the launch path.
+ */
+#ifndef MNEME_SHIM_INTERNAL_H
+#define MNEME_SHIM_INTERNAL_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "mneme_shim.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the real CUDA runtime (bound by --wrap) and a few unwrapped calls ----
+ */
+
+void **__real___cudaRegisterFatBinary(void *fat_cubin);
+void __real___cudaRegisterFatBinaryEnd(void **handle);
+void __real___cudaUnregisterFatBinary(void **handle);
+void __real___cudaRegisterFunction(void **handle, const char *host_fun,
+                                   char *device_fun, const char *device_name,
+                                   int thread_limit, void *tid, void *bid,
+                                   dim3 *bdim, dim3 *gdim, int *wsize);
+void __real___cudaRegisterVar(void **handle, char *host_var,
+                              char *device_address, const char *device_name,
+                              int ext, size_t size, int constant, int global);
+void __real___cudaRegisterManagedVar(void **handle, void **host_var_ptr_addr,
+                                     char *device_address,
+                                     const char *device_name, int ext,
+                                     size_t size, int constant, int global);
+cudaError_t __real_cudaLaunchKernel(const void *func, dim3 grid, dim3 block,
+                                    void **args, size_t shared,
+                                    cudaStream_t stream);
+cudaError_t __real_cudaLaunchKernel_ptsz(const void *func, dim3 grid,
+                                         dim3 block, void **args, size_t shared,
+                                         cudaStream_t stream);
+cudaError_t __real_cudaMalloc(void **ptr, size_t size);
+cudaError_t __real_cudaMallocPitch(void **ptr, size_t *pitch, size_t width,
+                                   size_t height);
+cudaError_t __real_cudaMalloc3D(cudaPitchedPtr *ptr, cudaExtent extent);
+cudaError_t __real_cudaMallocAsync(void **ptr, size_t size,
+                                   cudaStream_t stream);
+cudaError_t __real_cudaMallocAsync_ptsz(void **ptr, size_t size,
+                                        cudaStream_t stream);
+cudaError_t __real_cudaMallocManaged(void **ptr, size_t size,
+                                     unsigned int flags);
+cudaError_t __real_cudaFree(void *ptr);
+cudaError_t __real_cudaFreeAsync(void *ptr, cudaStream_t stream);
+cudaError_t __real_cudaFreeAsync_ptsz(void *ptr, cudaStream_t stream);
+
+cudaError_t cudaGetSymbolAddress(void **dev_ptr, const void *symbol);
+cudaError_t cudaGetSymbolSize(size_t *size, const void *symbol);
+cudaError_t cudaGetFuncBySymbol(cudaFunction_t *func, const void *symbol);
+cudaError_t cudaDeviceSynchronize(void);
+cudaError_t cudaStreamSynchronize(cudaStream_t stream);
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, int kind);
+cudaError_t cudaGetDevice(int *device);
+cudaError_t cudaDriverGetVersion(int *version);
+cudaError_t cudaRuntimeGetVersion(int *version);
+const char *cudaGetErrorString(cudaError_t err);
+
+/* Present when the application links libstdc++ (every CUDA C++ program);
+ * without it names stay mangled. */
+extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len,
+                            int *status) __attribute__((weak));
+
+/* The linker defines these when some object has a mneme_ir section. */
+extern const char __start_mneme_ir[] __attribute__((weak));
+extern const char __stop_mneme_ir[] __attribute__((weak));
+
+/* Only the shim's own symbols are hidden: a hidden reference to a CUDA
+ * symbol above could not bind to libcudart.so. */
+#pragma GCC visibility push(hidden)
+
+/* ---- mode (shim_mode.c) ---- */
+
+/* Non-zero while recording. Read once, before main, so the hot path is one
+ * load and one predictable branch. */
+extern int mneme_recording;
+
+/* mneme_trace appends a timed event to the MNEME_TRACE file, if any. */
+void mneme_trace(const char *event);
+
+/* ---- registration tables (shim_registry.c) ---- */
+
+extern pthread_mutex_t mneme_table_lock;
+
+struct fatbin_entry {
+  void **handle;
+  const void *wrapper; /* what __cudaRegisterFatBinary was given */
+};
+struct launch_memo;
+struct kernel_entry {
+  struct mneme_kernel_reg reg;
+  void **handle;
+  char *demangled; /* owned; filled lazily */
+  int forward_always;
+  struct launch_memo *memo; /* owned; NULL until the library enables it */
+  uint64_t forwarded;       /* launches forwarded without asking, undrained */
+};
+struct var_entry {
+  struct mneme_var_reg reg;
+  void **handle;
+};
+
+extern struct fatbin_entry *mneme_fatbins;
+extern int mneme_n_fatbins;
+extern struct kernel_entry *mneme_kernels;
+extern int mneme_n_kernels;
+extern struct var_entry *mneme_vars;
+extern int mneme_n_vars;
+
+/* mneme_kernel_slots maps a host stub to its kernel index + 1 (open
+ * addressing, at most half full), so finding a launched kernel does not scan
+ * the table in applications with hundreds of kernels. Guarded by
+ * mneme_table_lock. */
+extern int *mneme_kernel_slots;
+extern size_t mneme_kernel_slots_cap;
+
+/* mneme_module_of is the index of the fat binary registered as handle, or
+ * -1. Called with mneme_table_lock held. */
+int mneme_module_of(void **handle);
+
+static inline size_t pointer_hash(const void *p) {
+  uint64_t h = (uint64_t)(uintptr_t)p * 0x9E3779B97F4A7C15ull;
+  return (size_t)(h >> 17);
+}
+
+/* kernel_index_locked finds a launched kernel (launch path: inline). Called
+ * with mneme_table_lock held. */
+static inline int kernel_index_locked(const void *host_fun) {
+  if (mneme_kernel_slots_cap >= (size_t)mneme_n_kernels * 2 &&
+      mneme_kernel_slots != NULL) {
+    size_t i = pointer_hash(host_fun) & (mneme_kernel_slots_cap - 1);
+    while (mneme_kernel_slots[i] != 0) {
+      if (mneme_kernels[mneme_kernel_slots[i] - 1].reg.host_fun == host_fun)
+        return mneme_kernel_slots[i] - 1;
+      i = (i + 1) & (mneme_kernel_slots_cap - 1);
+    }
+    return -1;
+  }
+  for (int i = 0; i < mneme_n_kernels; i++)
+    if (mneme_kernels[i].reg.host_fun == host_fun)
+      return i;
+  return -1;
+}
+
+/* ---- the launch memo (shim_memo.c; see struct mneme_launch_memo) ---- */
+
+/* A launch's key: its geometry, shared memory and argument bytes, the same
+ * bytes the library's dynamic hash covers. */
+struct memo_slot {
+  uint64_t hash;
+  unsigned char *key; /* owned; NULL: empty slot */
+  int repeat;
+  uint64_t launches; /* forwarded as this repeat, undrained */
+};
+
+struct launch_memo {
+  int nparams;
+  size_t *sizes;
+  size_t key_len;
+  int capped;
+  struct memo_slot *slots; /* open addressing, at most half full */
+  size_t cap, used;
+};
+
+#define MEMO_KEY_HEADER 32 /* grid, block (6 x 4 bytes), shared (8) */
+
+/* Launches counted in C and not yet drained, so a drain with nothing to do
+ * returns at once. Guarded by mneme_table_lock like the counters. */
+extern uint64_t mneme_memo_pending;
+
+/* The memo's lookup runs on every launch while recording: inline. */
+static inline uint64_t key_hash(const unsigned char *p, size_t n) {
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
+  for (; n >= 8; p += 8, n -= 8) {
+    uint64_t w;
+    memcpy(&w, p, 8);
+    h = (h ^ w) * 0xff51afd7ed558ccdull;
+    h ^= h >> 32;
+  }
+  uint64_t w = 0;
+  memcpy(&w, p, n);
+  h = (h ^ w) * 0xc4ceb9fe1a85ec53ull;
+  return h ^ (h >> 29);
+}
+
+/* launch_key writes the launch's key into buf (m->key_len bytes); it fails
+ * (0) when the arguments cannot be read. */
+static inline int launch_key(const struct launch_memo *m, dim3 grid, dim3 block,
+                             size_t shared, void **args, unsigned char *buf) {
+  if (m->nparams > 0 && args == NULL)
+    return 0;
+  uint32_t dims[6] = {grid.x, grid.y, grid.z, block.x, block.y, block.z};
+  uint64_t sh = shared;
+  memcpy(buf, dims, sizeof dims);
+  memcpy(buf + sizeof dims, &sh, sizeof sh);
+  size_t off = MEMO_KEY_HEADER;
+  for (int i = 0; i < m->nparams; i++) {
+    if (m->sizes[i] > 0 && args[i] == NULL)
+      return 0;
+    memcpy(buf + off, args[i], m->sizes[i]);
+    off += m->sizes[i];
+  }
+  return 1;
+}
+
+static inline struct memo_slot *memo_find(struct launch_memo *m, uint64_t h,
+                                          const unsigned char *key) {
+  if (m->cap == 0)
+    return NULL;
+  for (size_t i = h & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+    struct memo_slot *s = &m->slots[i];
+    if (s->key == NULL)
+      return NULL;
+    if (s->hash == h && memcmp(s->key, key, m->key_len) == 0)
+      return s;
+  }
+}
+
+/* mneme_memo_insert remembers key as repeat; without memory it remembers
+ * nothing and the launch's repeats keep asking the library. */
+void mneme_memo_insert(struct launch_memo *m, uint64_t h,
+                       const unsigned char *key, int repeat);
+int mneme_api_memo_enable(int idx, int nparams, const size_t *sizes);
+int mneme_api_memo_drain(struct mneme_launch_count *out, int cap);
+
+/* ---- host API handed to the library (shim_host_api.c) ---- */
+
+extern struct mneme_host_api mneme_host_api_table;
+
+/* api_launch is the real launch, for the library and for every launch the
+ * shim forwards while recording: inline. */
+static inline cudaError_t api_launch(const void *func, dim3 grid, dim3 block,
+                                     void **args, size_t shared,
+                                     cudaStream_t stream, int ptsz) {
+  if (ptsz)
+    return __real_cudaLaunchKernel_ptsz(func, grid, block, args, shared,
+                                        stream);
+  return __real_cudaLaunchKernel(func, grid, block, args, shared, stream);
+}
+
+/* ---- the Go library, loaded on first use while recording (shim_loader.c) */
+
+/* The library's entry points, valid once mneme_rt_ready is 1. */
+struct mneme_rt_entries {
+  mneme_rt_malloc_fn malloc_;
+  mneme_rt_free_fn free_;
+  mneme_rt_launch_fn launch;
+  mneme_rt_managed_fn managed;
+  mneme_rt_finish_fn finish;
+};
+extern struct mneme_rt_entries mneme_rt;
+extern int mneme_rt_ready; /* 1: loaded, -1: failed (recording disabled) */
+
+/* mneme_load_runtime_once loads and initializes the library, once. */
+int mneme_load_runtime_once(int init_cuda);
+
+/* load_runtime reports whether the library is ready, loading it on first
+ * use. init_cuda makes the CUDA runtime create its context first
+ * (cudaFree(NULL)), so the library's driver-API calls see the same primary
+ * context as the application; it is false only on the exit path, where no
+ * CUDA call should be made. Every recorded launch asks: inline. */
+static inline int load_runtime(int init_cuda) {
+  if (__builtin_expect(mneme_rt_ready != 0, 1))
+    return mneme_rt_ready > 0;
+  return mneme_load_runtime_once(init_cuda);
+}
+
+/* mneme_warn_managed warns once that managed memory is not replayed. */
+void mneme_warn_managed(void);
+
+#pragma GCC visibility pop
+#endif

@@ -1,0 +1,98 @@
+/* The Go library, loaded on first use while recording, and finished when
+ * the application exits. */
+#include "shim_internal.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <time.h>
+
+struct mneme_rt_entries mneme_rt;
+int mneme_rt_ready;
+static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void load_failed(const char *what, const char *detail) {
+  fprintf(stderr, "mneme: recording disabled: %s%s%s (MNEME_RT_LIB=%s)\n", what,
+          detail ? ": " : "", detail ? detail : "",
+          getenv("MNEME_RT_LIB") ? getenv("MNEME_RT_LIB") : "(unset)");
+  mneme_rt_ready = -1;
+}
+
+static void *timed_dlopen(const char *path) {
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  mneme_host_api_table.load_seconds =
+      (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+  return lib;
+}
+
+/* start_runtime resolves the library's entry points and initializes it. */
+static void start_runtime(void *lib, const char *path, int init_cuda) {
+  mneme_rt_init_fn init = (mneme_rt_init_fn)dlsym(lib, "mneme_rt_init");
+  mneme_rt.malloc_ = (mneme_rt_malloc_fn)dlsym(lib, "mneme_rt_malloc");
+  mneme_rt.free_ = (mneme_rt_free_fn)dlsym(lib, "mneme_rt_free");
+  mneme_rt.launch = (mneme_rt_launch_fn)dlsym(lib, "mneme_rt_launch");
+  mneme_rt.managed = (mneme_rt_managed_fn)dlsym(lib, "mneme_rt_managed");
+  mneme_rt.finish = (mneme_rt_finish_fn)dlsym(lib, "mneme_rt_finish");
+  if (!init || !mneme_rt.malloc_ || !mneme_rt.free_ || !mneme_rt.launch ||
+      !mneme_rt.managed || !mneme_rt.finish) {
+    load_failed("the runtime library lacks an mneme_rt_* entry point", path);
+    return;
+  }
+  if (__start_mneme_ir != NULL && __stop_mneme_ir != NULL &&
+      &__stop_mneme_ir[0] > &__start_mneme_ir[0]) {
+    mneme_host_api_table.ir_start = __start_mneme_ir;
+    mneme_host_api_table.ir_size = (size_t)(__stop_mneme_ir - __start_mneme_ir);
+  }
+  mneme_trace("loaded; creating the CUDA context");
+  if (init_cuda)
+    __real_cudaFree(NULL);
+  mneme_trace("context ready");
+  mneme_host_api_table.cuda_initialized = init_cuda;
+  if (init(&mneme_host_api_table) != 0)
+    load_failed("the runtime library failed to start", NULL);
+  else
+    mneme_rt_ready = 1;
+}
+
+int mneme_load_runtime_once(int init_cuda) {
+  pthread_mutex_lock(&load_lock);
+  if (mneme_rt_ready == 0) {
+    mneme_trace("load runtime library");
+    const char *path = getenv("MNEME_RT_LIB");
+    void *lib = NULL;
+    if (path == NULL || path[0] == '\0')
+      load_failed("MNEME_RT_LIB is not set", NULL);
+    else if ((lib = timed_dlopen(path)) == NULL)
+      load_failed("cannot load the runtime library", dlerror());
+    else
+      start_runtime(lib, path, init_cuda);
+  }
+  pthread_mutex_unlock(&load_lock);
+  return mneme_rt_ready > 0;
+}
+
+__attribute__((destructor)) static void mneme_finish(void) {
+  if (!mneme_recording) {
+    mneme_trace("exit");
+    return;
+  }
+  /* Load even if the application never launched anything, so the status
+   * file still says how many kernels were registered. */
+  mneme_trace("exit");
+  if (load_runtime(0))
+    mneme_rt.finish();
+  mneme_trace("exit: runtime finished");
+}
+
+static pthread_once_t managed_once = PTHREAD_ONCE_INIT;
+static void print_managed_warning(void) {
+  fprintf(stderr, "mneme: warning: the application uses managed memory "
+                  "(cudaMallocManaged or __managed__); kernels that touch "
+                  "managed memory are recorded but cannot be replayed "
+                  "faithfully\n");
+}
+void mneme_warn_managed(void) {
+  pthread_once(&managed_once, print_managed_warning);
+}

@@ -1,0 +1,264 @@
+package shimtest
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/mneme-gpu/mneme/appabi"
+)
+
+// build compiles the stand-in runtime as a shared library (as libcudart.so
+// is) and links a program from srcs with or without the shim.
+type build struct {
+	t       testing.TB
+	dir     string
+	cc      string
+	standin string
+}
+
+func newBuild(t testing.TB) *build {
+	t.Helper()
+	cc, err := exec.LookPath("cc")
+	if err != nil {
+		t.Skip("no C compiler: ", err)
+	}
+	// The C compiler reads the sources, not this process: open them here so
+	// that go test's cache sees them as inputs and reruns after a change.
+	shimSrcs, err := filepath.Glob("../*.c")
+	if err != nil || len(shimSrcs) == 0 {
+		t.Fatalf("no shim sources in ..: %v", err)
+	}
+	headers, _ := filepath.Glob("../*.h")
+	inputs := append(append(slices.Clone(shimSrcs), headers...), "testdata/cudart_standin.c", "testdata/app.c", "testdata/memo_app.c", "testdata/rt_standin.c", "../bench/forward_bench.c")
+	for _, src := range inputs {
+		if _, err := os.ReadFile(src); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := &build{t: t, dir: t.TempDir(), cc: cc}
+	b.standin = filepath.Join(b.dir, "libcudart_standin.so")
+	b.run(cc, "-O2", "-fPIC", "-shared", "-o", b.standin, "testdata/cudart_standin.c")
+	// Archived as the Makefile archives libmneme_shim.a.
+	objs := []string{"rcs", filepath.Join(b.dir, "libmneme_shim.a")}
+	for _, src := range shimSrcs {
+		obj := filepath.Join(b.dir, strings.TrimSuffix(filepath.Base(src), ".c")+".o")
+		b.run(cc, "-O2", "-fPIC", "-Wall", "-Werror", "-c", src, "-o", obj)
+		objs = append(objs, obj)
+	}
+	b.run("ar", objs...)
+	return b
+}
+
+func (b *build) run(name string, args ...string) string {
+	b.t.Helper()
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		b.t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// link builds src into a program, with the shim and the wrap flags when
+// wrapped, the way the compiler wrapper links applications.
+func (b *build) link(out, src string, wrapped bool) string {
+	exe := filepath.Join(b.dir, out)
+	args := []string{"-O2", "-o", exe, src}
+	if wrapped {
+		args = append(args, "-Wl,--whole-archive", filepath.Join(b.dir, "libmneme_shim.a"), "-Wl,--no-whole-archive", appabi.WrapLinkFlag())
+	}
+	args = append(args, b.standin, "-Wl,-rpath,"+b.dir, "-ldl", "-lpthread")
+	b.run(b.cc, args...)
+	return exe
+}
+
+func runProgram(t *testing.T, exe string, env ...string) (stdout, stderr string) {
+	t.Helper()
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), env...)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s: %v\nstdout:\n%s\nstderr:\n%s", exe, err, o.String(), e.String())
+	}
+	return o.String(), e.String()
+}
+
+// TestForwardingIsTransparent: a program linked with the shim prints exactly
+// what it prints without it, so every argument and return value (launch
+// geometry, arguments, streams, error codes, pointers, pitches) passed
+// through unchanged, and the shim writes nothing.
+func TestForwardingIsTransparent(t *testing.T) {
+	b := newBuild(t)
+	plain := b.link("app_plain", "testdata/app.c", false)
+	wrapped := b.link("app_wrapped", "testdata/app.c", true)
+	want, _ := runProgram(t, plain)
+	got, stderr := runProgram(t, wrapped, "MNEME_RECORD=")
+	if got != want {
+		t.Fatalf("output differs with the shim:\n--- plain\n%s--- wrapped\n%s", want, got)
+	}
+	if stderr != "" {
+		t.Errorf("the shim wrote to stderr while not recording: %q", stderr)
+	}
+	for _, line := range []string{"grid=9,2,1 block=128,1,1 arg0=42 shared=64 stream=0x5", "ret 2", "launch_ptsz", "malloc big 2", "pitch 0 ", " 256\n", "free 0 1 1 3"} {
+		if !strings.Contains(want, line) {
+			t.Errorf("the stand-in output lacks %q; the test no longer checks what it claims:\n%s", line, want)
+		}
+	}
+	// The wrapper must really be in the path: its symbols are linked in.
+	nm, err := exec.LookPath("nm")
+	if err == nil {
+		syms := b.run(nm, wrapped)
+		for _, s := range appabi.WrappedSymbols {
+			if !strings.Contains(syms, "__wrap_"+s+"\n") {
+				t.Errorf("__wrap_%s not linked into the program", s)
+			}
+		}
+	}
+}
+
+// TestRecordingWithoutDriver loads the real runtime library into a wrapped
+// program on a machine without a CUDA driver: the program must still behave
+// identically, and the status file must report the registrations and why
+// nothing could be recorded.
+func TestRecordingWithoutDriver(t *testing.T) {
+	if _, err := os.Stat("/usr/lib/x86_64-linux-gnu/libcuda.so.1"); err == nil {
+		t.Skip("a CUDA driver is installed; the GPU tests cover recording")
+	}
+	b := newBuild(t)
+	lib := filepath.Join(b.dir, "libmneme_rt.so")
+	gobuild := exec.Command("go", "build", "-buildmode=c-shared", "-o", lib, "../..")
+	if out, err := gobuild.CombinedOutput(); err != nil {
+		t.Fatalf("building the runtime library: %v\n%s", err, out)
+	}
+	plain := b.link("app_plain", "testdata/app.c", false)
+	wrapped := b.link("app_wrapped", "testdata/app.c", true)
+	want, _ := runProgram(t, plain)
+	rdb := filepath.Join(b.dir, "rdb")
+	got, stderr := runProgram(t, wrapped, "MNEME_RECORD=1", "MNEME_RDB="+rdb, "MNEME_RT_LIB="+lib)
+	if got != want {
+		t.Fatalf("output differs while recording without a driver:\n--- plain\n%s--- recording\n%s", want, got)
+	}
+	if !strings.Contains(stderr, "recording disabled") {
+		t.Errorf("stderr does not say recording is disabled: %q", stderr)
+	}
+	data, err := os.ReadFile(filepath.Join(rdb, ".mneme-record.status"))
+	if err != nil {
+		t.Fatalf("no status file: %v (stderr %q)", err, stderr)
+	}
+	var st struct {
+		Fatbinaries       int      `json:"fatbinaries"`
+		KernelsRegistered int      `json:"kernels_registered"`
+		GlobalsRegistered int      `json:"globals_registered"`
+		Errors            []string `json:"errors"`
+	}
+	if err := json.Unmarshal(data, &st); err != nil {
+		t.Fatal(err)
+	}
+	// The library must not drag LLVM into applications.
+	if ldd, err := exec.LookPath("ldd"); err == nil {
+		if deps := b.run(ldd, lib); strings.Contains(deps, "LLVM") {
+			t.Errorf("the runtime library links LLVM:\n%s", deps)
+		}
+	}
+	if st.Fatbinaries != 1 || st.KernelsRegistered != 2 || st.GlobalsRegistered != 1 {
+		t.Errorf("registrations %+v, want 1 fat binary, 2 kernels, 1 global", st)
+	}
+	if len(st.Errors) != 1 || !strings.Contains(st.Errors[0], "no kernel can be recorded") {
+		t.Errorf("status errors %q", st.Errors)
+	}
+}
+
+var nsPerLaunch = regexp.MustCompile(`([0-9.]+) ns/launch`)
+
+// BenchmarkForwardedLaunch reports what the shim adds to one launch when
+// not recording: the same loop of launches linked with and without it,
+// against a runtime whose launch does nothing. The wrapped-minus-plain
+// figure is the shim's cost (target: well under 1 µs).
+func BenchmarkForwardedLaunch(b *testing.B) {
+	bd := newBuild(b)
+	plain := bd.link("bench_plain", "../bench/forward_bench.c", false)
+	wrapped := bd.link("bench_wrapped", "../bench/forward_bench.c", true)
+	n := max(b.N, 1000000)
+	b.ResetTimer()
+	p := measure(b, plain, n)
+	w := measure(b, wrapped, n)
+	b.ReportMetric(p, "ns/plain-launch")
+	b.ReportMetric(w, "ns/wrapped-launch")
+	b.ReportMetric(w-p, "ns/added")
+}
+
+func measure(b *testing.B, exe string, n int) float64 {
+	out, err := exec.Command(exe, strconv.Itoa(n)).CombinedOutput()
+	if err != nil {
+		b.Fatalf("%s: %v\n%s", exe, err, out)
+	}
+	m := nsPerLaunch.FindStringSubmatch(string(out))
+	if m == nil {
+		b.Fatalf("%s printed %q", exe, out)
+	}
+	v, _ := strconv.ParseFloat(m[1], 64)
+	return v
+}
+
+// TestLaunchMemo checks the shim's launch memo against a stand-in runtime
+// library that decides like the recorder with --max-recordings 3: the shim
+// asks the library only about launches it cannot decide itself (the first
+// of each kernel, and new arguments until the kernel is capped), forwards
+// every launch to CUDA exactly once, and hands the library exact counts of
+// what it decided alone.
+func TestLaunchMemo(t *testing.T) {
+	b := newBuild(t)
+	lib := filepath.Join(b.dir, "librt_standin.so")
+	b.run(b.cc, "-O2", "-fPIC", "-shared", "-Wall", "-Werror", "-o", lib, "testdata/rt_standin.c")
+	app := b.link("memo_app", "testdata/memo_app.c", true)
+	out, stderr := runProgram(t, app, "MNEME_RECORD=1", "MNEME_RT_LIB="+lib)
+	var asked, counted []string
+	launches := 0
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		switch {
+		case strings.HasPrefix(line, "asked "):
+			asked = append(asked, strings.TrimPrefix(line, "asked "))
+		case strings.HasPrefix(line, "counted "):
+			counted = append(counted, strings.TrimPrefix(line, "counted "))
+		case strings.HasPrefix(line, "launch "):
+			launches++
+		}
+	}
+	wantAsked := []string{
+		"_Z6kernelPfi grid=1 arg0=0", "_Z6kernelPfi grid=1 arg0=1", "_Z6kernelPfi grid=1 arg0=2",
+		"_Z5otherv grid=1 arg0=0", "_Z3big5Large grid=1 arg0=9",
+	}
+	if strings.Join(asked, "\n") != strings.Join(wantAsked, "\n") {
+		t.Errorf("the library was asked about:\n%s\nwant:\n%s", strings.Join(asked, "\n"), strings.Join(wantAsked, "\n"))
+	}
+	// Argument 0 repeats 3 times after it was recorded, 1 and 2 once each;
+	// 5, 5, 6 and the other geometry come after the cap; _Z5otherv is
+	// forwarded 4 times after the first; the large argument repeats twice.
+	wantCounted := []string{
+		"_Z3big5Large repeat=10 launches=2",
+		"_Z5otherv repeat=0 launches=4",
+		"_Z6kernelPfi repeat=0 launches=4",
+		"_Z6kernelPfi repeat=1 launches=3",
+		"_Z6kernelPfi repeat=2 launches=1",
+		"_Z6kernelPfi repeat=3 launches=1",
+	}
+	sort.Strings(counted)
+	if strings.Join(counted, "\n") != strings.Join(wantCounted, "\n") {
+		t.Errorf("the shim counted:\n%s\nwant:\n%s", strings.Join(counted, "\n"), strings.Join(wantCounted, "\n"))
+	}
+	if launches != 20 {
+		t.Errorf("%d launches reached CUDA, want all 20\n%s", launches, out)
+	}
+	if stderr != "" {
+		t.Errorf("stderr: %q", stderr)
+	}
+}

@@ -1,0 +1,62 @@
+/*
+ * Launches that exercise the shim's launch memo: one kernel with repeated
+ * and new scalar arguments past the point where its recorder is full, one
+ * kernel the recorder never wants to see, and one with an argument too large
+ * for the shim's stack buffer.
+ */
+#include <stddef.h>
+#include <string.h>
+
+typedef struct {
+  unsigned x, y, z;
+} dim3;
+void **__cudaRegisterFatBinary(void *fat);
+void __cudaRegisterFatBinaryEnd(void **h);
+void __cudaRegisterFunction(void **h, const char *hf, char *df, const char *dn,
+                            int tl, void *t, void *b, dim3 *bd, dim3 *gd,
+                            int *ws);
+int cudaLaunchKernel(const void *f, dim3 g, dim3 b, void **a, size_t sh,
+                     void *s);
+
+static char fatbin[16];
+static const char kernel_a[] = "kernel_a";
+static const char kernel_b[] = "kernel_b";
+static const char kernel_big[] = "kernel_big";
+
+__attribute__((constructor)) static void register_module(void) {
+  void **h = __cudaRegisterFatBinary(fatbin);
+  __cudaRegisterFunction(h, kernel_a, "_Z6kernelPfi", "_Z6kernelPfi", -1, 0, 0,
+                         0, 0, 0);
+  __cudaRegisterFunction(h, kernel_b, "_Z5otherv", "_Z5otherv", -1, 0, 0, 0, 0,
+                         0);
+  __cudaRegisterFunction(h, kernel_big, "_Z3big5Large", "_Z3big5Large", -1, 0,
+                         0, 0, 0, 0);
+  __cudaRegisterFatBinaryEnd(h);
+}
+
+int main(void) {
+  dim3 g = {1, 1, 1}, b = {32, 1, 1};
+  const int values[] = {0, 0, 1, 0, 1, 2, 5, 5, 6, 0, 2};
+  for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
+    int v = values[i];
+    void *args[] = {&v};
+    cudaLaunchKernel(kernel_a, g, b, args, 0, 0);
+  }
+  int zero = 0;
+  void *args[] = {&zero};
+  g.x = 2; /* same argument, other geometry: another launch key */
+  cudaLaunchKernel(kernel_a, g, b, args, 0, 0);
+  g.x = 1;
+  for (int i = 0; i < 5; i++)
+    cudaLaunchKernel(kernel_b, g, b, args, 0, 0);
+  struct {
+    int first;
+    char rest[2044];
+  } large;
+  memset(&large, 7, sizeof large);
+  large.first = 9;
+  void *big_args[] = {&large};
+  for (int i = 0; i < 3; i++)
+    cudaLaunchKernel(kernel_big, g, b, big_args, 0, 0);
+  return 0;
+}

@@ -1,0 +1,87 @@
+/*
+ * A stand-in for the runtime library (libmneme_rt.so) that tests the shim's
+ * launch memo without a GPU. It decides like the recorder with
+ * --max-recordings 3: the first three distinct arguments of _Z6kernelPfi
+ * become instances 1 + argument, after which the kernel is capped;
+ * _Z5otherv is never wanted; _Z3big5Large is instance 10. It prints each
+ * launch it is asked about, and at exit what the shim counted alone.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "../../mneme_shim.h"
+
+static const struct mneme_host_api *api;
+
+int mneme_rt_init(const struct mneme_host_api *a) {
+  api = a;
+  return 0;
+}
+cudaError_t mneme_rt_malloc(void **ptr, size_t size, int kind) {
+  (void)ptr;
+  (void)size;
+  (void)kind;
+  return MNEME_RT_FORWARD;
+}
+cudaError_t mneme_rt_free(void *ptr, cudaStream_t stream, int async) {
+  (void)ptr;
+  (void)stream;
+  (void)async;
+  return MNEME_RT_FORWARD;
+}
+void mneme_rt_managed(size_t size) { (void)size; }
+
+cudaError_t mneme_rt_launch(const void *func, int index, unsigned gx,
+                            unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                            unsigned bz, void **args, size_t shared,
+                            cudaStream_t stream, int ptsz, int *handled,
+                            struct mneme_launch_memo *memo) {
+  (void)func;
+  (void)gy;
+  (void)gz;
+  (void)bx;
+  (void)by;
+  (void)bz;
+  (void)shared;
+  (void)stream;
+  (void)ptsz;
+  struct mneme_kernel_reg reg;
+  api->kernel_at(index, &reg);
+  int v = *(int *)args[0];
+  printf("asked %s grid=%u arg0=%d\n", reg.device_name, gx, v);
+  if (strcmp(reg.device_name, "_Z5otherv") == 0) {
+    *handled = MNEME_LAUNCH_FORWARD_ALWAYS;
+    return 0;
+  }
+  static int enabled[3];
+  if (!enabled[index]) {
+    size_t sizes[1] = {
+        strcmp(reg.device_name, "_Z3big5Large") == 0 ? 2048 : sizeof(int)};
+    enabled[index] = api->memo_enable(index, 1, sizes);
+  }
+  if (strcmp(reg.device_name, "_Z3big5Large") == 0) {
+    memo->repeat = 10;
+    return 0;
+  }
+  static int known[64], nknown;
+  if (v >= 0 && v < 64 && !known[v] && nknown < 3) {
+    known[v] = 1;
+    nknown++;
+  }
+  if (v >= 0 && v < 64 && known[v])
+    memo->repeat = 1 + v;
+  memo->capped = nknown >= 3;
+  return 0;
+}
+
+void mneme_rt_finish(void) {
+  struct mneme_launch_count c[2];
+  int n;
+  while ((n = api->memo_drain(c, 2)) > 0)
+    for (int i = 0; i < n; i++) {
+      struct mneme_kernel_reg reg;
+      api->kernel_at(c[i].kernel_index, &reg);
+      printf("counted %s repeat=%d launches=%llu\n", reg.device_name,
+             c[i].repeat, (unsigned long long)c[i].launches);
+    }
+}

@@ -1,0 +1,23 @@
+package main
+
+import (
+	"os"
+
+	"github.com/mneme-gpu/mneme/geometry"
+	"github.com/mneme-gpu/mneme/llvm"
+)
+
+// analyzeGeometry reads the launch-geometry facts of kernel from the recorded
+// IR file at irPath, for mneme tune's launch safety.
+func analyzeGeometry(irPath, kernel string) (geometry.Facts, error) {
+	bc, err := os.ReadFile(irPath)
+	if err != nil {
+		return geometry.Facts{}, err
+	}
+	m, err := llvm.ParseBitcode(bc, irPath)
+	if err != nil {
+		return geometry.Facts{}, err
+	}
+	defer m.Dispose()
+	return m.KernelGeometry(kernel)
+}

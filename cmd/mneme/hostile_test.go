@@ -1,0 +1,647 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/zeebo/xxh3"
+
+	"github.com/mneme-gpu/mneme/db"
+	"github.com/mneme-gpu/mneme/llvm"
+)
+
+// The hostile-input suite: recordings, results folders, protocol lines and
+// command lines crafted the way a shared or damaged one can be. Every case
+// runs the mneme command in a child process under an 8 GiB address-space
+// limit and checks its exit code, that its message names the file and field,
+// that it ends promptly, and that no file outside its folder changed.
+
+// envRunAsCLI makes the test binary run the mneme command line instead of
+// the tests, so the suite can start it under `ulimit -v`.
+const envRunAsCLI = "MNEME_TEST_RUN_AS_CLI"
+
+// addressSpaceLimitKiB is the `ulimit -v` every case runs under: 8 GiB.
+const addressSpaceLimitKiB = 8 << 20
+
+// hostileTimeout is how long a case may take; each should end within a
+// second, the margin is for loaded machines.
+const hostileTimeout = 10 * time.Second
+
+// hostileEnv is one case's world: a valid database in Dir/db, a folder
+// outside it whose files must not change, and the database's kernels.
+type hostileEnv struct {
+	t       *testing.T
+	Dir     string
+	DB      string
+	Outside string
+	Vecadd  *db.Kernel
+	Stencil *db.Kernel
+}
+
+// hostileIR is bitcode holding both kernels of the test database, so loads
+// get past the IR check to the part a case attacks.
+const hostileIR = `target triple = "nvptx64-nvidia-cuda"
+%struct.Params = type { ptr, ptr, i64 }
+define ptx_kernel void @_Z6vecaddPfPKfif(ptr %y, ptr %x, i32 %n, float %a) {
+  ret void
+}
+define ptx_kernel void @_Z7stencil6Paramsd(ptr byval(%struct.Params) align 8 %p, double %w) {
+  ret void
+}
+`
+
+func newHostileEnv(t *testing.T) *hostileEnv {
+	t.Helper()
+	h := &hostileEnv{t: t, Dir: t.TempDir()}
+	h.DB = filepath.Join(h.Dir, "db")
+	h.Outside = filepath.Join(h.Dir, "outside")
+	if err := buildTestDB(h.DB); err != nil {
+		t.Fatal(err)
+	}
+	mod, err := llvm.ParseIR(hostileIR, "hostile.ll")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bc := mod.Bitcode()
+	mod.Dispose()
+	d, err := db.Open(h.DB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range d.Kernels {
+		h.write(filepath.Join(h.DB, k.Modules[0]), bc)
+		switch k.KernelName {
+		case "_Z6vecaddPfPKfif":
+			h.Vecadd = k
+		case "_Z7stencil6Paramsd":
+			h.Stencil = k
+		}
+	}
+	if err := os.MkdirAll(h.Outside, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	h.write(filepath.Join(h.Outside, "precious"), []byte("must not change\n"))
+	return h
+}
+
+func (h *hostileEnv) write(path string, data []byte) {
+	h.t.Helper()
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *hostileEnv) must(err error) {
+	h.t.Helper()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// instance is the first instance of k in id order.
+func (h *hostileEnv) instance(k *db.Kernel) *db.Instance { return k.Instances[k.InstanceIDs()[0]] }
+
+// fifo puts a FIFO in place of path.
+func (h *hostileEnv) fifo(path string) {
+	os.Remove(path)
+	h.must(syscall.Mkfifo(path, 0o644))
+}
+
+// symlink puts a link to target in place of path.
+func (h *hostileEnv) symlink(target, path string) {
+	os.Remove(path)
+	h.must(os.Symlink(target, path))
+}
+
+// rewriteKernel writes k back after edit, as a valid kernel file.
+func (h *hostileEnv) rewriteKernel(k *db.Kernel, edit func(*db.Kernel)) {
+	edit(k)
+	h.must(db.WriteKernel(h.DB, k))
+}
+
+// plantPrologue replaces the prologue of inst with data, recording its size
+// in the kernel file as the recorder would.
+func (h *hostileEnv) plantPrologue(k *db.Kernel, inst *db.Instance, data []byte) {
+	h.write(filepath.Join(h.DB, inst.Prologue), data)
+	h.rewriteKernel(k, func(*db.Kernel) { inst.PrologueBytes = uint64(len(data)) })
+}
+
+// bombSnapshot is a valid snapshot of a few KiB that declares one blob of
+// size bytes at addr, all of it zero chunks of 64 MiB: 64 GiB take 16 KiB.
+func bombSnapshot(addr, size uint64) []byte {
+	const chunk = 64 << 20
+	u32 := binary.LittleEndian.AppendUint32
+	u64 := binary.LittleEndian.AppendUint64
+	b := []byte("MNEMESNP")
+	b = u32(u32(u32(u32(b, db.FormatVersion), 0), chunk), 0)
+	b = u64(b, 0) // globals
+	b = u64(b, 1) // blobs
+	b = u64(u64(u64(b, (size+4095)/4096*4096), size), addr)
+	for i := uint64(0); i < (size+chunk-1)/chunk; i++ {
+		b = append(b, 2, 0, 0, 0) // zero chunk, reserved
+		b = u64(u32(b, 0), 0)     // stored length, checksum
+	}
+	b = u64(b, 0) // blob metadata length
+	b = u64(b, 0) // arguments
+	b = append(b, "MNEMEEND"...)
+	return u64(b, xxh3.Hash(b))
+}
+
+// hostileCase is one crafted input and what mneme must make of it.
+type hostileCase struct {
+	name  string
+	setup func(h *hostileEnv) (args []string, stdin string)
+	code  int
+	// stderr must contain each of these; for exit code 2 it is one line.
+	stderr []string
+	stdout []string
+	// check, when set, inspects the folder after the run.
+	check func(h *hostileEnv, stdout string)
+}
+
+var hostileCases = []hostileCase{
+	{
+		name: "snapshot declaring 64 GiB of zero chunks outside the arena",
+		setup: func(h *hostileEnv) ([]string, string) {
+			inst := h.instance(h.Vecadd)
+			h.plantPrologue(h.Vecadd, inst, bombSnapshot(testArena, 64<<30))
+			return []string{"replay", "-rdb", "db", "--kernel", "_Z6vecaddPfPKfif", "-rid", inst.DynamicHash}, ""
+		},
+		code:   2,
+		stderr: []string{"DeviceState.prologue.", "blob 0: size 68719476736", "outside the recording arena", "VASize"},
+	},
+	{
+		name: "snapshot declaring 64 GiB of zero chunks inside a 128 GiB arena",
+		setup: func(h *hostileEnv) ([]string, string) {
+			h.rewriteKernel(h.Vecadd, func(k *db.Kernel) { k.VASize = 128 << 30 })
+			inst := h.instance(h.Vecadd)
+			h.plantPrologue(h.Vecadd, inst, bombSnapshot(testArena, 64<<30))
+			return []string{"replay", "-rdb", "db", "--kernel", "_Z6vecaddPfPKfif", "-rid", inst.DynamicHash}, ""
+		},
+		code:   7,
+		stderr: []string{"DeviceState.prologue.", "out of resources", "64.0 GiB"},
+	},
+	{
+		name: "snapshot bomb: the worker answers open with an error",
+		setup: func(h *hostileEnv) ([]string, string) {
+			inst := h.instance(h.Vecadd)
+			h.plantPrologue(h.Vecadd, inst, bombSnapshot(testArena, 64<<30))
+			return []string{"worker"}, fmt.Sprintf(`{"id":1,"op":"open","open":{"db":"db","kernel":"_Z6vecaddPfPKfif","instance":%q,"iterations":1}}`+"\n", inst.DynamicHash)
+		},
+		code:   0,
+		stdout: []string{`"id":1,"ok":false`, "DeviceState.prologue.", "outside the recording arena"},
+	},
+	{
+		name: "snapshot bomb: a compile-only worker reads no snapshot data",
+		setup: func(h *hostileEnv) ([]string, string) {
+			h.rewriteKernel(h.Vecadd, func(k *db.Kernel) { k.VASize = 128 << 30 })
+			inst := h.instance(h.Vecadd)
+			h.plantPrologue(h.Vecadd, inst, bombSnapshot(testArena, 64<<30))
+			return []string{"worker"}, fmt.Sprintf(`{"id":1,"op":"open","open":{"db":"db","kernel":"_Z6vecaddPfPKfif","instance":%q,"iterations":1,"compile_only":true}}`+"\n"+`{"id":2,"op":"close"}`+"\n", inst.DynamicHash)
+		},
+		code:   0,
+		stdout: []string{`"id":1,"ok":true`, `"id":2,"ok":true`},
+	},
+	{
+		name: "snapshot whose size disagrees with the kernel file",
+		setup: func(h *hostileEnv) ([]string, string) {
+			inst := h.instance(h.Stencil)
+			path := filepath.Join(h.DB, inst.Epilogue)
+			f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+			h.must(err)
+			f.Write([]byte("trailing"))
+			f.Close()
+			return []string{"replay", "-rdb", "db", "--kernel", "_Z7stencil6Paramsd"}, ""
+		},
+		code:   2,
+		stderr: []string{".json: instances[", "].EpilogueBytes is", "DeviceState.epilogue."},
+	},
+	{
+		name: "compile-cache entries that are FIFOs",
+		setup: func(h *hostileEnv) ([]string, string) {
+			inst := h.instance(h.Stencil)
+			session := fmt.Sprintf(`{"id":1,"op":"open","open":{"db":"db","kernel":"_Z7stencil6Paramsd","instance":%q,"iterations":1,"compile_only":true,"cache_dir":"cache"}}`+"\n"+
+				`{"id":2,"op":"compile","config":{"passes":"default<O3>"}}`+"\n"+`{"id":3,"op":"close"}`+"\n", inst.DynamicHash)
+			if code, stdout, stderr := h.run([]string{"worker"}, session); code != 0 || !strings.Contains(stdout, `"id":2,"ok":true`) {
+				h.t.Fatalf("filling the cache: exit %d\n%s\n%s", code, stdout, stderr)
+			}
+			entries, _ := filepath.Glob(filepath.Join(h.Dir, "cache", "*", "*.json"))
+			if len(entries) == 0 {
+				h.t.Fatal("the compile left no cache entry")
+			}
+			for _, e := range entries {
+				h.fifo(e)
+			}
+			return []string{"worker"}, session
+		},
+		code:   0,
+		stdout: []string{`"id":2,"ok":true`, `"status":"verified"`},
+	},
+	{
+		name: "kernel file that is a FIFO",
+		setup: func(h *hostileEnv) ([]string, string) {
+			h.fifo(filepath.Join(h.DB, h.Vecadd.StaticHash+".json"))
+			return []string{"replay", "-rdb", "db", "--kernel", "_Z7stencil6Paramsd"}, ""
+		},
+		code:   2,
+		stderr: []string{".json", "not a regular file (a FIFO)"},
+	},
+	{
+		name: "recorded IR that is a link to /dev/zero",
+		setup: func(h *hostileEnv) ([]string, string) {
+			h.symlink("/dev/zero", filepath.Join(h.DB, h.Stencil.Modules[0]))
+			return []string{"replay", "-rdb", "db", "--kernel", "_Z7stencil6Paramsd"}, ""
+		},
+		code:   2,
+		stderr: []string{"RecordedIR_", "leads outside its folder"},
+	},
+	{
+		name: "recorded IR that is a 20 GiB sparse file",
+		setup: func(h *hostileEnv) ([]string, string) {
+			h.must(os.Truncate(filepath.Join(h.DB, h.Stencil.Modules[0]), 20<<30))
+			return []string{"replay", "-rdb", "db", "--kernel", "_Z7stencil6Paramsd"}, ""
+		},
+		code:   2,
+		stderr: []string{"RecordedIR_", "file too large", "21474836480 bytes"},
+	},
+	{
+		name: "recorded IR that is a FIFO",
+		setup: func(h *hostileEnv) ([]string, string) {
+			h.fifo(filepath.Join(h.DB, h.Stencil.Modules[0]))
+			return []string{"replay", "-rdb", "db", "--kernel", "_Z7stencil6Paramsd"}, ""
+		},
+		code:   2,
+		stderr: []string{"RecordedIR_", "not a regular file (a FIFO)"},
+	},
+	{
+		name: "snapshot that is a link to a file outside the database",
+		setup: func(h *hostileEnv) ([]string, string) {
+			inst := h.instance(h.Stencil)
+			outside := filepath.Join(h.Outside, "stolen.mneme")
+			data, err := os.ReadFile(filepath.Join(h.DB, inst.Prologue))
+			h.must(err)
+			h.write(outside, data)
+			h.symlink(outside, filepath.Join(h.DB, inst.Prologue))
+			return []string{"replay", "-rdb", "db", "--kernel", "_Z7stencil6Paramsd"}, ""
+		},
+		code:   2,
+		stderr: []string{"DeviceState.prologue.", "leads outside its folder"},
+	},
+	{
+		name: "snapshot that is a FIFO",
+		setup: func(h *hostileEnv) ([]string, string) {
+			h.fifo(filepath.Join(h.DB, h.instance(h.Stencil).Epilogue))
+			return []string{"replay", "-rdb", "db", "--kernel", "_Z7stencil6Paramsd"}, ""
+		},
+		code:   2,
+		stderr: []string{"DeviceState.epilogue.", "not a regular file (a FIFO)"},
+	},
+	{
+		name: "kernel file naming a key twice",
+		setup: func(h *hostileEnv) ([]string, string) {
+			path := filepath.Join(h.DB, h.Stencil.StaticHash+".json")
+			data, err := os.ReadFile(path)
+			h.must(err)
+			h.write(path, bytes.Replace(data, []byte(`"KernelName": "_Z7stencil6Paramsd",`), []byte(`"KernelName": "_Z7stencil6Paramsd", "KernelName": "other",`), 1))
+			return []string{"inspect", "db"}, ""
+		},
+		code:   2,
+		stderr: []string{".json", "KernelName: the key appears twice"},
+	},
+	{
+		name: "escape sequences in a database's names",
+		setup: func(h *hostileEnv) ([]string, string) {
+			h.rewriteKernel(h.Stencil, func(k *db.Kernel) { k.DemangledName = "stencil\x1b]0;owned\x07\x1b[2J" })
+			return []string{"inspect", "db"}, ""
+		},
+		code:   0,
+		stdout: []string{`stencil\x1b]0;owned\x07\x1b[2J`},
+		check: func(h *hostileEnv, stdout string) {
+			if strings.ContainsAny(stdout, "\x1b\x07") {
+				h.t.Errorf("control characters reached the terminal: %q", stdout)
+			}
+		},
+	},
+	{
+		name: "--ir /dev/zero",
+		setup: func(h *hostileEnv) ([]string, string) {
+			return []string{"compile", "--ir", "/dev/zero", "--kernel", "k"}, ""
+		},
+		code:   2,
+		stderr: []string{"--ir", "/dev/zero", "not a regular file (a device)"},
+	},
+	{
+		name: "--config /dev/zero",
+		setup: func(h *hostileEnv) ([]string, string) {
+			return h.tuneArgs("--config", "/dev/zero"), ""
+		},
+		code:   2,
+		stderr: []string{"--config", "/dev/zero", "not a regular file (a device)"},
+	},
+	{
+		name: "--workers 100000",
+		setup: func(h *hostileEnv) ([]string, string) {
+			return h.tuneArgs("--workers", "100000"), ""
+		},
+		code:   2,
+		stderr: []string{"--workers 100000", "exceed the limit"},
+	},
+	{
+		name: "--compile-workers 100000",
+		setup: func(h *hostileEnv) ([]string, string) {
+			return append(h.tuneArgs(), "--compile-workers", "100000"), ""
+		},
+		code:   2,
+		stderr: []string{"--compile-workers 100000", "exceeds the limit"},
+	},
+	{
+		name: "resume where trials.jsonl links to a file outside",
+		setup: func(h *hostileEnv) ([]string, string) {
+			out := h.resultsFolder()
+			h.symlink(filepath.Join(h.Outside, "precious"), filepath.Join(out, "trials.jsonl"))
+			return h.tuneArgs("--resume"), ""
+		},
+		code:   2,
+		stderr: []string{"trials.jsonl", "leads outside its folder"},
+	},
+	{
+		name: "resume where logs links to a folder outside",
+		setup: func(h *hostileEnv) ([]string, string) {
+			out := h.resultsFolder()
+			os.RemoveAll(filepath.Join(out, "logs"))
+			h.symlink(h.Outside, filepath.Join(out, "logs"))
+			return h.tuneArgs("--resume"), ""
+		},
+		code:   2,
+		stderr: []string{"logs", "leads outside its folder"},
+	},
+	{
+		name: "resume where trials.jsonl is a FIFO",
+		setup: func(h *hostileEnv) ([]string, string) {
+			h.fifo(filepath.Join(h.resultsFolder(), "trials.jsonl"))
+			return h.tuneArgs("--resume"), ""
+		},
+		code:   2,
+		stderr: []string{"trials.jsonl", "not a regular file (a FIFO)"},
+	},
+	{
+		name: "resume with a complete trial line that does not parse",
+		setup: func(h *hostileEnv) ([]string, string) {
+			out := h.resultsFolder()
+			h.write(filepath.Join(out, "trials.jsonl"), []byte("{\"number\":0}\n{\"number\": oops}\n"))
+			return h.tuneArgs("--resume"), ""
+		},
+		code:   2,
+		stderr: []string{"trials.jsonl:2:", "not a trial record"},
+	},
+	{
+		name: "fresh run into a folder that is not a results folder",
+		setup: func(h *hostileEnv) ([]string, string) {
+			h.must(os.MkdirAll(filepath.Join(h.Dir, "out"), 0o755))
+			h.write(filepath.Join(h.Dir, "out", "config.json"), []byte("someone else's config\n"))
+			return h.tuneArgs(), ""
+		},
+		code:   2,
+		stderr: []string{"--output out is not empty and is not a results directory", "config.json"},
+		check: func(h *hostileEnv, _ string) {
+			if data, _ := os.ReadFile(filepath.Join(h.Dir, "out", "config.json")); string(data) != "someone else's config\n" {
+				h.t.Errorf("config.json of the folder was replaced: %q", data)
+			}
+		},
+	},
+	{
+		name: "worker request line over 16 MiB",
+		setup: func(h *hostileEnv) ([]string, string) {
+			return []string{"worker"}, `{"id":1,"op":"compile","config":{"passes":"` + strings.Repeat("x", 17<<20) + `"}}` + "\n" + `{"id":2,"op":"close"}` + "\n"
+		},
+		code:   0,
+		stdout: []string{`"ok":false,"error":"malformed request: the line is longer than the limit of 16777216 bytes"`, `"id":2,"ok":true`},
+	},
+	{
+		name: "--specialize-args beyond the kernel's arguments",
+		setup: func(h *hostileEnv) ([]string, string) {
+			return []string{"replay", "-rdb", "db", "--kernel", "_Z7stencil6Paramsd", "--specialize-args", "99"}, ""
+		},
+		code:   2,
+		stderr: []string{"specialize_args: argument 99 does not exist", "2 arguments"},
+	},
+	{
+		name: "launch bounds below the block",
+		setup: func(h *hostileEnv) ([]string, string) {
+			return []string{"replay", "-rdb", "db", "--kernel", "_Z7stencil6Paramsd", "--launch-bounds", "32"}, ""
+		},
+		code:   2,
+		stderr: []string{"max_threads 32", "below the block"},
+	},
+	{
+		name: "grid over CUDA's limits",
+		setup: func(h *hostileEnv) ([]string, string) {
+			return []string{"replay", "-rdb", "db", "--kernel", "_Z7stencil6Paramsd", "--grid", "1,70000,1"}, ""
+		},
+		code:   2,
+		stderr: []string{"grid", "exceeds CUDA's grid limits"},
+	},
+	{
+		name: "--tolerance NaN",
+		setup: func(h *hostileEnv) ([]string, string) {
+			return []string{"replay", "-rdb", "db", "--kernel", "_Z7stencil6Paramsd", "--verify", "abs", "--tolerance", "NaN"}, ""
+		},
+		code:   2,
+		stderr: []string{"--tolerance NaN"},
+	},
+	{
+		name:   "a missing response file",
+		setup:  func(h *hostileEnv) ([]string, string) { return []string{"cc", "@missing.rsp"}, "" },
+		code:   2,
+		stderr: []string{"response file missing.rsp: does not exist"},
+	},
+	{
+		name: "record --overwrite that records nothing keeps the old recording",
+		setup: func(h *hostileEnv) ([]string, string) {
+			// A runtime library that loads and records nothing.
+			h.t.Setenv("MNEME_RT_LIB", filepath.Join(h.Outside, "precious"))
+			return []string{"record", "--overwrite", "-rdb", "db", "--", "/bin/true"}, ""
+		},
+		code:   1,
+		stderr: []string{"was left as it was"},
+		check: func(h *hostileEnv, _ string) {
+			if _, err := db.Open(h.DB); err != nil {
+				h.t.Errorf("the old recording was lost: %v", err)
+			}
+		},
+	},
+}
+
+// resultsFolder makes out/ a results folder as a run leaves it (config.json,
+// logs/) for the stencil instance.
+func (h *hostileEnv) resultsFolder() string {
+	out := filepath.Join(h.Dir, "out")
+	// tune writes config.json itself on a run that stops at the missing
+	// GPU, with the key options resume compares.
+	code, _, stderr := h.run(h.tuneArgs(), "")
+	if _, err := os.Stat(filepath.Join(out, "config.json")); err != nil {
+		h.t.Fatalf("making a results folder: exit %d, %s", code, stderr)
+	}
+	return out
+}
+
+// tuneArgs is a tuning run of the stencil instance into out/.
+func (h *hostileEnv) tuneArgs(extra ...string) []string {
+	return append([]string{"tune", "-rdb", "db", "-rid", h.instance(h.Stencil).DynamicHash, "--preset", "quick", "--output", "out", "--compile-workers", "0"}, extra...)
+}
+
+// run starts mneme in h.Dir under the address-space limit, without a GPU.
+func (h *hostileEnv) run(args []string, stdin string) (code int, stdout, stderr string) {
+	exe, err := os.Executable()
+	h.must(err)
+	ctx, cancel := context.WithTimeout(context.Background(), hostileTimeout)
+	defer cancel()
+	shArgs := append([]string{"-c", fmt.Sprintf(`ulimit -v %d && exec "$0" "$@"`, addressSpaceLimitKiB), exe}, args...)
+	cmd := exec.CommandContext(ctx, "sh", shArgs...)
+	cmd.Dir = h.Dir
+	cmd.Env = append(os.Environ(), envRunAsCLI+"=1", "CUDA_VISIBLE_DEVICES=")
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err = cmd.Run()
+	if ctx.Err() != nil {
+		h.t.Fatalf("mneme %s: still running after %v", strings.Join(args, " "), hostileTimeout)
+	}
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode(), out.String(), errb.String()
+	}
+	h.must(err)
+	return 0, out.String(), errb.String()
+}
+
+// fingerprint is every file under dir by path: type, size and content hash.
+func fingerprint(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	fp := map[string]string{}
+	filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		entry := info.Mode().String()
+		if info.Mode().IsRegular() {
+			data, _ := os.ReadFile(path)
+			entry += fmt.Sprintf(" %d %x", len(data), sha256.Sum256(data))
+		}
+		fp[path] = entry
+		return nil
+	})
+	return fp
+}
+
+func TestHostileInputs(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the crafted inputs (FIFOs, sparse files, ulimit -v) are Linux's")
+	}
+	for _, c := range hostileCases {
+		t.Run(c.name, func(t *testing.T) {
+			env := newHostileEnv(t)
+			args, stdin := c.setup(env)
+			before := fingerprint(t, env.Outside)
+			start := time.Now()
+			code, stdout, stderr := env.run(args, stdin)
+			took := time.Since(start)
+			if code != c.code {
+				t.Errorf("mneme %s: exit %d, want %d\nstderr: %s", strings.Join(args, " "), code, c.code, stderr)
+			}
+			for _, want := range c.stderr {
+				if !strings.Contains(stderr, want) {
+					t.Errorf("stderr does not name %q:\n%s", want, stderr)
+				}
+			}
+			if c.code == 2 && strings.Count(strings.TrimSpace(stderr), "\n") > 0 {
+				t.Errorf("want one line on stderr, got:\n%s", stderr)
+			}
+			for _, want := range c.stdout {
+				if !strings.Contains(stdout, want) {
+					t.Errorf("stdout does not hold %q:\n%.2000s", want, stdout)
+				}
+			}
+			if args[0] == "worker" {
+				for _, line := range strings.Split(strings.TrimSpace(stdout), "\n") {
+					if line != "" && !json.Valid([]byte(line)) {
+						t.Errorf("worker answer is not JSON: %.200q", line)
+					}
+				}
+			}
+			if after := fingerprint(t, env.Outside); fmt.Sprint(after) != fmt.Sprint(before) {
+				t.Errorf("files outside the folder changed:\nbefore %v\nafter  %v", before, after)
+			}
+			if c.check != nil {
+				c.check(env, stdout)
+			}
+			if took > 2*time.Second {
+				t.Logf("took %v (want about a second at most)", took)
+			}
+		})
+	}
+}
+
+// TestUsageErrorsExit2InEveryCommand checks the exit-code contract on the
+// command line itself: an unknown flag is bad input (2) in every command,
+// and so is an unknown command. The compiler wrappers are left out: their
+// command line is the compiler's.
+func TestUsageErrorsExit2InEveryCommand(t *testing.T) {
+	env := &hostileEnv{t: t, Dir: t.TempDir()}
+	var names []string
+	for _, c := range rootCmd.Commands() {
+		switch c.Name() {
+		case "cc", "cxx", "help", "completion":
+			continue
+		}
+		names = append(names, c.Name())
+	}
+	if len(names) < 8 {
+		t.Fatalf("found only the commands %v", names)
+	}
+	for _, name := range names {
+		code, _, stderr := env.run([]string{name, "--no-such-flag"}, "")
+		if code != exitUsage || !strings.Contains(stderr, "no-such-flag") {
+			t.Errorf("mneme %s --no-such-flag: exit %d, want %d\n%s", name, code, exitUsage, stderr)
+		}
+	}
+	if code, _, stderr := env.run([]string{"no-such-command"}, ""); code != exitUsage {
+		t.Errorf("mneme no-such-command: exit %d, want %d\n%s", code, exitUsage, stderr)
+	}
+}
+
+// FuzzDecodeConfigYAML feeds arbitrary --config files to the reader: it
+// returns options or an error naming the file, and never panics.
+func FuzzDecodeConfigYAML(f *testing.F) {
+	f.Add([]byte("db: rec\ntrials: 10\nverify:\n  mode: ulp\n  ulp: 4\n"))
+	f.Add([]byte("trials: 1\ntrials: 2\n"))
+	f.Add([]byte("a: &x [*x]\n"))
+	f.Add([]byte("seed: 1e400\nbogus: 1\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if _, _, err := decodeConfigYAML("fuzz.yaml", data); err != nil && !strings.Contains(err.Error(), "fuzz.yaml") {
+			t.Fatalf("error does not name the file: %v", err)
+		}
+	})
+}
+
+func TestDecodeConfigYAMLRefusesRepeatedKeys(t *testing.T) {
+	if _, _, err := decodeConfigYAML("c.yaml", []byte("trials: 1\ntrials: 2\n")); err == nil || !strings.Contains(err.Error(), "trials") {
+		t.Fatalf("repeated key: %v", err)
+	}
+}

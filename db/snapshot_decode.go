@@ -1,0 +1,588 @@
+package db
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"sync"
+
+	"github.com/mneme-gpu/mneme"
+	"github.com/mneme-gpu/mneme/internal/safefile"
+	"github.com/zeebo/xxh3"
+)
+
+// SnapshotLimits bound what a snapshot may declare, from the kernel file it
+// belongs to, before any of its data is allocated. Zero fields do not limit.
+type SnapshotLimits struct {
+	// ArenaBase and ArenaSize are the recording arena (VAddr, VASize):
+	// every allocation lies inside it.
+	ArenaBase, ArenaSize uint64
+	// MaxGlobalBytes bounds the device globals together: a global cannot
+	// exceed the memory of the device it was recorded on (Device.TotalMem).
+	MaxGlobalBytes uint64
+}
+
+// KernelLimits are the limits a snapshot of kernel k must respect.
+func KernelLimits(k *Kernel) SnapshotLimits {
+	l := SnapshotLimits{ArenaSize: k.VASize, MaxGlobalBytes: k.Device.TotalMem}
+	l.ArenaBase, _ = k.ParseVAddr()
+	if l.ArenaSize == 0 {
+		l.ArenaSize = 1 // no arena: no allocation fits
+	}
+	return l
+}
+
+// ReadSnapshot reads and fully verifies a snapshot file (a regular file; a
+// FIFO or device is refused), without limits beyond the file's own.
+func ReadSnapshot(path string) (*Snapshot, error) {
+	return ReadSnapshotLimited(path, SnapshotLimits{})
+}
+
+// ReadSnapshotLimited reads and fully verifies a snapshot file whose blobs
+// and globals must respect lim. Data is allocated only once the metadata
+// has been checked, and only if this process has the memory for it.
+func ReadSnapshotLimited(path string, lim SnapshotLimits) (*Snapshot, error) {
+	f, fi, err := safefile.Open(path, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return decodeSnapshot(path, f, fi.Size(), lim, true)
+}
+
+// ReadSnapshotMetadata reads and verifies a snapshot's metadata (globals'
+// names and sizes, blobs' addresses and sizes, arguments' sizes) and leaves
+// every Data nil: what compile-only work needs, at the cost of the metadata.
+func ReadSnapshotMetadata(path string, lim SnapshotLimits) (*Snapshot, error) {
+	f, fi, err := safefile.Open(path, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return decodeSnapshot(path, f, fi.Size(), lim, false)
+}
+
+// DecodeSnapshot reads a whole snapshot from r, refusing streams longer than
+// limit bytes (limit <= 0: no limit), and verifies it as ReadSnapshot does.
+func DecodeSnapshot(r io.Reader, limit int64) (*Snapshot, error) {
+	lr := r
+	if limit > 0 {
+		lr = io.LimitReader(r, limit+1)
+	}
+	data, err := io.ReadAll(lr)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	if limit > 0 && int64(len(data)) > limit {
+		return nil, fmt.Errorf("snapshot: longer than the limit of %d bytes", limit)
+	}
+	return decodeSnapshot("snapshot", bytes.NewReader(data), int64(len(data)), SnapshotLimits{}, true)
+}
+
+// DecodeSnapshotBytes verifies and decodes an in-memory snapshot.
+func DecodeSnapshotBytes(data []byte) (*Snapshot, error) {
+	return decodeSnapshot("snapshot", bytes.NewReader(data), int64(len(data)), SnapshotLimits{}, true)
+}
+
+// formatError locates a problem in a snapshot file.
+type formatError struct {
+	name string
+	off  int64
+	msg  string
+}
+
+func (e *formatError) Error() string {
+	return fmt.Sprintf("%s: byte offset %d: %s", e.name, e.off, e.msg)
+}
+
+// ErrCorruptSnapshot is wrapped by every error about a snapshot's contents
+// (as opposed to an I/O error), so callers can tell a bad file from a bad disk.
+var ErrCorruptSnapshot = errors.New("corrupt snapshot")
+
+func (e *formatError) Unwrap() error { return ErrCorruptSnapshot }
+
+// metaReader walks a snapshot's metadata through a small buffered window over
+// a ReaderAt, hashing what it reads and skipping over payloads unread.
+type metaReader struct {
+	name   string
+	ra     io.ReaderAt
+	size   int64
+	off    int64
+	win    []byte
+	winOff int64
+	hash   *xxh3.Hasher
+	lim    SnapshotLimits
+	// globalBytes sums the globals' sizes, for lim.MaxGlobalBytes.
+	globalBytes uint64
+}
+
+func (m *metaReader) errf(off int64, format string, a ...any) error {
+	return &formatError{name: m.name, off: off, msg: fmt.Sprintf(format, a...)}
+}
+
+// read returns the next n metadata bytes; the slice is valid until the next call.
+func (m *metaReader) read(n int64, what string) ([]byte, error) {
+	if n > m.size-m.off {
+		return nil, m.errf(m.off, "truncated: %s needs %d bytes but the file ends at %d", what, n, m.size)
+	}
+	if m.off < m.winOff || m.off+n > m.winOff+int64(len(m.win)) {
+		want := max(n, 64<<10)
+		want = min(want, m.size-m.off)
+		if int64(cap(m.win)) < want {
+			m.win = make([]byte, want)
+		}
+		m.win = m.win[:want]
+		if _, err := m.ra.ReadAt(m.win, m.off); err != nil && !(errors.Is(err, io.EOF)) {
+			return nil, fmt.Errorf("%s: read at %d: %w", m.name, m.off, err)
+		}
+		m.winOff = m.off
+	}
+	b := m.win[m.off-m.winOff : m.off-m.winOff+n]
+	m.hash.Write(b)
+	m.off += n
+	return b, nil
+}
+
+func (m *metaReader) u64(what string) (uint64, error) {
+	b, err := m.read(8, what)
+	if err != nil {
+		return 0, err
+	}
+	return binary.LittleEndian.Uint64(b), nil
+}
+
+// count reads an entry count and checks the rest of the file can hold it.
+func (m *metaReader) count(what string, minEntry int64) (int, error) {
+	at := m.off
+	n, err := m.u64(what)
+	if err != nil {
+		return 0, err
+	}
+	if n > uint64((m.size-m.off)/minEntry) {
+		return 0, m.errf(at, "%s %d cannot fit in the %d bytes left", what, n, m.size-m.off)
+	}
+	return int(n), nil
+}
+
+// chunkPlan is one chunk found by the metadata pass, decoded in the second.
+type chunkPlan struct {
+	region  int    // index into plan.regions
+	rawOff  uint64 // offset in the region's data
+	rawLen  int
+	codec   byte
+	stored  int
+	sum     uint64
+	hdrOff  int64 // where its header is, for errors
+	dataOff int64
+}
+
+type regionRef struct {
+	kind byte // 'g', 'b', 'a'
+	idx  int
+	size uint64
+	what string
+}
+
+type plan struct {
+	cs      int
+	regions []regionRef
+	chunks  []chunkPlan
+	raw     uint64
+}
+
+// region walks the chunk headers of a payload of size bytes.
+func (m *metaReader) region(p *plan, size uint64, ref regionRef) error {
+	at := m.off
+	// Checked first: it also keeps the chunk count below from overflowing.
+	if size > maxDecodedSize || p.raw+size > maxDecodedSize {
+		return m.errf(at, "%s: %d bytes would take the snapshot past %d data bytes", ref.what, size, maxDecodedSize)
+	}
+	n := (size + uint64(p.cs) - 1) / uint64(p.cs)
+	if n > uint64((m.size-m.off)/chunkHeader) {
+		return m.errf(at, "%s: %d bytes need %d chunks, more than the %d bytes left can hold", ref.what, size, n, m.size-m.off)
+	}
+	ri := len(p.regions)
+	p.regions = append(p.regions, ref)
+	p.raw += size
+	for i := uint64(0); i < n; i++ {
+		hdrOff := m.off
+		h, err := m.read(chunkHeader, "chunk header")
+		if err != nil {
+			return err
+		}
+		c := chunkPlan{region: ri, rawOff: i * uint64(p.cs), codec: h[0], stored: int(binary.LittleEndian.Uint32(h[4:])), sum: binary.LittleEndian.Uint64(h[8:]), hdrOff: hdrOff}
+		c.rawLen = int(min(uint64(p.cs), size-c.rawOff))
+		if h[1]|h[2]|h[3] != 0 {
+			return m.errf(hdrOff, "%s chunk %d: reserved header bytes are not zero", ref.what, i)
+		}
+		switch c.codec {
+		case codecRaw:
+			if c.stored != c.rawLen {
+				return m.errf(hdrOff, "%s chunk %d: raw chunk stores %d bytes, want %d", ref.what, i, c.stored, c.rawLen)
+			}
+		case codecZstd, codecShuffle4:
+			if c.stored == 0 || c.stored >= c.rawLen {
+				return m.errf(hdrOff, "%s chunk %d: compressed chunk stores %d bytes for %d", ref.what, i, c.stored, c.rawLen)
+			}
+		case codecZero:
+			if c.stored != 0 || c.sum != 0 {
+				return m.errf(hdrOff, "%s chunk %d: zero chunk with stored bytes or a checksum", ref.what, i)
+			}
+		default:
+			return m.errf(hdrOff, "%s chunk %d: unknown codec %d", ref.what, i, c.codec)
+		}
+		if int64(c.stored) > m.size-m.off {
+			return m.errf(m.off, "truncated: %s chunk %d needs %d bytes but the file ends at %d", ref.what, i, c.stored, m.size)
+		}
+		c.dataOff = m.off
+		m.off += int64(c.stored)
+		p.chunks = append(p.chunks, c)
+	}
+	return nil
+}
+
+func decodeSnapshot(name string, ra io.ReaderAt, size int64, lim SnapshotLimits, withData bool) (*Snapshot, error) {
+	m := &metaReader{name: name, ra: ra, size: size, hash: xxh3.New(), lim: lim}
+	s, p, err := m.walk()
+	if err != nil {
+		return nil, err
+	}
+	if !withData {
+		return s, nil
+	}
+	// The whole structure is consistent and its checksum matched: only now
+	// allocate what it declares, and only what this process can hold (a
+	// failed allocation would end the process, not return an error).
+	if budget := hostMemoryBudget(); p.raw > budget {
+		return nil, fmt.Errorf("%s: %w: its data takes %s, more than the %s of memory this process can still use",
+			name, mneme.ErrOutOfResources, FormatSize(p.raw), FormatSize(budget))
+	}
+	datas := make([][]byte, len(p.regions))
+	for i, r := range p.regions {
+		datas[i] = make([]byte, r.size)
+	}
+	if err := decodeChunks(m, p, datas); err != nil {
+		return nil, err
+	}
+	for i, r := range p.regions {
+		switch r.kind {
+		case 'g':
+			s.Globals[r.idx].Data = datas[i]
+		case 'b':
+			s.Blobs[r.idx].Data = datas[i]
+		case 'a':
+			s.Args[r.idx] = datas[i]
+		}
+	}
+	return s, nil
+}
+
+// walk reads and checks all metadata, leaving payloads for decodeChunks:
+// the header, the globals, the blobs, the arguments and the trailer, in the
+// order the file holds them.
+func (m *metaReader) walk() (*Snapshot, *plan, error) {
+	cs, err := m.header()
+	if err != nil {
+		return nil, nil, err
+	}
+	p := &plan{cs: cs}
+	s := &Snapshot{}
+	for _, step := range []func(*Snapshot, *plan) error{m.globals, m.blobs, m.args} {
+		if err := step(s, p); err != nil {
+			return nil, nil, err
+		}
+	}
+	if err := m.trailer(); err != nil {
+		return nil, nil, err
+	}
+	return s, p, nil
+}
+
+// header checks the magic, the format version, the flags and the reserved
+// field, and returns the chunk size.
+func (m *metaReader) header() (int, error) {
+	hdr, err := m.read(headerSize, "header")
+	if err != nil {
+		if m.size < int64(len(snapMagic)) || !bytes.Equal(mustPrefix(m, len(snapMagic)), []byte(snapMagic)) {
+			return 0, m.errf(0, "not a mneme snapshot (no %s header)", snapMagic)
+		}
+		return 0, err
+	}
+	if string(hdr[:8]) != snapMagic {
+		return 0, m.errf(0, "not a mneme snapshot (no %s header)", snapMagic)
+	}
+	if v := binary.LittleEndian.Uint32(hdr[8:]); v != FormatVersion {
+		return 0, m.errf(8, "snapshot format version %d is not supported (this mneme reads %d)", v, FormatVersion)
+	}
+	if f := binary.LittleEndian.Uint32(hdr[12:]); f&^flagCompressed != 0 {
+		return 0, m.errf(12, "unknown flags 0x%x", f)
+	}
+	cs := int(binary.LittleEndian.Uint32(hdr[16:]))
+	if _, err := chunkSizeOf(SnapshotOptions{ChunkSize: cs}); err != nil || cs == 0 {
+		return 0, m.errf(16, "chunk size %d: want a power of two from %d to %d", cs, minChunkSize, maxChunkSize)
+	}
+	if binary.LittleEndian.Uint32(hdr[20:]) != 0 {
+		return 0, m.errf(20, "reserved header field is not zero")
+	}
+	return cs, nil
+}
+
+// globals reads the global count and each global, whose names must be
+// unique and whose address ranges must not wrap around.
+func (m *metaReader) globals(s *Snapshot, p *plan) error {
+	n, err := m.count("global count", minGlobalEntry)
+	if err != nil {
+		return err
+	}
+	s.Globals = make([]Global, 0, min(n, 1024))
+	names := map[string]bool{}
+	for i := 0; i < n; i++ {
+		at := m.off
+		nameLen, err := m.u64("global name length")
+		if err != nil {
+			return err
+		}
+		if nameLen == 0 || nameLen > maxNameLen {
+			return m.errf(at, "global %d: name length %d outside 1..%d", i, nameLen, maxNameLen)
+		}
+		nb, err := m.read(int64(nameLen), "global name")
+		if err != nil {
+			return err
+		}
+		g := Global{Name: string(nb)}
+		if names[g.Name] {
+			return m.errf(at, "global %q appears twice", g.Name)
+		}
+		names[g.Name] = true
+		if g.Size, err = m.u64("global size"); err != nil {
+			return err
+		}
+		if g.Addr, err = m.u64("global address"); err != nil {
+			return err
+		}
+		if g.Addr+g.Size < g.Addr {
+			return m.errf(at, "global %q: address 0x%x + size %d overflows", g.Name, g.Addr, g.Size)
+		}
+		m.globalBytes += min(g.Size, maxDecodedSize)
+		if m.lim.MaxGlobalBytes > 0 && m.globalBytes > m.lim.MaxGlobalBytes {
+			return m.errf(at, "global %q: size %d takes the globals past the %d bytes of the recording device (Device.TotalMem)", g.Name, g.Size, m.lim.MaxGlobalBytes)
+		}
+		if err := m.region(p, g.Size, regionRef{kind: 'g', idx: len(s.Globals), size: g.Size, what: fmt.Sprintf("global %q", g.Name)}); err != nil {
+			return err
+		}
+		s.Globals = append(s.Globals, g)
+	}
+	return nil
+}
+
+// blobs reads the blob count and each blob, then checks that no two blobs
+// overlap.
+func (m *metaReader) blobs(s *Snapshot, p *plan) error {
+	blobsAt := m.off
+	n, err := m.count("blob count", minBlobEntry)
+	if err != nil {
+		return err
+	}
+	s.Blobs = make([]Blob, 0, min(n, 1024))
+	for i := 0; i < n; i++ {
+		b, err := m.blob(i, p, len(s.Blobs))
+		if err != nil {
+			return err
+		}
+		s.Blobs = append(s.Blobs, b)
+	}
+	if err := checkBlobOverlaps(s.Blobs); err != nil {
+		return m.errf(blobsAt, "%v", err)
+	}
+	return nil
+}
+
+// blob reads blob i (stored as index idx): its rounded size, size, address,
+// payload and reserved metadata.
+func (m *metaReader) blob(i int, p *plan, idx int) (Blob, error) {
+	at := m.off
+	var b Blob
+	rounded, err := m.u64("blob rounded size")
+	if err != nil {
+		return b, err
+	}
+	if b.Size, err = m.u64("blob size"); err != nil {
+		return b, err
+	}
+	if b.Addr, err = m.u64("blob address"); err != nil {
+		return b, err
+	}
+	if b.Size > ^uint64(0)-pageSize || rounded != roundUp(b.Size, pageSize) {
+		return b, m.errf(at, "blob %d: rounded size %d is not size %d rounded up to %d", i, rounded, b.Size, pageSize)
+	}
+	if b.Addr+b.Size < b.Addr {
+		return b, m.errf(at, "blob %d: address 0x%x + size %d overflows", i, b.Addr, b.Size)
+	}
+	if l := m.lim; l.ArenaSize > 0 && b.Size > 0 && (b.Addr < l.ArenaBase || b.Addr-l.ArenaBase > l.ArenaSize || b.Size > l.ArenaSize-(b.Addr-l.ArenaBase)) {
+		return b, m.errf(at, "blob %d: size %d at address 0x%x lies outside the recording arena [0x%x, 0x%x) of the kernel file (VAddr, VASize)",
+			i, b.Size, b.Addr, l.ArenaBase, l.ArenaBase+l.ArenaSize)
+	}
+	if err := m.region(p, b.Size, regionRef{kind: 'b', idx: idx, size: b.Size, what: fmt.Sprintf("blob 0x%x", b.Addr)}); err != nil {
+		return b, err
+	}
+	metaAt := m.off
+	metaLen, err := m.u64("blob metadata length")
+	if err != nil {
+		return b, err
+	}
+	if metaLen > maxMetaLen {
+		return b, m.errf(metaAt, "blob %d: metadata length %d exceeds %d", i, metaLen, maxMetaLen)
+	}
+	if _, err := m.read(int64(metaLen), "blob metadata"); err != nil {
+		return b, err
+	}
+	return b, nil
+}
+
+// args reads the argument count and each argument's size and payload.
+func (m *metaReader) args(s *Snapshot, p *plan) error {
+	n, err := m.count("argument count", minArgEntry)
+	if err != nil {
+		return err
+	}
+	s.Args = make([][]byte, n)
+	for i := 0; i < n; i++ {
+		at := m.off
+		size, err := m.u64("argument size")
+		if err != nil {
+			return err
+		}
+		if size > maxArgSize {
+			return m.errf(at, "argument %d: size %d exceeds %d", i, size, maxArgSize)
+		}
+		if err := m.region(p, size, regionRef{kind: 'a', idx: i, size: size, what: fmt.Sprintf("argument %d", i)}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// trailer checks the trailer magic, the checksum of all metadata before it,
+// and that nothing follows.
+func (m *metaReader) trailer() error {
+	trailerAt := m.off
+	tm, err := m.read(int64(len(trailerMagic)), "trailer")
+	if err != nil {
+		return err
+	}
+	if string(tm) != trailerMagic {
+		return m.errf(trailerAt, "no %s trailer where the arguments end", trailerMagic)
+	}
+	want := m.hash.Sum64()
+	sb, err := m.read(8, "trailer checksum")
+	if err != nil {
+		return err
+	}
+	if got := binary.LittleEndian.Uint64(sb); got != want && !skipMetaChecksum {
+		return m.errf(trailerAt+8, "metadata checksum mismatch (stored %016x, computed %016x): names, addresses or sizes are corrupt", got, want)
+	}
+	if m.off != m.size {
+		return m.errf(m.off, "%d unexpected bytes after the trailer", m.size-m.off)
+	}
+	return nil
+}
+
+// mustPrefix reads up to n bytes from the start of the file, for the
+// "is this a snapshot at all" message; failures give an empty slice.
+func mustPrefix(m *metaReader, n int) []byte {
+	b := make([]byte, min(int64(n), m.size))
+	k, _ := m.ra.ReadAt(b, 0)
+	return b[:k]
+}
+
+// decodeChunks fills datas from the payloads, in parallel when there is
+// enough to do, verifying every chunk's checksum.
+func decodeChunks(m *metaReader, p *plan, datas [][]byte) error {
+	workers := runtime.GOMAXPROCS(0)
+	if p.raw < 4<<20 || len(p.chunks) < 2 {
+		workers = 1
+	}
+	workers = min(workers, len(p.chunks))
+	if workers <= 1 {
+		var scratch []byte
+		for i := range p.chunks {
+			if err := decodeChunk(m, p, datas, &p.chunks[i], &scratch); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+		firstAt  = int64(-1)
+		next     = make(chan int, len(p.chunks))
+	)
+	for i := range p.chunks {
+		next <- i
+	}
+	close(next)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var scratch []byte
+			for i := range next {
+				c := &p.chunks[i]
+				if err := decodeChunk(m, p, datas, c, &scratch); err != nil {
+					mu.Lock()
+					// Report the earliest bad chunk, as a sequential reader would.
+					if firstAt < 0 || c.hdrOff < firstAt {
+						firstErr, firstAt = err, c.hdrOff
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return firstErr
+}
+
+func decodeChunk(m *metaReader, p *plan, datas [][]byte, c *chunkPlan, scratch *[]byte) error {
+	ref := p.regions[c.region]
+	end := c.rawOff + uint64(c.rawLen)
+	// Capped so an overlong zstd frame cannot spill into the next chunk.
+	dst := datas[c.region][c.rawOff:end:end]
+	idx := c.rawOff / uint64(p.cs)
+	switch c.codec {
+	case codecZero:
+		return nil // make() zeroed it
+	case codecRaw:
+		if _, err := m.ra.ReadAt(dst, c.dataOff); err != nil && !(errors.Is(err, io.EOF)) {
+			return fmt.Errorf("%s: read at %d: %w", m.name, c.dataOff, err)
+		}
+	case codecZstd, codecShuffle4:
+		if cap(*scratch) < c.stored {
+			*scratch = make([]byte, c.stored)
+		}
+		src := (*scratch)[:c.stored]
+		if _, err := m.ra.ReadAt(src, c.dataOff); err != nil && !(errors.Is(err, io.EOF)) {
+			return fmt.Errorf("%s: read at %d: %w", m.name, c.dataOff, err)
+		}
+		var err error
+		if c.codec == codecZstd {
+			err = decodeZstd(dst, src)
+		} else {
+			planes := getBuf(len(dst))
+			err = decodeShuffle(dst, src, planes)
+			putBuf(planes)
+		}
+		if err != nil {
+			return m.errf(c.dataOff, "%s chunk %d: %v", ref.what, idx, err)
+		}
+	}
+	if got := xxh3.Hash(dst); got != c.sum {
+		return m.errf(c.hdrOff, "%s chunk %d: checksum mismatch (stored %016x, computed %016x): data corrupt", ref.what, idx, c.sum, got)
+	}
+	return nil
+}

@@ -1,0 +1,37 @@
+package geometry
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/mneme-gpu/mneme"
+)
+
+func TestDecide(t *testing.T) {
+	block1D := mneme.Dim3{X: 256, Y: 1, Z: 1}
+	block2D := mneme.Dim3{X: 16, Y: 16, Z: 1}
+	for _, tc := range []struct {
+		name      string
+		facts     Facts
+		block     mneme.Dim3
+		dependent bool
+		reason    string
+	}{
+		{"plain index", Facts{ThreadIDDims: [3]bool{true}}, block1D, false, "global-index"},
+		{"tid.y with a 1D block", Facts{ThreadIDDims: [3]bool{true, true}}, block1D, false, ""},
+		{"tid.y with a 2D block", Facts{ThreadIDDims: [3]bool{true, true}}, block2D, true, "threadIdx.y/z"},
+		{"blockDim in a shift", Facts{NonCanonicalDimUses: []string{"ntid.x in lshr"}}, block1D, true, "ntid.x in lshr"},
+		{"thread-indexed shared array", Facts{SharedArrays: []SharedArray{{Name: "tile", Bytes: 1024, IndexedByThreadID: true}}}, block1D, true, "tile"},
+		{"thread-indexed dynamic shared array", Facts{SharedArrays: []SharedArray{{Name: "buf", Dynamic: true, IndexedByThreadID: true}}}, block1D, true, "dynamic shared array buf"},
+		{"shared flag", Facts{SharedArrays: []SharedArray{{Name: "flag", Bytes: 4}}}, block1D, false, ""},
+		{"inline assembly", Facts{Opaque: []string{"inline assembly"}}, block1D, true, "inline assembly"},
+	} {
+		d := Decide(tc.facts, tc.block)
+		if d.Dependent != tc.dependent || !strings.Contains(d.String(), tc.reason) {
+			t.Errorf("%s: %s, want dependent=%v mentioning %q", tc.name, d, tc.dependent, tc.reason)
+		}
+	}
+	if u := Unknown("no IR"); !u.Dependent || !strings.Contains(u.String(), "no IR") {
+		t.Errorf("unknown: %s", u)
+	}
+}

@@ -1,0 +1,1 @@
+"""Command-line programs of the Python package (`mneme-tune`)."""

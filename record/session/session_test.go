@@ -1,0 +1,238 @@
+package session
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/mneme-gpu/mneme"
+	"github.com/mneme-gpu/mneme/db"
+	"github.com/mneme-gpu/mneme/record"
+)
+
+// script writes an executable shell script, the stand-in for an application
+// built with the mneme compilers: it writes what the runtime library would.
+func script(t *testing.T, body string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "app")
+	if err := os.WriteFile(path, []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// options record into a fresh directory with a runtime library that the
+// stand-in applications never load.
+func options(t *testing.T, command ...string) Options {
+	return Options{DB: filepath.Join(t.TempDir(), "rdb"), VASS: "4", Compress: true, Command: command,
+		RuntimeLib: "/nonexistent/libmneme_rt.so", Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}}
+}
+
+// writeStatus is the status file the runtime would leave.
+func writeStatus(t *testing.T, dir string, s record.Status) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := record.WriteStatus(dir, &s); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeRecording writes one recorded instance with the real writers, as the
+// runtime leaves it in the database directory.
+func writeRecording(t *testing.T, dir string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const arena = 0x153940000000
+	k := &db.Kernel{KernelName: "_Z4fillPfi", DemangledName: "fill(float*, int)", ArgNames: []string{"y", "n"},
+		Specializations: []bool{false, true}, ArgSizes: []uint64{8, 4}, ArgKinds: []mneme.ArgKind{mneme.ArgPtr, mneme.ArgI32}, FormatVersion: db.FormatVersion}
+	ir := []byte("placeholder bitcode")
+	k.StaticHash = db.StaticHash(k.KernelName, ir)
+	k.VAddr, k.VASize, k.Modules = db.FormatVAddr(arena), 1<<30, []string{db.IRFileName(k.StaticHash)}
+	if err := db.WriteFileAtomic(filepath.Join(dir, k.Modules[0]), ir); err != nil {
+		t.Fatal(err)
+	}
+	grid, block := mneme.Dim3{X: 1, Y: 1, Z: 1}, mneme.Dim3{X: 32, Y: 1, Z: 1}
+	args := [][]byte{binary.LittleEndian.AppendUint64(nil, arena), binary.LittleEndian.AppendUint32(nil, 32)}
+	dh := db.DynamicHash(grid, block, 0, args)
+	inst := &db.Instance{DynamicHash: dh, Prologue: db.PrologueFileName(k.StaticHash, dh), Epilogue: db.EpilogueFileName(k.StaticHash, dh),
+		GridDims: grid, BlockDims: block, Args: db.EncodeArgs(args), Occurrences: 1}
+	snap := &db.Snapshot{Blobs: []db.Blob{{Addr: arena, Size: 128, Data: make([]byte, 128)}}, Args: args}
+	for _, name := range []string{inst.Prologue, inst.Epilogue} {
+		if _, err := db.WriteSnapshot(filepath.Join(dir, name), snap, db.SnapshotOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k.Instances = map[string]*db.Instance{dh: inst}
+	if err := db.WriteKernel(dir, k); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func isInput(err error) bool {
+	var ie *mneme.InputError
+	return errors.As(err, &ie)
+}
+
+func TestRecordRejectsBadInputBeforeStarting(t *testing.T) {
+	notExec := filepath.Join(t.TempDir(), "notexec")
+	plain := filepath.Join(t.TempDir(), "plainfile")
+	for _, f := range []string{notExec, plain} {
+		if err := os.WriteFile(f, []byte("#!/bin/sh\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		name, want string
+		edit       func(*Options)
+	}{
+		{"no application", "no application given", func(o *Options) { o.Command = nil }},
+		{"missing application", "application /nonexistent: does not exist", func(o *Options) { o.Command = []string{"/nonexistent"} }},
+		{"application not in PATH", `application "no-such-program-anywhere": not found in PATH`, func(o *Options) { o.Command = []string{"no-such-program-anywhere"} }},
+		{"not executable", "not executable", func(o *Options) { o.Command = []string{notExec} }},
+		{"arena size", `-vass "0"`, func(o *Options) { o.VASS = "0" }},
+		{"kernel pattern", `--kernels "("`, func(o *Options) { o.Kernels = "(" }},
+		{"recordings", "--max-recordings -1", func(o *Options) { o.MaxRecordings = -1 }},
+		{"skip", "--skip -2", func(o *Options) { o.Skip = -2 }},
+		{"database directory", "cannot create the database directory: not a directory", func(o *Options) { o.DB = plain + "/sub" }},
+	} {
+		o := options(t, "/bin/true")
+		c.edit(&o)
+		err := Record(o, &bytes.Buffer{})
+		if !isInput(err) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an InputError saying %q", c.name, err, c.want)
+		}
+		if _, err := os.Stat(o.DB); c.name != "database directory" && !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s: the database directory was created (%v)", c.name, err)
+		}
+	}
+}
+
+func TestRecordRefusesToMixRecordingsUnlessOverwriting(t *testing.T) {
+	o := options(t, "/bin/true")
+	writeRecording(t, o.DB)
+	if err := Record(o, &bytes.Buffer{}); !isInput(err) || !strings.Contains(err.Error(), "already holds a recording (4 files)") {
+		t.Fatalf("recording into a used directory: %v", err)
+	}
+	o.Overwrite = true
+	var f *Failure
+	if err := Record(o, &bytes.Buffer{}); !errors.As(err, &f) || !strings.Contains(err.Error(), "no kernels were registered") || !strings.Contains(err.Error(), "was left as it was") {
+		t.Fatalf("overwriting: %v", err)
+	}
+	// A recording that failed replaces nothing and leaves nothing behind.
+	if m := recordingFiles(o.DB); len(m) != 4 {
+		t.Fatalf("the old recording lost files: %v", m)
+	}
+	if m, _ := filepath.Glob(filepath.Join(filepath.Dir(o.DB), ".*.recording-*")); len(m) != 0 {
+		t.Fatalf("staging directories left behind: %v", m)
+	}
+}
+
+// TestOverwriteSwapsInACompleteRecording checks the swap itself: the new
+// recording replaces the old one whole, and other files of the directory stay.
+func TestOverwriteSwapsInACompleteRecording(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "rdb")
+	writeRecording(t, dir)
+	os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("mine"), 0o644)
+	d, err := prepareDatabaseDir(dir, true)
+	if err != nil || d.Staging == "" {
+		t.Fatalf("prepare: %+v, %v", d, err)
+	}
+	if len(recordingFiles(dir)) != 4 {
+		t.Fatal("the old recording changed before the new one was complete")
+	}
+	os.WriteFile(filepath.Join(d.Staging, "new.json"), []byte("{}"), 0o644)
+	if err := d.commit(); err != nil {
+		t.Fatal(err)
+	}
+	files := recordingFiles(dir)
+	if len(files) != 1 || filepath.Base(files[0]) != "new.json" {
+		t.Fatalf("after the swap: %v", files)
+	}
+	if data, _ := os.ReadFile(filepath.Join(dir, "notes.txt")); string(data) != "mine" {
+		t.Fatal("a file that is no recording's was lost")
+	}
+	if _, err := os.Stat(d.Staging); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the old recording was not removed: %v", err)
+	}
+}
+
+func TestRecordFailureCarriesTheApplicationsExitCode(t *testing.T) {
+	var stdout bytes.Buffer
+	o := options(t, "/bin/sh", "-c", "echo app-output; exit 7")
+	o.Stdout = &stdout
+	err := Record(o, &bytes.Buffer{})
+	var f *Failure
+	if !errors.As(err, &f) || f.ExitCode != 7 || !strings.Contains(err.Error(), "no kernels were registered") || !strings.Contains(err.Error(), "exited with status 7") {
+		t.Fatalf("Record: %v, want a Failure with the application's exit code 7", err)
+	}
+	if stdout.String() != "app-output\n" {
+		t.Fatalf("the application's output did not pass through: %q", stdout.String())
+	}
+	// The application succeeded, the recording did not: exit code 1.
+	if err := Record(options(t, "/bin/true"), &bytes.Buffer{}); !errors.As(err, &f) || f.ExitCode != 1 {
+		t.Fatalf("Record: %v, want a Failure with exit code 1", err)
+	}
+}
+
+func TestRecordPassesTheOptionsToTheRuntime(t *testing.T) {
+	o := options(t, script(t, `env | grep '^MNEME_' | sort > "$MNEME_RDB/env.txt"`))
+	o.Kernels, o.MaxRecordings, o.Skip, o.VASS, o.Compress = "^fill", 3, 2, "0.5", false
+	_ = Record(o, &bytes.Buffer{}) // no kernels registered: only the environment matters here
+	env, err := os.ReadFile(filepath.Join(o.DB, "env.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	abs, _ := filepath.Abs(o.DB)
+	for _, want := range []string{record.EnvRecord + "=1", record.EnvDB + "=" + abs, record.EnvVASS + "=0.5", record.EnvKernels + "=^fill",
+		record.EnvMaxRecordings + "=3", record.EnvSkip + "=2", record.EnvCompress + "=0", record.EnvRuntimeLib + "=" + o.RuntimeLib} {
+		if !strings.Contains(string(env), want+"\n") {
+			t.Errorf("the application's environment lacks %s:\n%s", want, env)
+		}
+	}
+}
+
+func TestRecordReadsTheRecordingBack(t *testing.T) {
+	src := t.TempDir()
+	writeRecording(t, src)
+	writeStatus(t, src, record.Status{KernelsRegistered: 2, InstancesRecorded: 1, LaunchesSelected: 1, LaunchesSeen: 5,
+		SnapshotBytes: 1 << 20, SnapshotRawBytes: 3 << 20, SnapshotSeconds: 0.5})
+	o := options(t, script(t, `cp "`+src+`"/* "`+src+`"/.mneme-record.status "$MNEME_RDB"/`))
+	var log bytes.Buffer
+	if err := Record(o, &log); err != nil {
+		t.Fatal(err)
+	}
+	abs, _ := filepath.Abs(o.DB)
+	want := "mneme record: 1 instance(s) of 1 kernel(s) recorded in " + abs + " (1 of 5 launches selected); snapshots: 3.0 MiB of device data written as 1.0 MiB at 6 MiB/s\n"
+	if !strings.HasPrefix(log.String(), want) || !regexp.MustCompile(`\nmneme record: time spent recording: loading the runtime [0-9.]+s`).MatchString(log.String()) {
+		t.Fatalf("summary:\n%s\nwant it to start with\n%s", log.String(), want)
+	}
+}
+
+func TestRecordReportsWhatWentWrong(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		status record.Status
+		want   string
+	}{
+		{"nothing selected", record.Status{KernelsRegistered: 1, LaunchesSeen: 3}, "nothing was recorded: 0 instance(s) of 0 kernel(s)"},
+		{"arena too small", record.Status{KernelsRegistered: 1, ArenaError: "4 GiB exhausted"}, "ran out of recording arena: 4 GiB exhausted"},
+		{"errors while recording", record.Status{KernelsRegistered: 1, Errors: []string{"snapshot failed"}, ErrorsDropped: 2}, "3 error(s) while recording, first: snapshot failed"},
+	} {
+		src := t.TempDir()
+		writeStatus(t, src, c.status)
+		err := Record(options(t, script(t, `cp "`+src+`"/.mneme-record.status "$MNEME_RDB"/`)), &bytes.Buffer{})
+		var f *Failure
+		if !errors.As(err, &f) || f.ExitCode != 1 || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want a Failure saying %q", c.name, err, c.want)
+		}
+	}
+}
