@@ -29,7 +29,7 @@ C_FILES  = $$(git ls-files --cached --others --exclude-standard '*.c' '*.h' '*.c
 # How long `make test` runs each fuzz target.
 FUZZTIME ?= 3s
 # Packages whose code runs goroutines, tested again under the race detector.
-RACE_PKGS := ./tune ./db ./record ./record/arena
+RACE_PKGS := ./tune ./db ./record ./record/arena ./deploy
 
 .PHONY: all mneme runtime cmake test lint tools gpu-test mutate clean
 all: mneme runtime cmake
@@ -39,14 +39,16 @@ mneme:
 	install -m 755 toolchain/bin/mneme-cc toolchain/bin/mneme-cxx $(PREFIX)/bin/
 
 # The C shim: one object per file of cmd/mneme-rt/shim, archived afresh (ar
-# would keep members of files that no longer exist).
+# would keep members of files that no longer exist). It knows the runtime
+# library of its prefix, which an application running tuned kernels loads
+# without `mneme record` to name it (MNEME_RT_LIB overrides).
 SHIM_SRC := $(wildcard cmd/mneme-rt/shim/*.c)
 SHIM_OBJ := $(SHIM_SRC:cmd/mneme-rt/shim/%.c=$(PREFIX)/obj/shim/%.o)
 
 runtime:
 	@mkdir -p $(PREFIX)/lib $(PREFIX)/obj/shim
 	$(GO) build -trimpath -buildmode=c-shared -o $(PREFIX)/lib/libmneme_rt.so ./cmd/mneme-rt
-	for c in $(SHIM_SRC); do $(CC) -O2 -fPIC -Wall -c $$c -o $(PREFIX)/obj/shim/$$(basename $$c .c).o || exit 1; done
+	for c in $(SHIM_SRC); do $(CC) -O2 -fPIC -Wall -DMNEME_DEFAULT_RT_LIB='"$(PREFIX)/lib/libmneme_rt.so"' -c $$c -o $(PREFIX)/obj/shim/$$(basename $$c .c).o || exit 1; done
 	rm -f $(PREFIX)/lib/libmneme_shim.a
 	ar rcs $(PREFIX)/lib/libmneme_shim.a $(SHIM_OBJ)
 

@@ -359,6 +359,18 @@ CUresult mn_cuFuncGetParamInfo(uintptr_t fn, size_t index, size_t *offset,
   CALL(cuFuncGetParamInfo, (CUfunction)fn, index, offset, size);
 }
 
+CUresult mn_launch_params(uintptr_t fn, unsigned gx, unsigned gy, unsigned gz,
+                          unsigned bx, unsigned by, unsigned bz,
+                          unsigned shared, uintptr_t stream, void **params) {
+  if (!p_cuLaunchKernel)
+    return MN_SYMBOL_MISSING;
+  ensure_ctx();
+  return p_cuLaunchKernel((CUfunction)fn, gx, gy, gz, bx, by, bz, shared,
+                          (CUstream)stream, params, NULL);
+}
+
+uintptr_t mn_launch_entry(void) { return (uintptr_t)p_cuLaunchKernel; }
+
 CUresult mn_launch(uintptr_t fn, unsigned gx, unsigned gy, unsigned gz,
                    unsigned bx, unsigned by, unsigned bz, unsigned shared,
                    uintptr_t stream, char *argbuf, const uint32_t *offsets,

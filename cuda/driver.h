@@ -109,6 +109,12 @@ CUresult mn_launch(uintptr_t fn, unsigned gx, unsigned gy, unsigned gz,
                    unsigned bx, unsigned by, unsigned bz, unsigned shared,
                    uintptr_t stream, char *argbuf, const uint32_t *offsets,
                    int nargs);
+// mn_launch_params launches with the application's own parameter array.
+CUresult mn_launch_params(uintptr_t fn, unsigned gx, unsigned gy, unsigned gz,
+                          unsigned bx, unsigned by, unsigned bz,
+                          unsigned shared, uintptr_t stream, void **params);
+// mn_launch_entry is the driver's cuLaunchKernel (NULL before mn_init).
+uintptr_t mn_launch_entry(void);
 
 // Streams and events.
 CUresult mn_cuStreamCreate(uintptr_t *s);

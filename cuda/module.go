@@ -278,3 +278,29 @@ func (f *Function) Launch(grid, block mneme.Dim3, sharedMem uint32, s Stream, ar
 	}
 	return nil
 }
+
+// LaunchParams starts the kernel with a parameter array laid out as
+// cuLaunchKernel takes it (one pointer per parameter), such as the one an
+// application passed to cudaLaunchKernel. stream is a CUstream handle (0:
+// the legacy default stream, 2: the per-thread one).
+func (f *Function) LaunchParams(grid, block mneme.Dim3, sharedMem uint32, stream uintptr, params unsafe.Pointer) error {
+	if err := Init(); err != nil {
+		return err
+	}
+	r := C.mn_launch_params(C.uintptr_t(f.h), C.uint(grid.X), C.uint(grid.Y), C.uint(grid.Z),
+		C.uint(block.X), C.uint(block.Y), C.uint(block.Z), C.uint(sharedMem), C.uintptr_t(stream),
+		(*unsafe.Pointer)(params))
+	if r != 0 {
+		return fmt.Errorf("launching %s grid %v block %v shared %d: %w", f.label(), grid, block, sharedMem, check("cuLaunchKernel", r))
+	}
+	return nil
+}
+
+// LaunchKernelEntry is the address of the driver's cuLaunchKernel, for C
+// code that launches without a call into Go (the application's shim).
+func LaunchKernelEntry() (uintptr, error) {
+	if err := Init(); err != nil {
+		return 0, err
+	}
+	return uintptr(C.mn_launch_entry()), nil
+}

@@ -119,6 +119,32 @@ func (m *Module) Globals() []string {
 	return names
 }
 
+// GlobalVar is a global variable a module defines: its NVPTX address space
+// (1 global, 3 shared, 4 constant) and whether LLVM knows it read-only.
+type GlobalVar struct {
+	Name         string
+	AddressSpace int
+	ReadOnly     bool
+}
+
+// GlobalVars lists the global variables the module defines, except LLVM's
+// own, with their address spaces: deployment must know which of them the
+// host also sees (__device__ and __constant__ variables).
+func (m *Module) GlobalVars() []GlobalVar {
+	if m.usable() != nil {
+		return nil
+	}
+	var out []GlobalVar
+	for g := C.LLVMGetFirstGlobal(m.mod); g != nil; g = C.LLVMGetNextGlobal(g) {
+		name := valueName(g)
+		if isDefinition(g) && !isLLVMName(name) {
+			out = append(out, GlobalVar{Name: name, AddressSpace: int(C.LLVMGetPointerAddressSpace(C.LLVMTypeOf(g))),
+				ReadOnly: C.LLVMIsGlobalConstant(g) != 0})
+		}
+	}
+	return out
+}
+
 // definedFunction finds the function named name that has a body.
 func (m *Module) definedFunction(name string) (C.LLVMValueRef, error) {
 	if err := m.usable(); err != nil {

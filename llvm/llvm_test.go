@@ -45,6 +45,11 @@ func TestKernelsAreListedMangled(t *testing.T) {
 	if got := m.Globals(); !slices.Equal(got, []string{"scale_factor", "unrelated_counter"}) {
 		t.Errorf("Globals() = %v", got)
 	}
+	// __device__ variables live in the global address space and are writable.
+	wantVars := []GlobalVar{{Name: "scale_factor", AddressSpace: 1}, {Name: "unrelated_counter", AddressSpace: 1}}
+	if got := m.GlobalVars(); !slices.Equal(got, wantVars) {
+		t.Errorf("GlobalVars() = %+v, want %+v", got, wantVars)
+	}
 }
 
 func TestLegacyKernelAnnotation(t *testing.T) {

@@ -12,7 +12,7 @@
 # Narrowing a run: GPU_TEST_PACKAGES (Go packages, default cuda jit replay
 # record), GPU_BENCH=1 (add the jit and replay benchmarks), EXAMPLES,
 # SKIP_E2E, SKIP_TUNE, SKIP_TUNE_CHECKS, TUNE_CHECKS, SKIP_FIDELITY (FIDELITY_EXAMPLES,
-# FIDELITY_TRIALS, SKIP_FIDELITY_TUNE), SKIP_PYTHON, SKIP_RECORD_CHECKS,
+# FIDELITY_TRIALS, SKIP_FIDELITY_TUNE), SKIP_DEPLOY (DEPLOY_EXAMPLES), SKIP_PYTHON, SKIP_RECORD_CHECKS,
 # OVERHEAD_RUNS (rounds of the overhead benchmark, default 31).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -132,6 +132,13 @@ if [ -z "${SKIP_E2E:-}" ]; then
     LOGS=$logs/fidelity scripts/gpu-fidelity.sh "$w" > "$logs/fidelity.log" 2>&1
     grep -v '^==' "$logs/fidelity.log"
     while read -r l; do note "${l#== }"; done < <(grep '^==' "$logs/fidelity.log")
+  fi
+  # Tuned kernels deployed into the applications: in-application speedups
+  # vs replay, cold and warm cache, safety, annotate("jit") (scripts/gpu-deploy.sh).
+  if [ -z "${SKIP_DEPLOY:-}" ]; then
+    LOGS=$logs/deploy scripts/gpu-deploy.sh "$w" > "$logs/deploy.log" 2>&1
+    grep -v '^==' "$logs/deploy.log"
+    while read -r l; do note "${l#== }"; done < <(grep '^==' "$logs/deploy.log")
   fi
   # The Python API on the recorded vector add (python/gpu-checks.sh).
   if [ -z "${SKIP_PYTHON:-}" ] && [ -d "$w/rdb/vecadd" ]; then

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The main job: build examples/vecadd with the mneme compiler wrapper, record it,
-# replay and tune its kernel, and print the best configuration and speedup.
+# replay and tune its kernel, print the best configuration and speedup, and run
+# the application with its tuned kernel (MNEME_TUNED_KERNELS), printing the
+# application's own kernel time before and after.
 # Without a GPU it does everything up to the first GPU step (build, compile the
 # recorded kernel's IR to PTX) and then says that a GPU is needed.
 set -euo pipefail
@@ -57,4 +59,16 @@ import json, sys
 b = json.load(open(sys.argv[1]))["best"]; c = b["config"]
 print("block %d, grid %d, passes %s: %.2f us, speedup %.3fx over the recorded configuration"
       % (c["block"]["x"], c["grid"]["x"], c["passes"], b["time_ns"] / 1000, b["speedup"]))
+PY
+
+step "7. deploy: run the unmodified application with its tuned kernel"
+"$mneme" deploy check "$app" --tuned "$work/tune/mneme_tuned_kernels.json"
+export MNEME_CACHE_DIR=$work/deploy-cache
+before=$(VECADD_TIMING=1 MNEME_JIT=off "$app" | sed -n 's/^kernel vecadd: median \([0-9.]*\) us.*/\1/p')
+VECADD_TIMING=1 MNEME_TUNED_KERNELS="$work/tune/mneme_tuned_kernels.json" "$app" > /dev/null # first run: compiles, fills the cache
+after=$(VECADD_TIMING=1 MNEME_TUNED_KERNELS="$work/tune/mneme_tuned_kernels.json" "$app" | sed -n 's/^kernel vecadd: median \([0-9.]*\) us.*/\1/p')
+python3 - "$before" "$after" <<'PY'
+import sys
+b, a = (float(x) for x in sys.argv[1:3])
+print(f"application's own timer: {b:.2f} us before, {a:.2f} us with the tuned kernel ({b / a:.3f}x)")
 PY

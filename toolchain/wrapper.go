@@ -379,11 +379,17 @@ func Execute(p *Plan, stdin *os.File, stdout, stderr *os.File, verbose bool) err
 	return nil
 }
 
+// JITAnnotationsOf reads a translation unit's annotate("jit") kernels from
+// its device bitcode; set by the mneme command, which links LLVM (this
+// package does not). Nil: no annotations are embedded.
+var JITAnnotationsOf func(bitcode []byte, source string) ([]appabi.JITAnnotation, error)
+
 // WriteIRAssembly reads the device bitcode of source, writes it as one
 // encoded appabi.IREntry to entryPath, and writes asmPath: an assembly file
 // whose section mneme_ir is allocatable ("a", so the loaded program can read
 // it between __start_mneme_ir and __stop_mneme_ir) and retained ("R",
-// SHF_GNU_RETAIN, so --gc-sections keeps it).
+// SHF_GNU_RETAIN, so --gc-sections keeps it), and, when the unit annotates
+// kernels for run-time specialization, their list in section mneme_jit.
 func WriteIRAssembly(source, bitcodePath, entryPath, asmPath string, flags ...string) error {
 	bc, err := os.ReadFile(bitcodePath)
 	if err != nil {
@@ -396,8 +402,22 @@ func WriteIRAssembly(source, bitcodePath, entryPath, asmPath string, flags ...st
 		return fmt.Errorf("writing IR entry of %s: %w", source, err)
 	}
 	// The empty .note.GNU-stack keeps the merged object from asking for an executable stack.
-	asm := fmt.Sprintf("\t.section %s,\"aR\",@progbits\n\t.balign 8\n\t.incbin %s\n\t.section .note.GNU-stack,\"\",@progbits\n",
+	asm := fmt.Sprintf("\t.section %s,\"aR\",@progbits\n\t.balign 8\n\t.incbin %s\n",
 		appabi.IRSection, strconv.Quote(entryPath))
+	if JITAnnotationsOf != nil {
+		anns, err := JITAnnotationsOf(bc, source)
+		if err != nil {
+			return err
+		}
+		if len(anns) > 0 {
+			var sec []byte
+			for _, a := range anns {
+				sec = append(sec, appabi.EncodeJITAnnotation(a)...)
+			}
+			asm += fmt.Sprintf("\t.section %s,\"aR\",@progbits\n\t.ascii %s\n", appabi.JITSection, strconv.Quote(string(sec)))
+		}
+	}
+	asm += "\t.section .note.GNU-stack,\"\",@progbits\n"
 	if err := os.WriteFile(asmPath, []byte(asm), 0o644); err != nil {
 		return fmt.Errorf("writing IR section source of %s: %w", source, err)
 	}

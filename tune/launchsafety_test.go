@@ -85,6 +85,14 @@ func TestRunAggressiveSearchesBlocksOfADependentKernel(t *testing.T) {
 	if !sum.GeometryDependent || !sum.LaunchSearched || sum.BestTrial < 1 {
 		t.Errorf("summary: %+v", sum)
 	}
+	// Deployment must keep the application's block of a dependent kernel.
+	var tuned map[string]TunedKernel
+	readJSON(t, filepath.Join(ro.Options.Output, MnemeTunedFile), &tuned)
+	for k, tk := range tuned {
+		if tk.LaunchSearched || tk.RecordedBlock.X != 256 || tk.RecordedGrid.X != 4 {
+			t.Errorf("tuned kernel %s of a dependent kernel: launch_searched %v, recorded block %s grid %s", k, tk.LaunchSearched, tk.RecordedBlock, tk.RecordedGrid)
+		}
+	}
 }
 
 func TestRunProbeDecidesForAnAgnosticKernel(t *testing.T) {
@@ -127,6 +135,16 @@ func TestRunProbeDecidesForAnAgnosticKernel(t *testing.T) {
 	readJSON(t, filepath.Join(ro2.Options.Output, GeometryFile), &geo2)
 	if !geo2.Probed || geo2.Dependent || !geo2.LaunchSearched {
 		t.Errorf("geometry report after a verified probe: %+v", geo2)
+	}
+	var tuned map[string]TunedKernel
+	readJSON(t, filepath.Join(ro2.Options.Output, MnemeTunedFile), &tuned)
+	if len(tuned) != 1 {
+		t.Fatalf("tuned kernels: %+v", tuned)
+	}
+	for k, tk := range tuned {
+		if !tk.LaunchSearched || tk.RecordedBlock != (mneme.Dim3{X: 256, Y: 1, Z: 1}) || tk.RecordedGrid != (mneme.Dim3{X: 4, Y: 1, Z: 1}) || tk.Config.Block == tk.RecordedBlock {
+			t.Errorf("tuned kernel %s of an agnostic kernel: launch_searched %v, recorded block %s grid %s, tuned block %s", k, tk.LaunchSearched, tk.RecordedBlock, tk.RecordedGrid, tk.Config.Block)
+		}
 	}
 }
 

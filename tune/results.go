@@ -16,6 +16,7 @@ import (
 
 	"github.com/mneme-gpu/mneme"
 	"github.com/mneme-gpu/mneme/db"
+	"github.com/mneme-gpu/mneme/deploy"
 	"github.com/mneme-gpu/mneme/internal/jsonfield"
 	"github.com/mneme-gpu/mneme/internal/safefile"
 	"gonum.org/v1/gonum/stat"
@@ -449,19 +450,9 @@ type Summary struct {
 	BannedSkips  int      `json:"banned_skips,omitempty"`
 }
 
-// ProteusKernel is one entry of Proteus's PROTEUS_TUNED_KERNELS file.
-type ProteusKernel struct {
-	Pipeline            string `json:"Pipeline"`
-	CodeGen             string `json:"CodeGen"`
-	SpecializeArgs      bool   `json:"SpecializeArgs"`
-	LaunchBounds        bool   `json:"LaunchBounds"`
-	SpecializeDims      bool   `json:"SpecializeDims"`
-	SpecializeDimsRange bool   `json:"SpecializeDimsRange"`
-	OptLevel            string `json:"OptLevel"`
-	CodeGenOptLevel     int    `json:"CodeGenOptLevel"`
-	TunedMaxThreads     int    `json:"TunedMaxThreads"`
-	MinBlocksPerSM      int    `json:"MinBlocksPerSM"`
-}
+// ProteusKernel is one entry of Proteus's PROTEUS_TUNED_KERNELS file,
+// defined in deploy, whose runtime reads it.
+type ProteusKernel = deploy.ProteusKernel
 
 var optLevelRE = regexp.MustCompile(`^default<O([0-3sz])>$`)
 
@@ -482,19 +473,9 @@ func ProteusEntry(c mneme.Config) ProteusKernel {
 	return p
 }
 
-// TunedKernel is one entry of mneme_tuned_kernels.json, what deployment
-// reads: the whole configuration and where it was tuned.
-type TunedKernel struct {
-	Config         mneme.Config `json:"config"`
-	Instance       string       `json:"instance"`
-	StaticHash     string       `json:"static_hash,omitempty"`
-	GPU            string       `json:"gpu,omitempty"`
-	Speedup        float64      `json:"speedup"`
-	TimeNS         float64      `json:"time_ns"`
-	BaselineTimeNS float64      `json:"baseline_time_ns"`
-	Metric         string       `json:"metric"`
-	TunedAt        string       `json:"tuned_at"`
-}
+// TunedKernel is one entry of mneme_tuned_kernels.json, defined in deploy,
+// whose runtime reads it.
+type TunedKernel = deploy.TunedKernel
 
 // MergeJSONMap reads name (a JSON object keyed by kernel) if present, sets
 // key to v, and writes it back atomically, so several kernels tuned into the

@@ -395,7 +395,12 @@ func (s *Study) Finish(kernel, staticHash, gpuName string, spaceSize int64, resu
 		}
 		tk := TunedKernel{Config: b.Config, Instance: s.Opts.Instance, StaticHash: staticHash, GPU: gpuName,
 			Speedup: b.Speedup, TimeNS: b.TimeNS, BaselineTimeNS: s.baseline.TimeNS, Metric: s.Opts.Metric,
-			TunedAt: time.Now().UTC().Format(time.RFC3339)}
+			TunedAt: time.Now().UTC().Format(time.RFC3339),
+			// A block searched only under aggressive launch safety verified
+			// on the recorded data alone: deployment keeps the
+			// application's block for a geometry-dependent kernel.
+			LaunchSearched: sum.LaunchSearched && !sum.GeometryDependent}
+		tk.RecordedGrid, tk.RecordedBlock = s.recordedLaunch()
 		if err := s.Results.MergeJSONMap(MnemeTunedFile, kernel, tk); err != nil {
 			return sum, err
 		}
@@ -413,6 +418,16 @@ func (s *Study) Finish(kernel, staticHash, gpuName string, spaceSize int64, resu
 		return sum, err
 	}
 	return sum, s.Results.WriteJSON(SummaryFile, sum)
+}
+
+// recordedLaunch is the recorded launch's grid and block the search started
+// from: the space's baseline, or the baseline trial's where a space leaves
+// it unset.
+func (s *Study) recordedLaunch() (grid, block mneme.Dim3) {
+	if s.Space != nil && !s.Space.Baseline.Block.IsZero() {
+		return s.Space.Baseline.Grid, s.Space.Baseline.Block
+	}
+	return s.baseline.Config.Grid, s.baseline.Config.Block
 }
 
 // BestTuned is Best without the baseline trial: the tuned configurations

@@ -143,6 +143,11 @@ func TestStudyEveryConfigurationOneTrialAndResume(t *testing.T) {
 	if err := json.Unmarshal(b, &tuned); err != nil || tuned["_Z4testv"].Config.Block.X != 32 || tuned["_Z4testv"].Instance != "abc" {
 		t.Fatalf("mneme tuned file: %s (%v)", b, err)
 	}
+	// The recorded launch tuning started from; without a geometry decision
+	// the tuned block is not to be applied.
+	if tk := tuned["_Z4testv"]; tk.RecordedBlock != (mneme.Dim3{X: 128, Y: 1, Z: 1}) || tk.RecordedGrid != (mneme.Dim3{X: 8, Y: 1, Z: 1}) || tk.LaunchSearched {
+		t.Fatalf("mneme tuned file: recorded block %s grid %s, launch_searched %v", tk.RecordedBlock, tk.RecordedGrid, tk.LaunchSearched)
+	}
 	var sum Summary
 	b, _ = os.ReadFile(filepath.Join(dir, SummaryFile))
 	if err := json.Unmarshal(b, &sum); err != nil || sum.Trials != 40 || sum.Statuses["timeout"] != 8 || sum.Statuses["crashed"] != 8 {

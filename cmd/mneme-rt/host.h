@@ -27,4 +27,8 @@ const char *rth_error_string(cudaError_t e);
 int rth_memo_enable(int kernel_index, int nparams, const size_t *sizes);
 int rth_memo_drain(struct mneme_launch_count *out, int cap);
 int rth_fatbin_image(int module, const void **data, size_t *size);
+/* rth_set_fast_path fills a deployment answer's driver handles, which Go
+ * holds as integers. */
+void rth_set_fast_path(struct mneme_deploy_answer *a, uintptr_t function,
+                       uintptr_t cu_launch);
 #endif

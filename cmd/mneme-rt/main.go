@@ -57,6 +57,9 @@ func mneme_rt_init(api *C.struct_mneme_host_api) C.int {
 	record.Trace("runtime", "init begin")
 	defer record.Trace("runtime", "init end")
 	C.rth_set_api(api)
+	if api.mode == C.MNEME_MODE_DEPLOY {
+		return deployInit(api)
+	}
 	cfg, err := record.ConfigFromEnv(os.Getenv)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "mneme record:", err)
@@ -216,6 +219,9 @@ func kernelAt(index int, fn unsafe.Pointer) *kernelInfo {
 		for _, p := range params {
 			k.paramSizes = append(k.paramSizes, p.Size)
 		}
+	}
+	if rec == nil { // deployment: no recording to tell
+		return k
 	}
 	if k.err != nil && rec.Wants(k.reg) {
 		rec.ReportError(fmt.Sprintf("kernel %s is not recorded: its parameters cannot be read: %v", k.reg.Demangled, k.err))

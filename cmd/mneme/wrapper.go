@@ -6,8 +6,11 @@ import (
 	"os"
 	"strings"
 
-	"github.com/mneme-gpu/mneme/toolchain"
 	"github.com/spf13/cobra"
+
+	"github.com/mneme-gpu/mneme/appabi"
+	"github.com/mneme-gpu/mneme/llvm"
+	"github.com/mneme-gpu/mneme/toolchain"
 )
 
 // The compiler wrappers take the compiler's own command line, so cobra must
@@ -37,6 +40,26 @@ MNEME_VERBOSE=1 (print every step), MNEME_KEEP_TEMPS=1 (keep intermediate files)
 
 func init() {
 	rootCmd.AddCommand(newWrapperCommand("cc", false), newWrapperCommand("cxx", true))
+	toolchain.JITAnnotationsOf = jitAnnotationsOf
+}
+
+// jitAnnotationsOf lists a unit's annotate("jit") kernels for the wrapper to
+// embed, so the shim specializes them at run time.
+func jitAnnotationsOf(bitcode []byte, source string) ([]appabi.JITAnnotation, error) {
+	m, err := llvm.ParseBitcode(bitcode, source)
+	if err != nil {
+		return nil, fmt.Errorf("device IR of %s: %w", source, err)
+	}
+	defer m.Dispose()
+	anns, err := m.JITAnnotations()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]appabi.JITAnnotation, len(anns))
+	for i, a := range anns {
+		out[i] = appabi.JITAnnotation{Kernel: a.Kernel, Args: a.Args}
+	}
+	return out, nil
 }
 
 func runWrapper(cxx bool, args []string) error {

@@ -6,8 +6,8 @@ package jsonfield
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 )
 
 // maxDepth bounds nesting, which no mneme file needs beyond a few levels.
@@ -18,16 +18,22 @@ const maxDepth = 64
 func Check(data []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
-	return value(dec, "", 0)
+	if err := value(dec, "", 0); err != nil && err != errSyntax {
+		return err
+	}
+	return nil
 }
+
+// errSyntax ends the walk at a syntax error, which the decoding that
+// follows names. The walk must stop there: the decoder's More keeps
+// reporting more elements before an invalid character ("[/]"), so an
+// array or object loop would never end.
+var errSyntax = errors.New("syntax error")
 
 func value(dec *json.Decoder, path string, depth int) error {
 	tok, err := dec.Token()
 	if err != nil {
-		if err == io.EOF {
-			return nil
-		}
-		return nil // a syntax error: the decoder that follows names it
+		return errSyntax // io.EOF included: the input ended inside a value
 	}
 	d, ok := tok.(json.Delim)
 	if !ok {
@@ -42,7 +48,7 @@ func value(dec *json.Decoder, path string, depth int) error {
 		for dec.More() {
 			kt, err := dec.Token()
 			if err != nil {
-				return nil
+				return errSyntax
 			}
 			key, _ := kt.(string)
 			field := key

@@ -3,7 +3,10 @@
  * (shim_*.c; their private declarations are in shim_internal.h) and the Go
  * runtime library it loads while recording (cmd/mneme-rt). Both sides include
  * this header, so the layout of the structures and the entry-point signatures
- * are defined once.
+ * are defined once. The library is loaded while recording (`mneme record`)
+ * and, to run tuned kernels, when MNEME_TUNED_KERNELS or
+ * PROTEUS_TUNED_KERNELS names a file or kernels are annotated for run-time
+ * specialization (deployment).
  *
  * No CUDA header exists at build time, so the few runtime-API types the shim
  * needs are declared here with their documented layouts.
@@ -42,7 +45,7 @@ enum {
 
 /* Bumped whenever a structure or signature below changes; the library
  * refuses a shim of another version instead of misreading it. */
-#define MNEME_RT_ABI_VERSION 4
+#define MNEME_RT_ABI_VERSION 5
 
 /* One __cudaRegisterFunction call. */
 struct mneme_kernel_reg {
@@ -88,6 +91,10 @@ struct mneme_launch_count {
  * symbol, or it would intercept itself). */
 struct mneme_host_api {
   int abi_version;
+  /* MNEME_MODE_RECORD or MNEME_MODE_DEPLOY. */
+  int mode;
+  /* The path the library was loaded from, to find the mneme prefix. */
+  const char *rt_lib_path;
   /* 0 when the library is loaded only at exit, before the application made
    * any CUDA call: it must then make none either. */
   int cuda_initialized;
@@ -96,6 +103,9 @@ struct mneme_host_api {
   double load_seconds;
   const char *ir_start; /* __start_mneme_ir, or NULL when absent */
   size_t ir_size;
+  /* The annotate("jit") kernels (section mneme_jit), or NULL when none. */
+  const char *jit_start;
+  size_t jit_size;
 
   int (*fatbin_count)(void);
   int (*kernel_count)(void);
@@ -133,6 +143,28 @@ struct mneme_host_api {
   int (*fatbin_image)(int module, const void **data, size_t *size);
 };
 
+enum {
+  MNEME_MODE_RECORD = 0,
+  MNEME_MODE_DEPLOY = 1,
+};
+
+/* What mneme_rt_deploy_launch answers about a launch of a kernel in
+ * deployment. handled is an MNEME_LAUNCH_* value. A non-NULL function is
+ * the kernel's tuned code for every launch (no argument or dimension is
+ * specialized): the shim then launches it itself with cu_launch (the
+ * driver's cuLaunchKernel) without calling the library again. A launch
+ * whose block is recorded_block (or any launch when that is zero) runs with
+ * the tuned block (zero: the launch's own) and a grid derived so the
+ * launch's threads stay covered, as deploy.Plan.Geometry does; one the
+ * derived grid would not fit keeps its own geometry. */
+struct mneme_deploy_answer {
+  int handled;
+  void *function;
+  void *cu_launch;
+  unsigned block[3];
+  unsigned recorded_block[3];
+};
+
 /* Allocation kinds passed to mneme_rt_malloc, for the status counters. */
 enum {
   MNEME_ALLOC_PLAIN = 0,
@@ -164,6 +196,10 @@ typedef cudaError_t (*mneme_rt_launch_fn)(const void *func, int kernel_index,
                                           cudaStream_t stream, int ptsz,
                                           int *handled,
                                           struct mneme_launch_memo *memo);
+typedef cudaError_t (*mneme_rt_deploy_launch_fn)(
+    const void *func, int kernel_index, unsigned gx, unsigned gy, unsigned gz,
+    unsigned bx, unsigned by, unsigned bz, void **args, size_t shared,
+    cudaStream_t stream, int ptsz, struct mneme_deploy_answer *answer);
 typedef void (*mneme_rt_managed_fn)(size_t size);
 typedef void (*mneme_rt_finish_fn)(void);
 

@@ -96,6 +96,17 @@ extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len,
 /* The linker defines these when some object has a mneme_ir section. */
 extern const char __start_mneme_ir[] __attribute__((weak));
 extern const char __stop_mneme_ir[] __attribute__((weak));
+extern const char __start_mneme_jit[] __attribute__((weak));
+extern const char __stop_mneme_jit[] __attribute__((weak));
+
+/* mneme_jit_section_size is the size of the annotate("jit") list linked
+ * into the program, 0 when there is none. */
+static inline size_t mneme_jit_section_size(void) {
+  if (__start_mneme_jit == NULL || __stop_mneme_jit == NULL ||
+      &__stop_mneme_jit[0] <= &__start_mneme_jit[0])
+    return 0;
+  return (size_t)(&__stop_mneme_jit[0] - &__start_mneme_jit[0]);
+}
 
 /* Only the shim's own symbols are hidden: a hidden reference to a CUDA
  * symbol above could not bind to libcudart.so. */
@@ -106,6 +117,12 @@ extern const char __stop_mneme_ir[] __attribute__((weak));
 /* Non-zero while recording. Read once, before main, so the hot path is one
  * load and one predictable branch. */
 extern int mneme_recording;
+/* Non-zero when tuned kernels are deployed (MNEME_TUNED_KERNELS or
+ * PROTEUS_TUNED_KERNELS set, or annotate("jit") kernels linked in; MNEME_JIT
+ * not off; not recording). */
+extern int mneme_deploying;
+/* mneme_recording || mneme_deploying: the one flag a launch tests. */
+extern int mneme_launch_hook;
 
 /* mneme_trace appends a timed event to the MNEME_TRACE file, if any. */
 void mneme_trace(const char *event);
@@ -124,6 +141,10 @@ struct kernel_entry {
   void **handle;
   char *demangled; /* owned; filled lazily */
   int forward_always;
+  int deploy;               /* DEPLOY_ASK, DEPLOY_FORWARD or DEPLOY_FAST */
+  void *jit_fn;             /* CUfunction of the tuned code (DEPLOY_FAST) */
+  unsigned jit_block[3];    /* tuned block, zero: the launch's own */
+  unsigned jit_recorded[3]; /* the block tuning started from */
   struct launch_memo *memo; /* owned; NULL until the library enables it */
   uint64_t forwarded;       /* launches forwarded without asking, undrained */
 };
@@ -273,10 +294,13 @@ static inline cudaError_t api_launch(const void *func, dim3 grid, dim3 block,
 /* ---- the Go library, loaded on first use while recording (shim_loader.c) */
 
 /* The library's entry points, valid once mneme_rt_ready is 1. */
+enum { DEPLOY_ASK = 0, DEPLOY_FORWARD = 1, DEPLOY_FAST = 2 };
+
 struct mneme_rt_entries {
   mneme_rt_malloc_fn malloc_;
   mneme_rt_free_fn free_;
   mneme_rt_launch_fn launch;
+  mneme_rt_deploy_launch_fn deploy_launch;
   mneme_rt_managed_fn managed;
   mneme_rt_finish_fn finish;
 };

@@ -1,5 +1,5 @@
-/* The Go library, loaded on first use while recording, and finished when
- * the application exits. */
+/* The Go library, loaded on first use while recording or deploying tuned
+ * kernels, and finished when the application exits. */
 #include "shim_internal.h"
 
 #include <dlfcn.h>
@@ -11,8 +11,11 @@ int mneme_rt_ready;
 static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void load_failed(const char *what, const char *detail) {
-  fprintf(stderr, "mneme: recording disabled: %s%s%s (MNEME_RT_LIB=%s)\n", what,
-          detail ? ": " : "", detail ? detail : "",
+  fprintf(stderr, "mneme: %s: %s%s%s (MNEME_RT_LIB=%s)\n",
+          mneme_deploying ? "tuned kernels disabled, the application's own "
+                            "code runs"
+                          : "recording disabled",
+          what, detail ? ": " : "", detail ? detail : "",
           getenv("MNEME_RT_LIB") ? getenv("MNEME_RT_LIB") : "(unset)");
   mneme_rt_ready = -1;
 }
@@ -33,10 +36,12 @@ static void start_runtime(void *lib, const char *path, int init_cuda) {
   mneme_rt.malloc_ = (mneme_rt_malloc_fn)dlsym(lib, "mneme_rt_malloc");
   mneme_rt.free_ = (mneme_rt_free_fn)dlsym(lib, "mneme_rt_free");
   mneme_rt.launch = (mneme_rt_launch_fn)dlsym(lib, "mneme_rt_launch");
+  mneme_rt.deploy_launch =
+      (mneme_rt_deploy_launch_fn)dlsym(lib, "mneme_rt_deploy_launch");
   mneme_rt.managed = (mneme_rt_managed_fn)dlsym(lib, "mneme_rt_managed");
   mneme_rt.finish = (mneme_rt_finish_fn)dlsym(lib, "mneme_rt_finish");
   if (!init || !mneme_rt.malloc_ || !mneme_rt.free_ || !mneme_rt.launch ||
-      !mneme_rt.managed || !mneme_rt.finish) {
+      !mneme_rt.deploy_launch || !mneme_rt.managed || !mneme_rt.finish) {
     load_failed("the runtime library lacks an mneme_rt_* entry point", path);
     return;
   }
@@ -45,11 +50,18 @@ static void start_runtime(void *lib, const char *path, int init_cuda) {
     mneme_host_api_table.ir_start = __start_mneme_ir;
     mneme_host_api_table.ir_size = (size_t)(__stop_mneme_ir - __start_mneme_ir);
   }
+  if (mneme_jit_section_size() > 0) {
+    mneme_host_api_table.jit_start = __start_mneme_jit;
+    mneme_host_api_table.jit_size = mneme_jit_section_size();
+  }
   mneme_trace("loaded; creating the CUDA context");
   if (init_cuda)
     __real_cudaFree(NULL);
   mneme_trace("context ready");
   mneme_host_api_table.cuda_initialized = init_cuda;
+  mneme_host_api_table.mode =
+      mneme_deploying ? MNEME_MODE_DEPLOY : MNEME_MODE_RECORD;
+  mneme_host_api_table.rt_lib_path = path;
   if (init(&mneme_host_api_table) != 0)
     load_failed("the runtime library failed to start", NULL);
   else
@@ -62,6 +74,12 @@ int mneme_load_runtime_once(int init_cuda) {
     mneme_trace("load runtime library");
     const char *path = getenv("MNEME_RT_LIB");
     void *lib = NULL;
+#ifdef MNEME_DEFAULT_RT_LIB
+    /* Deployment runs the application directly, without `mneme record` to
+     * set MNEME_RT_LIB: the library of the prefix the shim was built in. */
+    if ((path == NULL || path[0] == '\0') && mneme_deploying)
+      path = MNEME_DEFAULT_RT_LIB;
+#endif
     if (path == NULL || path[0] == '\0')
       load_failed("MNEME_RT_LIB is not set", NULL);
     else if ((lib = timed_dlopen(path)) == NULL)

@@ -1,4 +1,5 @@
-/* The mode: whether this process is being recorded, and tracing. */
+/* The mode: whether this process is being recorded or runs tuned kernels,
+ * and tracing. */
 #include "shim_internal.h"
 
 #include <fcntl.h>
@@ -7,6 +8,8 @@
 #include <unistd.h>
 
 int mneme_recording;
+int mneme_deploying;
+int mneme_launch_hook;
 
 /* MNEME_TRACE: the file where a recording's steps are timed (see
  * record.EnvTrace); NULL when not tracing. */
@@ -29,9 +32,38 @@ void mneme_trace(const char *event) {
   close(fd);
 }
 
+static int set(const char *name) {
+  const char *v = getenv(name);
+  return v != NULL && v[0] != '\0';
+}
+
+static int is_off(const char *name) {
+  const char *v = getenv(name);
+  return v != NULL && (strcmp(v, "off") == 0 || strcmp(v, "0") == 0 ||
+                       strcmp(v, "false") == 0);
+}
+
+/* deployment_asked: a tuned file is named or kernels are annotated for
+ * run-time specialization, and run-time JIT is not turned off
+ * (MNEME_JIT=off, or Proteus's PROTEUS_DISABLE=1). A recording never
+ * deploys: it records the application's own code. */
+static int deployment_asked(void) {
+  if (is_off("MNEME_JIT"))
+    return 0;
+  {
+    const char *d = getenv("PROTEUS_DISABLE");
+    if (d != NULL && d[0] != '\0' && strcmp(d, "0") != 0)
+      return 0;
+  }
+  return set("MNEME_TUNED_KERNELS") || set("PROTEUS_TUNED_KERNELS") ||
+         mneme_jit_section_size() > 0;
+}
+
 __attribute__((constructor(101))) static void mneme_read_environment(void) {
   const char *r = getenv("MNEME_RECORD");
   mneme_recording = r != NULL && r[0] != '\0' && strcmp(r, "0") != 0;
+  mneme_deploying = !mneme_recording && deployment_asked();
+  mneme_launch_hook = mneme_recording || mneme_deploying;
   const char *t = getenv("MNEME_TRACE");
   trace_path = t != NULL && t[0] != '\0' ? t : NULL;
   mneme_trace("start");

@@ -262,3 +262,62 @@ func TestLaunchMemo(t *testing.T) {
 		t.Errorf("stderr: %q", stderr)
 	}
 }
+
+// TestDeployFastPath checks the shim's side of running tuned kernels
+// against the stand-in library: a kernel the library gives a fast path is
+// asked about once and then launched by the shim straight through the
+// driver's entry point with the tuned block and a grid that still covers
+// the launch's threads; an untuned kernel is asked once and then forwarded;
+// a kernel specialized per value is asked at every launch; and
+// MNEME_JIT=off leaves every launch to CUDA without loading the library.
+func TestDeployFastPath(t *testing.T) {
+	b := newBuild(t)
+	lib := filepath.Join(b.dir, "librt_standin.so")
+	b.run(b.cc, "-O2", "-fPIC", "-shared", "-Wall", "-Werror", "-o", lib, "testdata/rt_standin.c")
+	app := b.link("memo_app", "testdata/memo_app.c", true)
+	out, stderr := runProgram(t, app, "MNEME_TUNED_KERNELS=tuned.json", "MNEME_RT_LIB="+lib)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	count := func(prefix string) int {
+		n := 0
+		for _, l := range lines {
+			if strings.HasPrefix(l, prefix) {
+				n++
+			}
+		}
+		return n
+	}
+	if count("init deploy") != 1 {
+		t.Errorf("the library was not started in deployment mode:\n%s", out)
+	}
+	if n := count("asked deploy _Z6kernelPfi"); n != 1 {
+		t.Errorf("the fast-path kernel was asked about %d times, want once:\n%s", n, out)
+	}
+	// 11 launches with grid 1 x block 32 and one with grid 2, block 16 now.
+	if n := count("jit launch tuned_kernel grid=2 block=16"); n != 11 {
+		t.Errorf("%d tuned launches with grid 2 block 16, want 11:\n%s", n, out)
+	}
+	if n := count("jit launch tuned_kernel grid=4 block=16 arg0=0"); n != 1 {
+		t.Errorf("%d tuned launches with grid 4 block 16, want 1:\n%s", n, out)
+	}
+	if n := count("asked deploy _Z5otherv"); n != 1 {
+		t.Errorf("the untuned kernel was asked about %d times, want once", n)
+	}
+	if n := count("asked deploy _Z3big5Large"); n != 3 {
+		t.Errorf("the specialized kernel was asked about %d times, want 3", n)
+	}
+	if n := count("jit launch specialized"); n != 3 {
+		t.Errorf("%d specialized launches by the library, want 3", n)
+	}
+	// Only the untuned kernel's 5 launches reach CUDA.
+	if n := count("launch f=kernel_b"); n != 5 || count("launch ") != 5 {
+		t.Errorf("%d launches reached CUDA, want the untuned kernel's 5:\n%s", count("launch "), out)
+	}
+	if stderr != "" {
+		t.Errorf("stderr: %q", stderr)
+	}
+
+	off, stderr := runProgram(t, app, "MNEME_TUNED_KERNELS=tuned.json", "MNEME_JIT=off", "MNEME_RT_LIB="+lib)
+	if strings.Contains(off, "deploy") || strings.Count(off, "launch ") != 20 || stderr != "" {
+		t.Errorf("with MNEME_JIT=off every launch must reach CUDA untouched:\n%s\nstderr: %s", off, stderr)
+	}
+}

@@ -1,0 +1,451 @@
+package main
+
+/*
+#cgo CFLAGS: -O2 -Wall -I${SRCDIR}/shim
+#include "host.h"
+*/
+import "C"
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/mneme-gpu/mneme"
+	"github.com/mneme-gpu/mneme/appabi"
+	"github.com/mneme-gpu/mneme/cuda"
+	"github.com/mneme-gpu/mneme/deploy"
+	"github.com/mneme-gpu/mneme/record"
+)
+
+// Deployment: the application runs with MNEME_TUNED_KERNELS or
+// PROTEUS_TUNED_KERNELS set, or has kernels annotated for run-time
+// specialization. A listed kernel's launches run its embedded IR
+// compiled under the tuned configuration; everything that goes wrong falls
+// back to the application's own code with one warning naming the kernel.
+
+const (
+	envTunedKernels   = "MNEME_TUNED_KERNELS"
+	envProteusKernels = "PROTEUS_TUNED_KERNELS"
+	envMnemeBin       = "MNEME_BIN"
+	// Launches may ask for more dynamic shared memory than the default 48 KiB
+	// only after the function opts in, as the application did for its own.
+	defaultSharedLimit = 48 << 10
+)
+
+// deployer holds what deployment knows for the whole process.
+type deployer struct {
+	plans      deploy.Plans
+	cache      *deploy.Cache
+	executable string
+	irHash     string
+	mnemeBin   string
+	device     int
+	arch       string
+	driver     int
+	cuLaunch   uintptr
+	// maxVariants bounds each kernel's specialized variants; beyond it the
+	// unspecialized tuned code runs.
+	maxVariants int
+
+	mu      sync.Mutex
+	kernels map[int]*deployedKernel
+}
+
+// deployedKernel is one tuned kernel's state.
+type deployedKernel struct {
+	mu       sync.Mutex // one launch at a time builds the kernel's variants
+	name     string
+	plan     *deploy.Plan
+	facts    *deploy.KernelFacts
+	variants *deploy.Variants[*variant]
+	generic  *variant // the unspecialized tuned code, beyond the variant bound
+	disabled bool
+	// hostVars are the application's variables by device name, read once.
+	hostVars map[string]hostVar
+}
+
+// variant is one loaded compilation of a kernel.
+type variant struct {
+	fn        *cuda.Function
+	copies    []globalCopy
+	sharedMax int
+}
+
+type globalCopy struct{ dst, src, size uint64 }
+
+type hostVar struct {
+	addr, size uint64
+	constant   bool
+}
+
+var dep *deployer
+
+func warnf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "mneme: "+format+"\n", args...)
+}
+
+// deployInit reads the tuned files and prepares the cache; it never fails
+// the application: without a usable plan every kernel runs its own code.
+func deployInit(api *C.struct_mneme_host_api) C.int {
+	plans, errs := deploy.Load(os.Getenv(envTunedKernels), os.Getenv(envProteusKernels))
+	for _, err := range errs {
+		warnf("%v; the kernels it lists run the application's own code", err)
+	}
+	if plans == nil {
+		plans = deploy.Plans{}
+	}
+	if api.jit_start != nil && api.jit_size > 0 {
+		anns, err := appabi.DecodeJITSection(C.GoBytes(unsafe.Pointer(api.jit_start), C.int(api.jit_size)))
+		if err != nil {
+			warnf("%v; the annotated kernels it does not list run the application's own code", err)
+		}
+		plans.AddAnnotations(anns)
+	}
+	if len(plans) == 0 {
+		return 0
+	}
+	p, err := newProcess()
+	if err != nil {
+		warnf("tuned kernels disabled: %v", err)
+		return 0
+	}
+	proc = p
+	d := &deployer{plans: plans, cache: deploy.NewCache(deploy.DefaultCacheDir()), kernels: map[int]*deployedKernel{}}
+	if d.executable, err = os.Executable(); err != nil {
+		warnf("tuned kernels disabled: cannot locate the executable: %v", err)
+		return 0
+	}
+	start, size := C.rth_ir_start(), C.rth_ir_size()
+	if start == nil || size == 0 {
+		warnf("tuned kernels disabled: the executable has no embedded IR (section %s): build it with the compilers of `mneme config cxx`", appabi.IRSection)
+		return 0
+	}
+	entries, err := appabi.DecodeIRSection(C.GoBytes(unsafe.Pointer(start), C.int(size)))
+	if err != nil && len(entries) == 0 {
+		warnf("tuned kernels disabled: %v", err)
+		return 0
+	}
+	bitcodes := make([][]byte, len(entries))
+	for i, e := range entries {
+		bitcodes[i] = e.Bitcode
+	}
+	d.irHash = deploy.IRHash(bitcodes)
+	props, err := p.dev.Props()
+	if err != nil {
+		warnf("tuned kernels disabled: %v", err)
+		return 0
+	}
+	d.arch, d.device = props.Arch(), props.Ordinal
+	d.driver, _ = cuda.DriverVersion()
+	if d.cuLaunch, err = cuda.LaunchKernelEntry(); err != nil {
+		warnf("tuned kernels disabled: %v", err)
+		return 0
+	}
+	d.mnemeBin = mnemeBinary(C.GoString(api.rt_lib_path))
+	if d.maxVariants, err = deploy.MaxVariantsFromEnv(); err != nil {
+		warnf("%v", err)
+	}
+	for name, plan := range plans {
+		if plan.TunedGPU != "" && plan.TunedGPU != props.Name {
+			warnf("%s: %s was tuned on %s, this GPU is %s", plan.Source, name, plan.TunedGPU, props.Name)
+		}
+	}
+	dep = d
+	record.Trace("deploy", "init: %d tuned kernels, cache %s", len(plans), deploy.DefaultCacheDir())
+	return 0
+}
+
+// mnemeBinary is the compiler the runtime runs: $MNEME_BIN, else the mneme
+// of the prefix the library was loaded from, else mneme on PATH.
+func mnemeBinary(libPath string) string {
+	if b := os.Getenv(envMnemeBin); b != "" {
+		return b
+	}
+	if libPath != "" {
+		b := filepath.Join(filepath.Dir(filepath.Dir(libPath)), "bin", "mneme")
+		if _, err := os.Stat(b); err == nil {
+			return b
+		}
+	}
+	return "mneme"
+}
+
+//export mneme_rt_deploy_launch
+func mneme_rt_deploy_launch(fn unsafe.Pointer, index C.int, gx, gy, gz, bx, by, bz C.unsigned, args *unsafe.Pointer, shared C.size_t, stream C.cudaStream_t, ptsz C.int, answer *C.struct_mneme_deploy_answer) C.cudaError_t {
+	answer.handled = C.MNEME_LAUNCH_FORWARD_ALWAYS
+	if dep == nil || index < 0 {
+		return 0
+	}
+	k := kernelAt(int(index), fn)
+	if k.err != nil {
+		return 0
+	}
+	dk := dep.kernel(int(index), k.reg.Name)
+	if dk == nil {
+		return 0
+	}
+	if err := proc.enter(); err != nil {
+		return 0
+	}
+	grid := mneme.Dim3{X: uint32(gx), Y: uint32(gy), Z: uint32(gz)}
+	block := mneme.Dim3{X: uint32(bx), Y: uint32(by), Z: uint32(bz)}
+	argBytes := make([][]byte, len(k.paramSizes))
+	if len(k.paramSizes) > 0 {
+		ptrs := unsafe.Slice(args, len(k.paramSizes))
+		for i, n := range k.paramSizes {
+			argBytes[i] = C.GoBytes(ptrs[i], C.int(n))
+		}
+	}
+	s := uintptr(unsafe.Pointer(stream))
+	if ptsz != 0 && s == 0 {
+		s = 2 // CU_STREAM_PER_THREAD
+	}
+	fast, err := dep.launch(dk, grid, block, argBytes, uint32(shared), s, unsafe.Pointer(args))
+	if err != nil {
+		dep.disable(dk, err)
+		return 0
+	}
+	answer.handled = C.MNEME_LAUNCH_DONE
+	if fast != nil {
+		C.rth_set_fast_path(answer, C.uintptr_t(fast.fn.Handle()), C.uintptr_t(dep.cuLaunch))
+		tb, rb := dk.plan.TunedBlock, dk.plan.RecordedBlock
+		answer.block[0], answer.block[1], answer.block[2] = C.unsigned(tb.X), C.unsigned(tb.Y), C.unsigned(tb.Z)
+		answer.recorded_block[0], answer.recorded_block[1], answer.recorded_block[2] = C.unsigned(rb.X), C.unsigned(rb.Y), C.unsigned(rb.Z)
+	}
+	return 0
+}
+
+// kernel returns the deployment state of a tuned kernel, nil when the
+// kernel is not listed, was best as the application compiled it, or was
+// disabled.
+func (d *deployer) kernel(index int, name string) *deployedKernel {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if dk, ok := d.kernels[index]; ok {
+		if dk == nil || dk.disabled {
+			return nil
+		}
+		return dk
+	}
+	plan := d.plans[name]
+	if plan == nil || plan.Original {
+		d.kernels[index] = nil
+		return nil
+	}
+	dk := &deployedKernel{name: name, plan: plan, variants: &deploy.Variants[*variant]{MaxVariants: d.maxVariants}}
+	d.kernels[index] = dk
+	return dk
+}
+
+func (d *deployer) disable(dk *deployedKernel, err error) {
+	d.mu.Lock()
+	first := !dk.disabled
+	dk.disabled = true
+	d.mu.Unlock()
+	if first {
+		warnf("tuned kernel %s: %v; the application's own code runs", dk.name, err)
+		record.Trace("deploy", "disabled %s: %v", dk.name, err)
+	}
+}
+
+// launch runs one launch of a tuned kernel. It returns the variant when
+// every later launch may run it straight from the shim: nothing is
+// specialized on the launch's values and no variable needs refreshing.
+func (d *deployer) launch(dk *deployedKernel, grid, block mneme.Dim3, args [][]byte, shared uint32, stream uintptr, params unsafe.Pointer) (*variant, error) {
+	grid, block = dk.plan.Geometry(grid, block)
+	cfg := dk.plan.ConfigFor(block)
+	dk.mu.Lock()
+	v, err := d.variantFor(dk, cfg, args, grid, block)
+	dk.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	if int(shared) > defaultSharedLimit && int(shared) > v.sharedMax {
+		if err := v.fn.SetMaxDynamicShared(int(shared)); err != nil {
+			return nil, err
+		}
+		v.sharedMax = int(shared)
+	}
+	for _, c := range v.copies {
+		if err := cuda.MemcpyDtoDAsync(c.dst, c.src, c.size, cuda.Stream(stream)); err != nil {
+			return nil, fmt.Errorf("refreshing a __constant__ variable: %w", err)
+		}
+	}
+	if err := v.fn.LaunchParams(grid, block, shared, stream, params); err != nil {
+		return nil, err
+	}
+	if cfg.Specialize && len(dk.facts.ScalarArgs) > 0 || cfg.SpecializeDims || len(v.copies) > 0 {
+		return nil, nil
+	}
+	return v, nil
+}
+
+// variantFor finds or builds the variant of dk for this launch: memory,
+// then the disk cache, then the compiler.
+func (d *deployer) variantFor(dk *deployedKernel, cfg mneme.Config, args [][]byte, grid, block mneme.Dim3) (*variant, error) {
+	if !cfg.SpecializeDims {
+		cfg.Grid, cfg.Block = mneme.Dim3{}, mneme.Dim3{}
+	} else {
+		cfg.Grid, cfg.Block = grid, block
+	}
+	if dk.facts == nil {
+		if f, ok := d.cache.GetFacts(d.irHash, dk.name); ok {
+			dk.facts = f
+		}
+	}
+	if dk.facts == nil {
+		// First sight of the kernel: compiling tells which arguments fold.
+		resp, err := d.compile(dk, cfg, args)
+		if err != nil {
+			return nil, err
+		}
+		facts := resp.Facts()
+		dk.facts = &facts
+		if err := d.cache.PutFacts(d.irHash, dk.name, &facts); err != nil {
+			record.Trace("deploy", "facts of %s not cached: %v", dk.name, err)
+		}
+		key := d.key(dk, cfg, args)
+		return d.install(dk, key, resp.Cubin, true)
+	}
+	key := d.key(dk, cfg, args)
+	if v, ok := dk.variants.Lookup(key.Hash()); ok {
+		return v, nil
+	}
+	if dk.variants.Len() >= d.maxVariants {
+		if dk.generic != nil {
+			return dk.generic, nil
+		}
+		generic := cfg
+		generic.Specialize, generic.SpecializeArgs, generic.SpecializeDims = false, nil, false
+		generic.Grid, generic.Block = mneme.Dim3{}, mneme.Dim3{}
+		v, err := d.build(dk, d.key(dk, generic, args), generic, args, false)
+		if err != nil {
+			return nil, err
+		}
+		dk.generic = v
+		return v, nil
+	}
+	return d.build(dk, key, cfg, args, true)
+}
+
+// build loads a variant from the disk cache or compiles it.
+func (d *deployer) build(dk *deployedKernel, key deploy.Key, cfg mneme.Config, args [][]byte, remember bool) (*variant, error) {
+	cubin, hit, err := d.cache.Get(key)
+	if err != nil {
+		warnf("deployment cache: %v; compiling again", err)
+	}
+	if cubin != nil {
+		record.Trace("deploy", "cache hit (%s) %s", hit, dk.name)
+		return d.install(dk, key, cubin, remember)
+	}
+	resp, err := d.compile(dk, cfg, args)
+	if err != nil {
+		return nil, err
+	}
+	return d.install(dk, key, resp.Cubin, remember)
+}
+
+// install caches a cubin (on disk when it was just compiled: Put replaces
+// an identical entry harmlessly) and loads it.
+func (d *deployer) install(dk *deployedKernel, key deploy.Key, cubin []byte, remember bool) (*variant, error) {
+	if err := d.cache.Put(key, cubin); err != nil {
+		record.Trace("deploy", "variant of %s not cached: %v", dk.name, err)
+	}
+	mod, err := cuda.LoadModule(cubin)
+	if err != nil {
+		return nil, fmt.Errorf("loading its tuned code: %w", err)
+	}
+	fn, err := mod.Function(dk.name)
+	if err != nil {
+		return nil, err
+	}
+	v := &variant{fn: fn}
+	if err := d.linkGlobals(dk, mod, v); err != nil {
+		return nil, err
+	}
+	if remember {
+		dk.variants.Add(key.Hash(), v)
+	}
+	return v, nil
+}
+
+// linkGlobals makes the variant's copies of the application's variables
+// agree with the application: a __constant__ variable is refreshed from the
+// application's before every launch; a __device__ variable the kernel may
+// write cannot be shared, so the kernel keeps its own code.
+func (d *deployer) linkGlobals(dk *deployedKernel, mod *cuda.Module, v *variant) error {
+	if len(dk.facts.Globals) == 0 {
+		return nil
+	}
+	if dk.hostVars == nil {
+		dk.hostVars = map[string]hostVar{}
+		for i := 0; i < int(C.rth_var_count()); i++ {
+			var reg C.struct_mneme_var_reg
+			if C.rth_var_at(C.int(i), &reg) == 0 {
+				continue
+			}
+			var addr C.uintptr_t
+			var size C.size_t
+			if C.rth_symbol_address(reg.host_var, &addr, &size) != 0 {
+				continue
+			}
+			dk.hostVars[C.GoString(reg.device_name)] = hostVar{addr: uint64(addr), size: uint64(size), constant: reg.constant != 0}
+		}
+	}
+	for _, g := range dk.facts.Globals {
+		hv, shared := dk.hostVars[g.Name]
+		if !shared {
+			continue // the code's own (a literal, a table): its copy is right
+		}
+		if !hv.constant && !g.ReadOnly {
+			return fmt.Errorf("its code uses the __device__ variable %s, which the application also sees (deployment does not share writable variables)", g.Name)
+		}
+		addr, size, err := mod.Global(g.Name)
+		if err != nil {
+			return err
+		}
+		v.copies = append(v.copies, globalCopy{dst: addr, src: hv.addr, size: min(size, hv.size)})
+	}
+	return nil
+}
+
+// key is the cache key of a variant for this launch.
+func (d *deployer) key(dk *deployedKernel, cfg mneme.Config, args [][]byte) deploy.Key {
+	return deploy.VariantKey(d.irHash, dk.name, cfg, *dk.facts, args, d.arch, d.driver, os.Getenv("MNEME_PTXAS"))
+}
+
+// compile runs `mneme deploy compile-variant`: LLVM stays out of the
+// application's process.
+func (d *deployer) compile(dk *deployedKernel, cfg mneme.Config, args [][]byte) (*deploy.CompileResponse, error) {
+	req, err := json.Marshal(deploy.CompileRequest{Executable: d.executable, Kernel: dk.name, Config: cfg, Args: args})
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	cmd := exec.Command(d.mnemeBin, "deploy", "compile-variant", "--device", strconv.Itoa(d.device))
+	cmd.Stdin = bytes.NewReader(req)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if msg == "" {
+			msg = err.Error()
+		}
+		return nil, fmt.Errorf("compiling its tuned configuration (%s deploy compile-variant): %s", d.mnemeBin, msg)
+	}
+	var resp deploy.CompileResponse
+	if err := json.Unmarshal(stdout.Bytes(), &resp); err != nil {
+		return nil, fmt.Errorf("compiling its tuned configuration: unreadable answer from %s: %v", d.mnemeBin, err)
+	}
+	record.Trace("deploy", "compiled %s in %.0f ms (%d registers)", dk.name, time.Since(start).Seconds()*1e3, resp.Registers)
+	return &resp, nil
+}

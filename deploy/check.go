@@ -1,0 +1,163 @@
+package deploy
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/mneme-gpu/mneme"
+)
+
+// Check statuses.
+const (
+	StatusDeployed = "deployed"       // the kernel runs its tuned code
+	StatusOriginal = "original"       // tuning found the application's code best
+	StatusUnknown  = "not-in-program" // the executable has no kernel of that name
+)
+
+// CheckRow is one tuned kernel as `mneme deploy check` reports it.
+type CheckRow struct {
+	Kernel, Status, Source, Note string
+}
+
+// CheckReport says which tuned kernels an executable has.
+type CheckReport struct {
+	Rows    []CheckRow
+	Matched int // kernels the executable has (deployed or original)
+}
+
+// Check compares tuned plans with an executable's kernels (mangled names)
+// and the GPU at hand ("" when none): unknown names, kernels tuned on
+// another GPU, and what each entry will do at run time.
+func Check(plans Plans, kernels []string, gpu string) CheckReport {
+	var rep CheckReport
+	names := make([]string, 0, len(plans))
+	for n := range plans {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		p := plans[n]
+		row := CheckRow{Kernel: n, Source: p.Source}
+		var notes []string
+		switch {
+		case !slices.Contains(kernels, n):
+			row.Status = StatusUnknown
+			if s := closest(n, kernels); s != "" {
+				notes = append(notes, "did you mean "+s+"?")
+			}
+		case p.Original:
+			row.Status = StatusOriginal
+			rep.Matched++
+		default:
+			row.Status = StatusDeployed
+			rep.Matched++
+			notes = append(notes, describe(p))
+		}
+		if p.TunedGPU != "" && gpu != "" && p.TunedGPU != gpu {
+			notes = append(notes, fmt.Sprintf("tuned on %s, this GPU is %s", p.TunedGPU, gpu))
+		}
+		row.Note = strings.Join(notes, "; ")
+		rep.Rows = append(rep.Rows, row)
+	}
+	return rep
+}
+
+// describe is a short account of what a plan changes.
+func describe(p *Plan) string {
+	c := p.Config
+	parts := []string{c.Passes, fmt.Sprintf("codegen O%d", c.CodegenOpt)}
+	if c.Specialize {
+		parts = append(parts, "args folded per value set")
+	}
+	if c.SpecializeDims {
+		parts = append(parts, "dims folded")
+	}
+	if c.SetLaunchBounds {
+		parts = append(parts, fmt.Sprintf("launch bounds %d,%d", c.MaxThreads, c.MinBlocksPerSM))
+	}
+	if !p.TunedBlock.IsZero() {
+		parts = append(parts, "block "+p.TunedBlock.String())
+	}
+	return strings.Join(parts, ", ")
+}
+
+// closest is the executable's kernel sharing the longest prefix with name,
+// when the names share at least their first half: a kernel renamed or
+// re-templated since tuning.
+func closest(name string, kernels []string) string {
+	best, bestLen := "", len(name)/2
+	for _, k := range kernels {
+		n := 0
+		for n < len(k) && n < len(name) && k[n] == name[n] {
+			n++
+		}
+		if n > bestLen {
+			best, bestLen = k, n
+		}
+	}
+	return best
+}
+
+// Launch is one recorded launch of a kernel: what a variant keyed on values
+// is compiled for.
+type Launch struct {
+	Grid, Block mneme.Dim3
+	Args        [][]byte
+}
+
+// PrecompileJob is one variant `mneme deploy precompile` compiles.
+type PrecompileJob struct {
+	Kernel string
+	Label  string
+	Config mneme.Config // as the runtime would compile it for the launch
+	Args   [][]byte
+}
+
+// PrecompileJobs lists the variants to compile for the executable's tuned
+// kernels: one per kernel whose configuration folds nothing, and one per
+// recorded launch (deduplicated by the runtime's key later) for those that
+// fold values or dimensions. Kernels that fold values and have no recorded
+// launch are skipped: their variants are compiled at run time.
+func PrecompileJobs(plans Plans, kernels []string, launches map[string][]Launch) []PrecompileJob {
+	var jobs []PrecompileJob
+	names := make([]string, 0, len(plans))
+	for n, p := range plans {
+		if !p.Original && slices.Contains(kernels, n) {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		p := plans[n]
+		folds := p.Config.Specialize || p.Config.SpecializeDims
+		if !folds {
+			ls := launches[n]
+			block := p.RecordedBlock
+			if len(ls) > 0 {
+				block = ls[0].Block
+			}
+			_, block = p.Geometry(mneme.Dim3{X: 1, Y: 1, Z: 1}, block)
+			cfg := p.ConfigFor(block)
+			cfg.Grid, cfg.Block = mneme.Dim3{}, mneme.Dim3{}
+			var args [][]byte
+			if len(ls) > 0 {
+				args = ls[0].Args
+			}
+			jobs = append(jobs, PrecompileJob{Kernel: n, Label: "generic", Config: cfg, Args: args})
+			continue
+		}
+		for i, l := range launches[n] {
+			grid, block := p.Geometry(l.Grid, l.Block)
+			cfg := p.ConfigFor(block)
+			if cfg.SpecializeDims {
+				cfg.Grid, cfg.Block = grid, block
+			} else {
+				cfg.Grid, cfg.Block = mneme.Dim3{}, mneme.Dim3{}
+			}
+			jobs = append(jobs, PrecompileJob{Kernel: n, Label: fmt.Sprintf("recorded launch %d", i+1), Config: cfg, Args: l.Args})
+		}
+	}
+	return jobs
+}

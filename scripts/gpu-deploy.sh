@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Tuned kernels deployed into the applications (scripts/gpu-test.sh calls it
+# after scripts/gpu-fidelity.sh has recorded and tuned the examples). For
+# each example with a tuned file (WORKDIR/fidelity-tune/NAME or, for
+# jitspec, a tuning made here), the wrapped application runs
+#   - with run-time JIT off (MNEME_JIT=off: the application's own code),
+#   - with MNEME_TUNED_KERNELS and an empty cache (cold: compiles, counted
+#     from MNEME_TRACE) and again with the filled cache (warm: must compile
+#     nothing),
+# and one row compares the application's own kernel timer with the replay
+# speedup tuning reported, and the outputs (timer lines left out). Then the
+# safety checks: a malformed tuned file, a configuration that cannot
+# compile, and Proteus's annotate("jit") on jitspec. Lines starting with
+# "== " are summary lines.
+# Usage: scripts/gpu-deploy.sh WORKDIR (holding plain/, wrapper/, fidelity-rdb/, fidelity-tune/)
+set -uo pipefail
+w=${1:?usage: gpu-deploy.sh WORKDIR}
+logs=${LOGS:-$w/deploy-logs}; mkdir -p "$logs"
+examples=${DEPLOY_EXAMPLES:-"jitspec microphys nbody_dp histo_atomic tiled_matmul"}
+prefix=$(dirname "$(dirname "$(command -v mneme)")")
+export MNEME_RT_LIB=${MNEME_RT_LIB:-$prefix/lib/libmneme_rt.so}
+py() { python3 - "$@"; }
+app_time() { sed -n 's/^kernel [A-Za-z_][A-Za-z0-9_]*: median \([0-9.]*\) us over .*/\1/p' "$1" | head -1; }
+same_output() { cmp -s <(grep -v ': median ' "$1") <(grep -v ': median ' "$2") && echo same || echo DIFFERENT; }
+compiles() { grep -c ' deploy compiled ' "$1" 2>/dev/null || echo 0; }
+ratio() { py "$1" "$2" <<'PY'
+import sys
+try: print(f"{float(sys.argv[1]) / float(sys.argv[2]):.3f}")
+except Exception: print("-")
+PY
+}
+
+# jitspec has no recording from the fidelity step: record and tune it here.
+if [ -x "$w/wrapper/jitspec/jitspec" ] && [ ! -f "$w/fidelity-tune/jitspec/mneme_tuned_kernels.json" ]; then
+  rm -rf "$w/fidelity-rdb/jitspec" "$w/fidelity-tune/jitspec"
+  mneme record -rdb "$w/fidelity-rdb/jitspec" --max-recordings 1 -- "$w/wrapper/jitspec/jitspec" > "$logs/jitspec.record.log" 2>&1
+  mneme tune -rdb "$w/fidelity-rdb/jitspec" --preset standard --sampler tpe --trials 30 --output "$w/fidelity-tune/jitspec" > "$logs/jitspec.tune.log" 2>&1
+fi
+
+printf '%-13s %9s | %9s %9s %9s | %8s %8s | %7s %7s | %s\n' example replay_x jit_off_us cold_us warm_us app_x warm/rep compiles warm_cmp output
+for n in $examples; do
+  wapp=$w/wrapper/$n/$n tuned=$w/fidelity-tune/$n/mneme_tuned_kernels.json
+  [ -x "$wapp" ] || { echo "== deploy $n: not built"; continue; }
+  [ -f "$tuned" ] || { echo "== deploy $n: no tuned file ($tuned)"; continue; }
+  mneme deploy check "$wapp" --tuned "$tuned" > "$logs/$n.check.log" 2>&1
+  rep=$(py "$w/fidelity-tune/$n/summary.json" <<'PY'
+import json, sys
+try:
+    s = json.load(open(sys.argv[1])); print(f"{s.get('best_speedup') or 1:.3f}")
+except Exception: print("-")
+PY
+)
+  cache=$w/deploy-cache/$n; rm -rf "$cache"
+  MNEME_JIT=off "$wapp" > "$logs/$n.off.out" 2> "$logs/$n.off.err"
+  MNEME_TUNED_KERNELS=$tuned MNEME_CACHE_DIR=$cache MNEME_TRACE=$logs/$n.cold.trace "$wapp" > "$logs/$n.cold.out" 2> "$logs/$n.cold.err"; rc_cold=$?
+  MNEME_TUNED_KERNELS=$tuned MNEME_CACHE_DIR=$cache MNEME_TRACE=$logs/$n.warm.trace "$wapp" > "$logs/$n.warm.out" 2> "$logs/$n.warm.err"; rc_warm=$?
+  off=$(app_time "$logs/$n.off.out") cold=$(app_time "$logs/$n.cold.out") warm=$(app_time "$logs/$n.warm.out")
+  appx=$(ratio "$off" "$warm")
+  printf '%-13s %9s | %9s %9s %9s | %8s %8s | %7s %7s | %s %s rc=%s/%s\n' "$n" "$rep" "${off:--}" "${cold:--}" "${warm:--}" "$appx" "$(ratio "$appx" "$rep")" \
+    "$(compiles "$logs/$n.cold.trace")" "$(compiles "$logs/$n.warm.trace")" "$(same_output "$logs/$n.off.out" "$logs/$n.cold.out")" "$(same_output "$logs/$n.off.out" "$logs/$n.warm.out")" "$rc_cold" "$rc_warm"
+  grep -h ' deploy compiled ' "$logs/$n.cold.trace" 2>/dev/null | sed 's/^[0-9]* [0-9]* /   cold: /' | head -3
+  grep -h 'mneme:' "$logs/$n.cold.err" | head -3 | sed 's/^/   warning: /'
+  echo "== deploy $n: replay speedup $rep, in application $appx (JIT off ${off:--} us, warm ${warm:--} us), compiles cold $(compiles "$logs/$n.cold.trace") warm $(compiles "$logs/$n.warm.trace"), output $(same_output "$logs/$n.off.out" "$logs/$n.warm.out")"
+done
+
+# Safety: a malformed tuned file and a configuration that cannot compile
+# leave the application's own code running, with one warning, exit 0.
+n=microphys wapp=$w/wrapper/microphys/microphys
+if [ -x "$wapp" ]; then
+  MNEME_JIT=off "$wapp" > "$logs/safety.off.out" 2>&1
+  kernel=$(mneme inspect --json "$w/fidelity-rdb/$n" 2>/dev/null | py <<'PY'
+import json, sys
+try: print(json.load(sys.stdin)["kernels"][0]["kernel_name"])
+except Exception: print("")
+PY
+)
+  printf '{"%s": {"config": {"passes": "default<O3>"' "$kernel" > "$logs/malformed.json"
+  MNEME_TUNED_KERNELS=$logs/malformed.json "$wapp" > "$logs/safety.malformed.out" 2> "$logs/safety.malformed.err"; rc=$?
+  echo "== deploy safety malformed file: rc=$rc, $(grep -c 'mneme:' "$logs/safety.malformed.err") warning(s), output $(same_output "$logs/safety.off.out" "$logs/safety.malformed.out")"
+  sed 's/^/   /' "$logs/safety.malformed.err" | head -2
+  printf '{"%s": {"Pipeline": "no-such-pass", "OptLevel": "3"}}' "$kernel" > "$logs/nocompile.json"
+  MNEME_CACHE_DIR=$w/deploy-cache/nocompile PROTEUS_TUNED_KERNELS=$logs/nocompile.json "$wapp" > "$logs/safety.nocompile.out" 2> "$logs/safety.nocompile.err"; rc=$?
+  echo "== deploy safety uncompilable configuration: rc=$rc, $(grep -c 'mneme:' "$logs/safety.nocompile.err") warning(s), output $(same_output "$logs/safety.off.out" "$logs/safety.nocompile.out")"
+  sed 's/^/   /' "$logs/safety.nocompile.err" | cut -c1-300 | head -2
+fi
+
+# Proteus's annotate("jit"): jitspec folds its loop bound and modulus at run
+# time with no tuned file at all.
+wapp=$w/wrapper/jitspec/jitspec
+if [ -x "$wapp" ]; then
+  rm -rf "$w/deploy-cache/annotate"
+  MNEME_JIT=off "$wapp" > "$logs/annotate.off.out" 2>&1
+  MNEME_CACHE_DIR=$w/deploy-cache/annotate MNEME_TRACE=$logs/annotate.trace "$wapp" > "$logs/annotate.on.out" 2> "$logs/annotate.on.err"; rc=$?
+  MNEME_CACHE_DIR=$w/deploy-cache/annotate "$wapp" 40 5 > "$logs/annotate.other.out" 2>&1; rc2=$?
+  off=$(app_time "$logs/annotate.off.out") on=$(app_time "$logs/annotate.on.out")
+  echo "== deploy annotate(\"jit\") jitspec: JIT off $off us, specialized $on us, speedup $(ratio "$off" "$on") (want >= 1.3), compiles $(compiles "$logs/annotate.trace"), rc=$rc, output $(same_output "$logs/annotate.off.out" "$logs/annotate.on.out"); other values: $(grep -o 'errors=[0-9]*' "$logs/annotate.other.out") rc=$rc2"
+  grep -h 'mneme:' "$logs/annotate.on.err" | head -3 | sed 's/^/   warning: /'
+fi
