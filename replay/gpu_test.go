@@ -148,9 +148,15 @@ func TestGPUVecAdd(t *testing.T) {
 	if at < c.Size/2 || at >= c.Size/2+4 {
 		t.Fatalf("test data: first difference at %d, expected in the element at %d", at, c.Size/2)
 	}
-	wantMsg := fmt.Sprintf("allocation 0x%x (%d bytes) differs from the recording at offset %d", c.Addr, c.Size, at)
-	if !strings.Contains(res.Mismatch, wantMsg) {
-		t.Fatalf("mismatch %q does not say %q", res.Mismatch, wantMsg)
+	// Verification is typed by default: c is compared as the f32 the kernel
+	// writes, and the message names the first failing element.
+	for _, wantMsg := range []string{
+		fmt.Sprintf("allocation 0x%x (%d bytes) (f32) differs from the recording", c.Addr, c.Size),
+		fmt.Sprintf("at element %d:", at/4),
+	} {
+		if !strings.Contains(res.Mismatch, wantMsg) {
+			t.Fatalf("mismatch %q does not say %q", res.Mismatch, wantMsg)
+		}
 	}
 
 	// After a failed run, memory is restored in full: the baseline verifies again.

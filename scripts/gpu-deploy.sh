@@ -41,7 +41,11 @@ printf '%-13s %9s | %9s %9s %9s | %8s %8s | %7s %7s | %s\n' example replay_x jit
 for n in $examples; do
   wapp=$w/wrapper/$n/$n tuned=$w/fidelity-tune/$n/mneme_tuned_kernels.json
   [ -x "$wapp" ] || { echo "== deploy $n: not built"; continue; }
-  [ -f "$tuned" ] || { echo "== deploy $n: no tuned file ($tuned)"; continue; }
+  if [ ! -f "$tuned" ]; then
+    if grep -qs '"baseline_is_best": *true' "$w/fidelity-tune/$n/summary.json"; then echo "== deploy $n: tuning found the application's own code best; nothing to deploy"
+    else echo "== deploy $n: no tuned file ($tuned)"; fi
+    continue
+  fi
   mneme deploy check "$wapp" --tuned "$tuned" > "$logs/$n.check.log" 2>&1
   rep=$(py "$w/fidelity-tune/$n/summary.json" <<'PY'
 import json, sys
@@ -67,10 +71,11 @@ done
 # leave the application's own code running, with one warning, exit 0.
 n=microphys wapp=$w/wrapper/microphys/microphys
 if [ -x "$wapp" ]; then
-  MNEME_JIT=off "$wapp" > "$logs/safety.off.out" 2>&1
-  kernel=$(mneme inspect --json "$w/fidelity-rdb/$n" 2>/dev/null | py <<'PY'
+  MNEME_JIT=off "$wapp" > "$logs/safety.off.out" 2> "$logs/safety.off.err"
+  mneme inspect --json "$w/fidelity-rdb/$n" > "$logs/safety.inspect.json" 2>/dev/null
+  kernel=$(py "$logs/safety.inspect.json" <<'PY'
 import json, sys
-try: print(json.load(sys.stdin)["kernels"][0]["kernel_name"])
+try: print(json.load(open(sys.argv[1]))["kernels"][0]["kernel_name"])
 except Exception: print("")
 PY
 )
@@ -89,9 +94,9 @@ fi
 wapp=$w/wrapper/jitspec/jitspec
 if [ -x "$wapp" ]; then
   rm -rf "$w/deploy-cache/annotate"
-  MNEME_JIT=off "$wapp" > "$logs/annotate.off.out" 2>&1
+  MNEME_JIT=off "$wapp" > "$logs/annotate.off.out" 2> "$logs/annotate.off.err"
   MNEME_CACHE_DIR=$w/deploy-cache/annotate MNEME_TRACE=$logs/annotate.trace "$wapp" > "$logs/annotate.on.out" 2> "$logs/annotate.on.err"; rc=$?
-  MNEME_CACHE_DIR=$w/deploy-cache/annotate "$wapp" 40 5 > "$logs/annotate.other.out" 2>&1; rc2=$?
+  MNEME_CACHE_DIR=$w/deploy-cache/annotate "$wapp" 40 5 > "$logs/annotate.other.out" 2> "$logs/annotate.other.err"; rc2=$?
   off=$(app_time "$logs/annotate.off.out") on=$(app_time "$logs/annotate.on.out")
   echo "== deploy annotate(\"jit\") jitspec: JIT off $off us, specialized $on us, speedup $(ratio "$off" "$on") (want >= 1.3), compiles $(compiles "$logs/annotate.trace"), rc=$rc, output $(same_output "$logs/annotate.off.out" "$logs/annotate.on.out"); other values: $(grep -o 'errors=[0-9]*' "$logs/annotate.other.out") rc=$rc2"
   grep -h 'mneme:' "$logs/annotate.on.err" | head -3 | sed 's/^/   warning: /'

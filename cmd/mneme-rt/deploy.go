@@ -8,6 +8,7 @@ import "C"
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -71,6 +72,9 @@ type deployedKernel struct {
 	disabled bool
 	// hostVars are the application's variables by device name, read once.
 	hostVars map[string]hostVar
+	// hot maps the launches seen (hotKey) to their variants.
+	hot    map[string]*variant
+	hotBuf []byte
 }
 
 // variant is one loaded compilation of a kernel.
@@ -198,18 +202,15 @@ func mneme_rt_deploy_launch(fn unsafe.Pointer, index C.int, gx, gy, gz, bx, by, 
 	}
 	grid := mneme.Dim3{X: uint32(gx), Y: uint32(gy), Z: uint32(gz)}
 	block := mneme.Dim3{X: uint32(bx), Y: uint32(by), Z: uint32(bz)}
-	argBytes := make([][]byte, len(k.paramSizes))
+	var params []unsafe.Pointer
 	if len(k.paramSizes) > 0 {
-		ptrs := unsafe.Slice(args, len(k.paramSizes))
-		for i, n := range k.paramSizes {
-			argBytes[i] = C.GoBytes(ptrs[i], C.int(n))
-		}
+		params = unsafe.Slice(args, len(k.paramSizes))
 	}
 	s := uintptr(unsafe.Pointer(stream))
 	if ptsz != 0 && s == 0 {
 		s = 2 // CU_STREAM_PER_THREAD
 	}
-	fast, err := dep.launch(dk, grid, block, argBytes, uint32(shared), s, unsafe.Pointer(args))
+	fast, err := dep.launch(dk, grid, block, params, k.paramSizes, uint32(shared), s)
 	if err != nil {
 		dep.disable(dk, err)
 		return 0
@@ -260,11 +261,28 @@ func (d *deployer) disable(dk *deployedKernel, err error) {
 // launch runs one launch of a tuned kernel. It returns the variant when
 // every later launch may run it straight from the shim: nothing is
 // specialized on the launch's values and no variable needs refreshing.
-func (d *deployer) launch(dk *deployedKernel, grid, block mneme.Dim3, args [][]byte, shared uint32, stream uintptr, params unsafe.Pointer) (*variant, error) {
+func (d *deployer) launch(dk *deployedKernel, grid, block mneme.Dim3, params []unsafe.Pointer, sizes []uint64, shared uint32, stream uintptr) (*variant, error) {
 	grid, block = dk.plan.Geometry(grid, block)
-	cfg := dk.plan.ConfigFor(block)
 	dk.mu.Lock()
-	v, err := d.variantFor(dk, cfg, args, grid, block)
+	// A launch like an earlier one finds its variant by the raw bytes that
+	// key it, without building the cache key: this path runs between the
+	// application's launch call and the GPU starting the kernel.
+	hot := dk.hotKey(grid, block, params, sizes)
+	v := dk.hot[string(hot)]
+	var err error
+	if v == nil {
+		args := make([][]byte, len(sizes))
+		for i, n := range sizes {
+			args[i] = C.GoBytes(params[i], C.int(n))
+		}
+		v, err = d.variantFor(dk, dk.plan.ConfigFor(block), args, grid, block)
+		if err == nil && dk.facts != nil && len(dk.hot) < maxHotLaunches {
+			if dk.hot == nil {
+				dk.hot = map[string]*variant{}
+			}
+			dk.hot[string(dk.hotKey(grid, block, params, sizes))] = v
+		}
+	}
 	dk.mu.Unlock()
 	if err != nil {
 		return nil, err
@@ -280,13 +298,50 @@ func (d *deployer) launch(dk *deployedKernel, grid, block mneme.Dim3, args [][]b
 			return nil, fmt.Errorf("refreshing a __constant__ variable: %w", err)
 		}
 	}
-	if err := v.fn.LaunchParams(grid, block, shared, stream, params); err != nil {
+	var p unsafe.Pointer
+	if len(params) > 0 {
+		p = unsafe.Pointer(&params[0])
+	}
+	if err := v.fn.LaunchParams(grid, block, shared, stream, p); err != nil {
 		return nil, err
 	}
+	cfg := dk.plan.Config
 	if cfg.Specialize && len(dk.facts.ScalarArgs) > 0 || cfg.SpecializeDims || len(v.copies) > 0 {
 		return nil, nil
 	}
 	return v, nil
+}
+
+// maxHotLaunches bounds a kernel's table of launches seen: beyond the
+// variant bound, ever new values all map to the unspecialized code.
+const maxHotLaunches = 4096
+
+// hotKey is what tells a kernel's launches apart for its variants: the
+// block (the configuration depends on it), the grid when dimensions are
+// folded, and the bytes of the folded arguments. Without facts yet it is
+// nil, which no launch is remembered under.
+func (dk *deployedKernel) hotKey(grid, block mneme.Dim3, params []unsafe.Pointer, sizes []uint64) []byte {
+	if dk.facts == nil {
+		return nil
+	}
+	key := dk.hotBuf[:0]
+	for _, v := range []uint32{block.X, block.Y, block.Z} {
+		key = binary.LittleEndian.AppendUint32(key, v)
+	}
+	if dk.plan.Config.SpecializeDims {
+		for _, v := range []uint32{grid.X, grid.Y, grid.Z} {
+			key = binary.LittleEndian.AppendUint32(key, v)
+		}
+	}
+	if dk.plan.Config.Specialize {
+		for _, i := range dk.facts.ScalarArgs {
+			if i < len(params) {
+				key = append(key, unsafe.Slice((*byte)(params[i]), sizes[i])...)
+			}
+		}
+	}
+	dk.hotBuf = key
+	return key
 }
 
 // variantFor finds or builds the variant of dk for this launch: memory,

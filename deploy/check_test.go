@@ -1,0 +1,84 @@
+package deploy
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/mneme-gpu/mneme"
+)
+
+func TestCheckReportsEachTunedKernel(t *testing.T) {
+	plans := Plans{
+		"_Z6vecaddPKfS0_Pfi": {Kernel: "_Z6vecaddPKfS0_Pfi", Source: "t.json", Config: mneme.Config{Passes: "default<O2>", CodegenOpt: 3},
+			TunedBlock: mneme.Dim3{X: 512, Y: 1, Z: 1}, TunedGPU: "NVIDIA H100"},
+		"_Z4bestv":             {Kernel: "_Z4bestv", Source: "t.json", Original: true},
+		"_Z6vecaddPKfS0_Pfiii": {Kernel: "_Z6vecaddPKfS0_Pfiii", Source: "t.json"},
+	}
+	rep := Check(plans, []string{"_Z6vecaddPKfS0_Pfi", "_Z4bestv"}, "NVIDIA H200")
+	if rep.Matched != 2 || len(rep.Rows) != 3 {
+		t.Fatalf("report %+v", rep)
+	}
+	byName := map[string]CheckRow{}
+	for _, r := range rep.Rows {
+		byName[r.Kernel] = r
+	}
+	v := byName["_Z6vecaddPKfS0_Pfi"]
+	if v.Status != StatusDeployed || !strings.Contains(v.Note, "block 512") || !strings.Contains(v.Note, "tuned on NVIDIA H100, this GPU is NVIDIA H200") {
+		t.Errorf("deployed row %+v", v)
+	}
+	if byName["_Z4bestv"].Status != StatusOriginal {
+		t.Errorf("original row %+v", byName["_Z4bestv"])
+	}
+	u := byName["_Z6vecaddPKfS0_Pfiii"]
+	if u.Status != StatusUnknown || !strings.Contains(u.Note, "did you mean _Z6vecaddPKfS0_Pfi?") {
+		t.Errorf("unknown row %+v", u)
+	}
+}
+
+func TestPrecompileJobs(t *testing.T) {
+	generic := &Plan{Kernel: "g", Config: mneme.Config{Passes: "default<O3>", CodegenOpt: 3, Grid: mneme.Dim3{X: 9, Y: 1, Z: 1}},
+		TunedBlock: mneme.Dim3{X: 128, Y: 1, Z: 1}, RecordedBlock: mneme.Dim3{X: 256, Y: 1, Z: 1}}
+	spec := &Plan{Kernel: "s", Config: mneme.Config{Passes: "default<O3>", CodegenOpt: 3, Specialize: true, SpecializeDims: true}}
+	plans := Plans{"g": generic, "s": spec, "o": {Kernel: "o", Original: true}, "missing": {Kernel: "missing"}}
+	launches := map[string][]Launch{
+		"s": {{Grid: mneme.Dim3{X: 4, Y: 1, Z: 1}, Block: mneme.Dim3{X: 64, Y: 1, Z: 1}, Args: [][]byte{{1}}},
+			{Grid: mneme.Dim3{X: 8, Y: 1, Z: 1}, Block: mneme.Dim3{X: 64, Y: 1, Z: 1}, Args: [][]byte{{2}}}},
+	}
+	jobs := PrecompileJobs(plans, []string{"g", "s", "o"}, launches)
+	if len(jobs) != 3 {
+		t.Fatalf("jobs %+v, want the generic kernel once and the specialized one per recorded launch", jobs)
+	}
+	if jobs[0].Kernel != "g" || !jobs[0].Config.Grid.IsZero() || !jobs[0].Config.Block.IsZero() {
+		t.Errorf("generic job %+v: an unspecialized variant is keyed without dimensions", jobs[0])
+	}
+	if jobs[1].Kernel != "s" || jobs[1].Config.Grid.X != 4 || jobs[2].Config.Grid.X != 8 || jobs[2].Args[0][0] != 2 {
+		t.Errorf("specialized jobs %+v %+v: one per recorded launch with its dimensions and values", jobs[1], jobs[2])
+	}
+}
+
+func TestVariantKeyFoldsOnlySpecializedValues(t *testing.T) {
+	facts := KernelFacts{ScalarArgs: []int{1}}
+	cfg := mneme.Config{Passes: "default<O3>", CodegenOpt: 3, Specialize: true}
+	a := VariantKey("ir", "k", cfg, facts, [][]byte{{1, 2}, {7}}, "sm_90", 13000, "")
+	b := VariantKey("ir", "k", cfg, facts, [][]byte{{9, 9}, {7}}, "sm_90", 13000, "")
+	c := VariantKey("ir", "k", cfg, facts, [][]byte{{1, 2}, {8}}, "sm_90", 13000, "")
+	if a.Hash() != b.Hash() {
+		t.Error("a pointer argument that changes gave another variant")
+	}
+	if a.Hash() == c.Hash() {
+		t.Error("a specialized value that changes gave the same variant")
+	}
+	cfg.Specialize = false
+	if VariantKey("ir", "k", cfg, facts, [][]byte{{1, 2}, {7}}, "sm_90", 13000, "").Hash() != VariantKey("ir", "k", cfg, facts, [][]byte{{1, 2}, {8}}, "sm_90", 13000, "").Hash() {
+		t.Error("without specialization the values must not enter the key")
+	}
+	dims := mneme.Config{Passes: "default<O3>", CodegenOpt: 3, SpecializeDims: true, Grid: mneme.Dim3{X: 2, Y: 1, Z: 1}, Block: mneme.Dim3{X: 32, Y: 1, Z: 1}}
+	dims2 := dims
+	dims2.Grid.X = 3
+	if VariantKey("ir", "k", dims, facts, nil, "sm_90", 1, "").Hash() == VariantKey("ir", "k", dims2, facts, nil, "sm_90", 1, "").Hash() {
+		t.Error("specialized dimensions must enter the key")
+	}
+	if IRHash([][]byte{{1}, {2, 3}}) == IRHash([][]byte{{1, 2}, {3}}) {
+		t.Error("IRHash must tell translation units apart")
+	}
+}
