@@ -316,6 +316,12 @@ func TestDeployFastPath(t *testing.T) {
 		t.Errorf("stderr: %q", stderr)
 	}
 
+	// A recording records the application's own code: tuned files are ignored.
+	rec, _ := runProgram(t, app, "MNEME_RECORD=1", "MNEME_TUNED_KERNELS=tuned.json", "MNEME_RT_LIB="+lib)
+	if strings.Contains(rec, "deploy") || !strings.Contains(rec, "asked _Z6kernelPfi") {
+		t.Errorf("recording with a tuned file set must record, not deploy:\n%s", rec)
+	}
+
 	off, stderr := runProgram(t, app, "MNEME_TUNED_KERNELS=tuned.json", "MNEME_JIT=off", "MNEME_RT_LIB="+lib)
 	if strings.Contains(off, "deploy") || strings.Count(off, "launch ") != 20 || stderr != "" {
 		t.Errorf("with MNEME_JIT=off every launch must reach CUDA untouched:\n%s\nstderr: %s", off, stderr)
