@@ -52,3 +52,46 @@ func TestToolkitLinkPTX(t *testing.T) {
 		t.Error("malformed PTX linked")
 	}
 }
+
+// The toolkit's ptxas program needs no GPU either: the test runs wherever
+// it is found (MNEME_PTXAS_BIN, a CUDA installation or PATH).
+func TestPtxasAssemble(t *testing.T) {
+	if _, _, err := PtxasProgram(); err != nil {
+		if os.Getenv("MNEME_GPU_REQUIRED") != "" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	ptx := []byte(`.version 7.8
+.target sm_90
+.address_size 64
+.visible .entry add1(.param .u64 p) {
+  .reg .b64 %rd<3>; .reg .f32 %f<3>;
+  ld.param.u64 %rd1, [p];
+  cvta.to.global.u64 %rd2, %rd1;
+  ld.global.f32 %f1, [%rd2];
+  add.f32 %f2, %f1, 0f3F800000;
+  st.global.f32 [%rd2], %f2;
+  ret;
+}
+`)
+	res, err := PtxasAssemble(ptx, "add1", JITOptions{OptLevel: -1, Arch: "sm_90", MaxRegisters: 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Cubin) < 4 || string(res.Cubin[1:4]) != "ELF" {
+		t.Fatalf("not an ELF cubin: % x", res.Cubin[:min(8, len(res.Cubin))])
+	}
+	st, ok := res.Stats("add1")
+	if !ok || st.Registers <= 0 {
+		t.Errorf("no register count for add1 in the log:\n%s", res.InfoLog)
+	}
+	if got := strings.Join(res.Options, " "); got != "ptxas -m64 -O3 --gpu-name sm_90 --maxrregcount=32" {
+		t.Errorf("options %q", got)
+	}
+	if _, err := PtxasAssemble([]byte(".version 7.8\n.target sm_90\nnot ptx"), "bad", JITOptions{OptLevel: -1, Arch: "sm_90"}); err == nil {
+		t.Error("malformed PTX assembled")
+	} else if le, ok := err.(*LinkError); !ok || le.Log == "" {
+		t.Errorf("the error carries no ptxas log: %v", err)
+	}
+}

@@ -12,7 +12,7 @@ import (
 // Check statuses.
 const (
 	StatusDeployed = "deployed"       // the kernel runs its tuned code
-	StatusOriginal = "original"       // tuning found the application's code best
+	StatusOriginal = "own-code"       // tuning found the application's own code best
 	StatusUnknown  = "not-in-program" // the executable has no kernel of that name
 )
 

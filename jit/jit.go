@@ -94,8 +94,10 @@ type Compiler struct {
 	inflight map[string]*call
 
 	ptxasOnce sync.Once
-	toolkit   bool   // link with the toolkit's ptxas (libnvJitLink)
-	ptxasID   string // which ptxas links, for cache keys
+	toolkit   bool // link with the toolkit's ptxas (its program or libnvJitLink)
+	// ptxasProgram: the toolkit's ptxas program rather than libnvJitLink.
+	ptxasProgram bool
+	ptxasID      string // which ptxas links, for cache keys
 }
 
 type call struct {
@@ -410,9 +412,12 @@ func (c *Compiler) link(out *Output, cfg mneme.Config, arch string) error {
 	jo := cuda.JITOptions{OptLevel: opt, MaxRegisters: cfg.MaxRegisters, Arch: arch}
 	var res *cuda.LinkResult
 	var err error
-	if c.useToolkitPTXAS() {
+	switch c.useToolkitPTXAS(); {
+	case c.ptxasProgram:
+		res, err = cuda.PtxasAssemble(out.PTX, out.Kernel, jo)
+	case c.toolkit:
 		res, err = cuda.ToolkitLinkPTX(out.PTX, out.Kernel, jo)
-	} else {
+	default:
 		res, err = cuda.LinkPTX(out.PTX, out.Kernel, jo)
 	}
 	out.Times.Ptxas = time.Since(t)
@@ -453,35 +458,44 @@ func (c *Compiler) OptimizedIR(req *Request) (string, error) {
 	return mod.String(), nil
 }
 
-// EnvPTXAS chooses the ptxas that turns PTX into machine code: "toolkit"
-// (libnvJitLink, the ptxas the application's compiler ran; the default when
-// found and not newer than the driver) or "driver" (the driver's JIT).
+// EnvPTXAS chooses the ptxas that turns PTX into machine code: "program"
+// (the toolkit's ptxas program, run as a compiler driver runs it: the
+// default when found), "nvjitlink" (the toolkit's ptxas through
+// libnvJitLink, the default when no program is found) or "driver" (the
+// driver's JIT). A toolkit newer than the driver is not used: its cubins
+// may not load.
 const EnvPTXAS = "MNEME_PTXAS"
 
 // useToolkitPTXAS decides once per compiler which ptxas links: the
-// toolkit's gives the application's own machine code for the same PTX,
-// where the driver's may not (see cuda.ToolkitLinkPTX).
+// toolkit's program gives the application's own machine code for the same
+// PTX; libnvJitLink and the driver's JIT may not (see cuda.PtxasAssemble).
 func (c *Compiler) useToolkitPTXAS() bool {
 	c.ptxasOnce.Do(func() {
 		c.ptxasID = "driver"
-		if v, err := cuda.DriverVersion(); err == nil {
-			c.ptxasID = fmt.Sprintf("driver %d", v)
-		}
-		if os.Getenv(EnvPTXAS) == "driver" {
-			return
-		}
-		tv, err := cuda.ToolkitPTXAS()
-		if err != nil {
-			return
-		}
-		// A cubin from a newer toolkit may not load on this driver.
-		var major, minor int
 		dv, derr := cuda.DriverVersion()
-		if _, serr := fmt.Sscanf(tv, "%d.%d", &major, &minor); serr != nil || derr != nil || major*1000+minor*10 > dv {
+		if derr == nil {
+			c.ptxasID = fmt.Sprintf("driver %d", dv)
+		}
+		fits := func(version string) bool {
+			var major, minor int
+			_, err := fmt.Sscanf(version, "%d.%d", &major, &minor)
+			return err == nil && derr == nil && major*1000+minor*10 <= dv
+		}
+		choice := os.Getenv(EnvPTXAS)
+		if choice == "driver" {
 			return
 		}
-		c.toolkit = true
-		c.ptxasID = "toolkit " + tv
+		if choice == "" || choice == "program" {
+			if _, v, err := cuda.PtxasProgram(); err == nil && fits(v) {
+				c.toolkit, c.ptxasProgram = true, true
+				c.ptxasID = "ptxas " + v
+				return
+			}
+		}
+		if tv, err := cuda.ToolkitPTXAS(); err == nil && fits(tv) {
+			c.toolkit = true
+			c.ptxasID = "toolkit " + tv
+		}
 	})
 	return c.toolkit
 }
