@@ -68,5 +68,5 @@ func (m *Module) DropDead() error {
 	}
 	pipeline := C.CString("globaldce")
 	defer C.free(unsafe.Pointer(pipeline))
-	return m.noteFatal(shimError(C.mn_run_passes(m.mod, pipeline, nil), m.name+": dropping dead globals"))
+	return m.noteFatal(shimError(C.mn_run_passes(m.mod, pipeline, nil, 0, 0), m.name+": dropping dead globals"))
 }

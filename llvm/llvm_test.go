@@ -959,3 +959,19 @@ func TestSpecializeDimsEveryDimension(t *testing.T) {
 		}
 	}
 }
+
+func TestVectorizersFollowClangDriver(t *testing.T) {
+	for _, tc := range []struct {
+		pipeline     string
+		slp, loopVec bool
+	}{
+		{"default<O0>", false, false}, {"default<O1>", false, false}, {"default<O2>", true, true},
+		{"default<O3>", true, true}, {"default<Os>", true, true}, {"default<Oz>", true, false},
+		{"instcombine,simplifycfg", false, false},
+	} {
+		slp, lv := vectorizers(tc.pipeline)
+		if (slp != 0) != tc.slp || (lv != 0) != tc.loopVec {
+			t.Errorf("%s: slp %d, loop vectorizer %d; want %v, %v", tc.pipeline, slp, lv, tc.slp, tc.loopVec)
+		}
+	}
+}

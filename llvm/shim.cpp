@@ -378,9 +378,11 @@ char *mn_verify(LLVMModuleRef m) {
 }
 
 char *mn_run_passes(LLVMModuleRef m, const char *pipeline,
-                    LLVMTargetMachineRef tm) {
+                    LLVMTargetMachineRef tm, int slp, int loop_vectorize) {
   return guarded([&]() -> std::string {
     LLVMPassBuilderOptionsRef opts = LLVMCreatePassBuilderOptions();
+    LLVMPassBuilderOptionsSetSLPVectorization(opts, slp);
+    LLVMPassBuilderOptionsSetLoopVectorization(opts, loop_vectorize);
     LLVMErrorRef err = LLVMRunPasses(m, pipeline, tm, opts);
     LLVMDisposePassBuilderOptions(opts);
     if (err)

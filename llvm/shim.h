@@ -32,8 +32,10 @@ char *mn_check_bitcode_isolated(const char *data, size_t len, const char *name,
 char *mn_parse_ir(LLVMContextRef ctx, const char *text, size_t len,
                   const char *name, LLVMModuleRef *out);
 char *mn_verify(LLVMModuleRef m);
+// slp and loop_vectorize turn LLVM's vectorizers on as clang's driver does
+// for the -O level (they are off in a default LLVMPassBuilderOptions).
 char *mn_run_passes(LLVMModuleRef m, const char *pipeline,
-                    LLVMTargetMachineRef tm);
+                    LLVMTargetMachineRef tm, int slp, int loop_vectorize);
 char *mn_create_target_machine(const char *triple, const char *cpu,
                                const char *features, int opt_level,
                                LLVMTargetMachineRef *out);

@@ -111,7 +111,8 @@ func TestCompileOnlySessionCompilesAndSpecializes(t *testing.T) {
 	}
 	defer s.Close()
 	cfg := s.Baseline()
-	cfg.Specialize, cfg.SpecializeDims = true, true
+	// Internalized, the module keeps only this kernel: its IR is checked below.
+	cfg.Specialize, cfg.SpecializeDims, cfg.Internalize = true, true, true
 	res, err := s.Compile(cfg)
 	if err != nil || res.Status != mneme.StatusVerified || res.OptTime <= 0 || res.ObjSize == 0 || res.Executed {
 		t.Fatalf("compile: %v %+v", err, res)
@@ -180,9 +181,10 @@ func TestInternalizeKeepsRecordedGlobals(t *testing.T) {
 	}
 	defer s.Close()
 	cfg := s.Baseline()
-	if !cfg.Internalize {
-		t.Fatal("the baseline should internalize")
+	if cfg.Internalize {
+		t.Fatal("the baseline must not internalize: the application's compiler did not")
 	}
+	cfg.Internalize = true
 	out, err := s.comp.Compile(s.request(cfg))
 	if err != nil {
 		t.Fatal(err)
