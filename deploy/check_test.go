@@ -82,3 +82,29 @@ func TestVariantKeyFoldsOnlySpecializedValues(t *testing.T) {
 		t.Error("IRHash must tell translation units apart")
 	}
 }
+
+// A kernel deployed under one plan and later under another keys on what the
+// later configuration folds, not on what the first compile folded: facts
+// name the kernel's scalars, the configuration picks among them.
+func TestFoldedArgsFollowTheConfiguration(t *testing.T) {
+	facts := KernelFacts{ScalarArgs: []int{2, 3, 4}}
+	named := mneme.Config{Passes: "default<O3>", CodegenOpt: 3, Specialize: true, SpecializeArgs: []int{3, 4}}
+	all := mneme.Config{Passes: "default<O3>", CodegenOpt: 3, Specialize: true}
+	if got := FoldedArgs(named, facts); len(got) != 2 || got[0] != 3 {
+		t.Errorf("named arguments: %v", got)
+	}
+	if got := FoldedArgs(all, facts); len(got) != 3 {
+		t.Errorf("every scalar: %v", got)
+	}
+	if got := FoldedArgs(mneme.Config{}, facts); got != nil {
+		t.Errorf("no specialization: %v", got)
+	}
+	args := [][]byte{{0}, {0}, {1}, {7}, {5}}
+	other := [][]byte{{0}, {0}, {2}, {7}, {5}} // argument 2 differs
+	if VariantKey("ir", "k", all, facts, args, "sm_90", 1, "").Hash() == VariantKey("ir", "k", all, facts, other, "sm_90", 1, "").Hash() {
+		t.Error("a folded scalar that differs must give another variant")
+	}
+	if VariantKey("ir", "k", named, facts, args, "sm_90", 1, "").Hash() != VariantKey("ir", "k", named, facts, other, "sm_90", 1, "").Hash() {
+		t.Error("an argument the configuration does not fold must not split variants")
+	}
+}

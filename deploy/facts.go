@@ -26,7 +26,7 @@ type KernelFacts struct {
 }
 
 // factsFormat marks a facts file; a change of KernelFacts changes it.
-const factsFormat = "mneme-facts-1"
+const factsFormat = "mneme-facts-2"
 
 // maxFactsSize bounds a facts file read back.
 const maxFactsSize = 16 << 20

@@ -25,9 +25,11 @@ type Global struct {
 // key and run it.
 type CompileResponse struct {
 	Cubin []byte `json:"cubin"`
-	// Folded are the argument indices whose values were compiled in: the
-	// runtime keys variants on exactly these arguments' bytes.
+	// Folded are the argument indices whose values were compiled in.
 	Folded []int `json:"folded"`
+	// Scalars are the arguments a configuration that specializes without
+	// naming arguments folds (FoldedArgs): the kernel's, not this compile's.
+	Scalars []int `json:"scalars"`
 	// ArgSizes are the kernel's parameter sizes in bytes.
 	ArgSizes []int `json:"arg_sizes"`
 	// Globals are the variables the kernel's code keeps its own copies of:
@@ -42,5 +44,5 @@ type CompileResponse struct {
 // Facts are what the runtime needs about a kernel before it can key a
 // variant, kept on disk beside the variants so a warm run compiles nothing.
 func (r *CompileResponse) Facts() KernelFacts {
-	return KernelFacts{ScalarArgs: r.Folded, ArgSizes: r.ArgSizes, Globals: r.Globals}
+	return KernelFacts{ScalarArgs: r.Scalars, ArgSizes: r.ArgSizes, Globals: r.Globals}
 }

@@ -26,8 +26,8 @@ func IRHash(bitcodes [][]byte) string {
 
 // VariantKey is the cache key of the variant a launch needs: cfg is the
 // compile configuration for the launch (Plan.ConfigFor), with Grid and
-// Block set when it specializes them; the values of the arguments facts say
-// fold are part of the key only when cfg specializes. The runtime and
+// Block set when it specializes them; the values of the arguments it folds
+// (FoldedArgs) are part of the key. The runtime and
 // `mneme deploy precompile` both key through here, so a precompiled
 // variant is the one a launch finds.
 func VariantKey(irHash, kernel string, cfg mneme.Config, facts KernelFacts, args [][]byte, arch string, driver int, ptxas string) Key {
@@ -36,13 +36,27 @@ func VariantKey(irHash, kernel string, cfg mneme.Config, facts KernelFacts, args
 		k.Block, k.Grid = cfg.Block, cfg.Grid
 	}
 	cfg.Block, cfg.Grid = mneme.Dim3{}, mneme.Dim3{}
-	if cfg.Specialize {
-		for _, i := range facts.ScalarArgs {
-			if i >= 0 && i < len(args) {
-				k.Values = AppendValue(k.Values, i, args[i])
-			}
+	for _, i := range FoldedArgs(cfg, facts) {
+		if i >= 0 && i < len(args) {
+			k.Values = AppendValue(k.Values, i, args[i])
 		}
 	}
 	k.Config = ConfigKey(cfg)
 	return k
+}
+
+// FoldedArgs are the arguments whose values a compile under cfg folds in:
+// none without Specialize, the listed ones when cfg names them, else every
+// scalar (as the compiler folds them). It depends on the configuration, not
+// on the compile that first recorded the facts, so a kernel deployed under
+// another plan later keys on the right values.
+func FoldedArgs(cfg mneme.Config, facts KernelFacts) []int {
+	switch {
+	case !cfg.Specialize:
+		return nil
+	case len(cfg.SpecializeArgs) > 0:
+		return cfg.SpecializeArgs
+	default:
+		return facts.ScalarArgs
+	}
 }

@@ -37,6 +37,7 @@ func CompileVariant(req deploy.CompileRequest, ctx *cuda.Context, arch string) (
 		resp.ArgSizes[i] = p.Bytes()
 	}
 	cfg := req.Config
+	resp.Scalars = foldable(params, mneme.Config{Specialize: true})
 	if cfg.Specialize {
 		resp.Folded = foldable(params, cfg)
 		if len(resp.Folded) == 0 {

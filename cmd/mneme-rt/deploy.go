@@ -306,7 +306,7 @@ func (d *deployer) launch(dk *deployedKernel, grid, block mneme.Dim3, params []u
 		return nil, err
 	}
 	cfg := dk.plan.Config
-	if cfg.Specialize && len(dk.facts.ScalarArgs) > 0 || cfg.SpecializeDims || len(v.copies) > 0 {
+	if len(deploy.FoldedArgs(cfg, *dk.facts)) > 0 || cfg.SpecializeDims || len(v.copies) > 0 {
 		return nil, nil
 	}
 	return v, nil
@@ -333,11 +333,9 @@ func (dk *deployedKernel) hotKey(grid, block mneme.Dim3, params []unsafe.Pointer
 			key = binary.LittleEndian.AppendUint32(key, v)
 		}
 	}
-	if dk.plan.Config.Specialize {
-		for _, i := range dk.facts.ScalarArgs {
-			if i < len(params) {
-				key = append(key, unsafe.Slice((*byte)(params[i]), sizes[i])...)
-			}
+	for _, i := range deploy.FoldedArgs(dk.plan.Config, *dk.facts) {
+		if i >= 0 && i < len(params) {
+			key = append(key, unsafe.Slice((*byte)(params[i]), sizes[i])...)
 		}
 	}
 	dk.hotBuf = key
