@@ -6,16 +6,8 @@ import (
 	"testing"
 )
 
-// The toolkit's ptxas needs no GPU, only libnvJitLink: the test runs wherever
-// the library is found (MNEME_NVJITLINK or a CUDA installation).
-func TestToolkitLinkPTX(t *testing.T) {
-	if _, err := ToolkitPTXAS(); err != nil {
-		if os.Getenv("MNEME_GPU_REQUIRED") != "" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
-	ptx := []byte(`.version 7.8
+// add1PTX adds 1 to a float in place: a kernel both assemblers accept.
+const add1PTX = `.version 7.8
 .target sm_90
 .address_size 64
 .visible .entry add1(.param .u64 p) {
@@ -27,7 +19,18 @@ func TestToolkitLinkPTX(t *testing.T) {
   st.global.f32 [%rd2], %f2;
   ret;
 }
-`)
+`
+
+// The toolkit's ptxas needs no GPU, only libnvJitLink: the test runs wherever
+// the library is found (MNEME_NVJITLINK or a CUDA installation).
+func TestToolkitLinkPTX(t *testing.T) {
+	if _, err := ToolkitPTXAS(); err != nil {
+		if os.Getenv("MNEME_GPU_REQUIRED") != "" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	ptx := []byte(add1PTX)
 	res, err := ToolkitLinkPTX(ptx, "add1.ptx", JITOptions{OptLevel: -1, Arch: "sm_90", MaxRegisters: 32})
 	if err != nil {
 		t.Fatal(err)
@@ -62,19 +65,7 @@ func TestPtxasAssemble(t *testing.T) {
 		}
 		t.Skip(err)
 	}
-	ptx := []byte(`.version 7.8
-.target sm_90
-.address_size 64
-.visible .entry add1(.param .u64 p) {
-  .reg .b64 %rd<3>; .reg .f32 %f<3>;
-  ld.param.u64 %rd1, [p];
-  cvta.to.global.u64 %rd2, %rd1;
-  ld.global.f32 %f1, [%rd2];
-  add.f32 %f2, %f1, 0f3F800000;
-  st.global.f32 [%rd2], %f2;
-  ret;
-}
-`)
+	ptx := []byte(add1PTX)
 	res, err := PtxasAssemble(ptx, "add1", JITOptions{OptLevel: -1, Arch: "sm_90", MaxRegisters: 32})
 	if err != nil {
 		t.Fatal(err)

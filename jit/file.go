@@ -307,21 +307,4 @@ func writeOutput(stdout io.Writer, path string, data []byte) error {
 
 // openDefaultGPU retains device 0's primary context; the compiler makes it
 // current where it links.
-func openDefaultGPU() (*cuda.Context, cuda.DeviceProps, error) {
-	if err := cuda.Init(); err != nil {
-		return nil, cuda.DeviceProps{}, err
-	}
-	dev, err := cuda.GetDevice(0)
-	if err != nil {
-		return nil, cuda.DeviceProps{}, err
-	}
-	props, err := dev.Props()
-	if err != nil {
-		return nil, cuda.DeviceProps{}, err
-	}
-	ctx, err := dev.RetainPrimaryContext()
-	if err != nil {
-		return nil, cuda.DeviceProps{}, err
-	}
-	return ctx, props, nil
-}
+func openDefaultGPU() (*cuda.Context, cuda.DeviceProps, error) { return OpenGPU(0) }
