@@ -108,3 +108,38 @@ func TestFoldedArgsFollowTheConfiguration(t *testing.T) {
 		t.Error("an argument the configuration does not fold must not split variants")
 	}
 }
+
+func TestClosestNeedsHalfTheName(t *testing.T) {
+	// "abcdef" shares 3 of 6 with "abcxyz" (half: not enough), 4 with "abcdzz".
+	if got := closest("abcdef", []string{"abcxyz"}); got != "" {
+		t.Errorf("a name sharing only half its prefix was suggested: %q", got)
+	}
+	if got := closest("abcdef", []string{"abcxyz", "abcdzz", "abczzz"}); got != "abcdzz" {
+		t.Errorf("closest = %q, want the longest shared prefix", got)
+	}
+	if got := closest("abcdef", []string{"abcdzz", "abcdyy"}); got != "abcdzz" {
+		t.Errorf("closest = %q, want the first of equally close names", got)
+	}
+}
+
+func TestPrecompileLabelsCountFromOne(t *testing.T) {
+	plans := Plans{"s": {Kernel: "s", Config: mneme.Config{Passes: "default<O3>", CodegenOpt: 3, Specialize: true}}}
+	jobs := PrecompileJobs(plans, []string{"s"}, map[string][]Launch{"s": {{Grid: dim1(1), Block: dim1(32), Args: [][]byte{{1}}}}})
+	if len(jobs) != 1 || jobs[0].Label != "recorded launch 1" {
+		t.Errorf("jobs %+v", jobs)
+	}
+}
+
+func dim1(x uint32) mneme.Dim3 { return mneme.Dim3{X: x, Y: 1, Z: 1} }
+
+func TestVariantKeyIgnoresIndicesOutsideTheArguments(t *testing.T) {
+	cfg := mneme.Config{Passes: "default<O3>", CodegenOpt: 3, Specialize: true, SpecializeArgs: []int{-1, 0, 5}}
+	a := VariantKey("ir", "k", cfg, KernelFacts{}, [][]byte{{1}}, "sm_90", 1, "")
+	b := VariantKey("ir", "k", cfg, KernelFacts{}, [][]byte{{2}}, "sm_90", 1, "")
+	if a.Hash() == b.Hash() {
+		t.Error("argument 0 is folded: its value must enter the key")
+	}
+	if string(a.Values) != string(AppendValue(nil, 0, []byte{1})) {
+		t.Errorf("values % x: only argument 0 exists", a.Values)
+	}
+}

@@ -419,3 +419,45 @@ func FuzzReadMnemeTuned(f *testing.F) {
 		checkPlans(t, path, plans, false)
 	})
 }
+
+// The edges of each bound a Proteus entry is checked against: the last
+// value accepted and the first refused.
+func TestReadProteusTunedBoundaries(t *testing.T) {
+	path := writeFile(t, "edges.json", `{
+		"cg0": {"CodeGenOptLevel": 0}, "cg3": {"CodeGenOptLevel": 3}, "cgneg": {"CodeGenOptLevel": -1},
+		"mt1024": {"TunedMaxThreads": 1024, "MinBlocksPerSM": 1}, "mt1025": {"TunedMaxThreads": 1025},
+		"mt0": {"TunedMaxThreads": 0, "MinBlocksPerSM": 4}, "mb0": {"TunedMaxThreads": 64, "MinBlocksPerSM": 0}}`)
+	plans, err := ReadProteusTuned(path)
+	if err == nil || !strings.Contains(err.Error(), `"cgneg"`) || !strings.Contains(err.Error(), `"mt1025"`) {
+		t.Fatalf("error %v, want cgneg and mt1025 refused", err)
+	}
+	if plans["cg0"] == nil || plans["cg0"].Config.CodegenOpt != 0 || plans["cg3"] == nil || plans["cg3"].Config.CodegenOpt != 3 {
+		t.Errorf("codegen levels 0 and 3 must be kept: %+v %+v", plans["cg0"], plans["cg3"])
+	}
+	if p := plans["mt1024"]; p == nil || !p.Config.SetLaunchBounds || p.Config.MaxThreads != 1024 || p.Config.MinBlocksPerSM != 1 {
+		t.Errorf("TunedMaxThreads 1024: %+v", p)
+	}
+	if p := plans["mt0"]; p == nil || p.Config.SetLaunchBounds || p.Config.MinBlocksPerSM != 0 {
+		t.Errorf("TunedMaxThreads 0 gives no launch bounds: %+v", p)
+	}
+	if p := plans["mb0"]; p == nil || !p.Config.SetLaunchBounds || p.Config.MinBlocksPerSM != 0 {
+		t.Errorf("MinBlocksPerSM 0 gives no minimum: %+v", p)
+	}
+}
+
+func TestMaxVariantsFromEnvBounds(t *testing.T) {
+	for _, tc := range []struct {
+		value string
+		want  int
+		bad   bool
+	}{{"1", 1, false}, {"0", DefaultMaxVariants, true}, {"-3", DefaultMaxVariants, true}, {"x", DefaultMaxVariants, true}, {"", DefaultMaxVariants, false}} {
+		t.Setenv(MaxVariantsEnv, tc.value)
+		n, err := MaxVariantsFromEnv()
+		if n != tc.want || (err != nil) != tc.bad {
+			t.Errorf("%s=%q: %d, %v; want %d, error %v", MaxVariantsEnv, tc.value, n, err, tc.want, tc.bad)
+		}
+		if err != nil && !strings.Contains(err.Error(), MaxVariantsEnv) {
+			t.Errorf("the error does not name the variable: %v", err)
+		}
+	}
+}
