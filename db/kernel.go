@@ -50,6 +50,9 @@ type Kernel struct {
 	// device code beyond what the IR shows (-O level, ptxas options), as the
 	// compiler wrapper saw them; replay's baseline honours them.
 	CompileFlags []string `json:"CompileFlags,omitempty"`
+	// Rank is the MPI rank of the process that recorded the kernel, when
+	// `mneme record` ran inside an MPI job.
+	Rank *int `json:"Rank,omitempty"`
 
 	// Ours: what replay and inspect need beyond Mneme's keys.
 	ArgSizes      []uint64             `json:"ArgSizes"`

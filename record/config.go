@@ -30,6 +30,7 @@ const (
 	EnvKernels       = "MNEME_KERNELS"        // regular expression on kernel names
 	EnvMaxRecordings = "MNEME_MAX_RECORDINGS" // instances per kernel, 0 = no cap
 	EnvSkip          = "MNEME_SKIP"           // matching launches to skip first
+	EnvRank          = "MNEME_RANK"           // the MPI rank `mneme record` found, recorded with each kernel
 	EnvCompress      = "MNEME_SNAPSHOT_ZSTD"  // 0: store snapshots raw (default 1: zstd)
 	EnvRuntimeLib    = "MNEME_RT_LIB"         // path of libmneme_rt.so
 )
@@ -54,6 +55,7 @@ type Config struct {
 	MaxRecordings int            // distinct instances per kernel; 0 means no cap
 	Skip          int            // matching launches to let pass before recording
 	Compress      bool           // zstd-compress snapshot chunks where it pays
+	Rank          *int           // the process's MPI rank; nil outside a job
 	Log           io.Writer      // where errors are reported as they happen (the application's stderr)
 }
 
@@ -100,6 +102,13 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			return c, fmt.Errorf("%s (--kernels) %q: %v", EnvKernels, v, err)
 		}
 		c.Kernels = re
+	}
+	if v := getenv(EnvRank); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return c, fmt.Errorf("%s %q: want a non-negative rank", EnvRank, v)
+		}
+		c.Rank = &n
 	}
 	var err error
 	if c.MaxRecordings, err = nonNegative(getenv, EnvMaxRecordings, "--max-recordings"); err != nil {

@@ -467,6 +467,10 @@ func (r *Recorder) describeKernel(l *Launch) (*db.Kernel, error) {
 		Instances:     map[string]*db.Instance{},
 	}
 	k.ArgNames, k.ArgKinds, k.ArgSizes, k.Specializations = names, kinds, sizes, specs
+	if r.cfg.Rank != nil {
+		rank := *r.cfg.Rank
+		k.Rank = &rank
+	}
 	if err := db.ReplaceFile(filepath.Join(r.cfg.DB, db.IRFileName(sh)), ir.Bitcode); err != nil {
 		return nil, err
 	}

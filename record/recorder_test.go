@@ -249,6 +249,9 @@ func TestRecordsPrologueEpilogueAndMetadata(t *testing.T) {
 	if fmt.Sprint(k.ArgKinds) != "[f32 ptr ptr i32]" || fmt.Sprint(k.ArgSizes) != "[4 8 8 4]" || fmt.Sprint(k.Specializations) != "[true false false true]" || fmt.Sprint(k.ArgNames) != "[a x y n]" {
 		t.Errorf("argument metadata %v %v %v %v", k.ArgKinds, k.ArgSizes, k.Specializations, k.ArgNames)
 	}
+	if k.Rank != nil {
+		t.Errorf("a recording outside an MPI job says rank %d", *k.Rank)
+	}
 	if k.VAddr != "0x153940000000" || k.VASize != MinReservation || k.Device.Name != "Simulated GPU" || k.Toolchain.LLVM != "22.1.8" {
 		t.Errorf("arena/device/toolchain %s %d %+v %+v", k.VAddr, k.VASize, k.Device, k.Toolchain)
 	}
@@ -298,6 +301,30 @@ func assertNoTempFiles(t *testing.T, dir string) {
 		if strings.HasPrefix(e.Name(), ".") && e.Name() != StatusFileName {
 			t.Errorf("temporary file left: %s", e.Name())
 		}
+	}
+}
+
+// In an MPI job the kernel says which rank recorded it.
+func TestRankIsRecorded(t *testing.T) {
+	rank := 3
+	f := newFixture(t, func(c *Config) { c.Rank = &rank })
+	f.setup()
+	if d := f.launch(saxpyLaunch(2, f.x, f.y, 4)); d != Launched {
+		t.Fatalf("decision %v, want Launched", d)
+	}
+	k, _, err := f.open().Find("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k.Rank == nil || *k.Rank != 3 {
+		t.Errorf("kernel rank %v, want 3", k.Rank)
+	}
+	c, err := ConfigFromEnv(func(v string) string { return map[string]string{EnvDB: "d", EnvRank: "3"}[v] })
+	if err != nil || c.Rank == nil || *c.Rank != 3 {
+		t.Errorf("%s=3: %v, %v", EnvRank, c.Rank, err)
+	}
+	if _, err := ConfigFromEnv(func(v string) string { return map[string]string{EnvDB: "d", EnvRank: "-1"}[v] }); err == nil || !strings.Contains(err.Error(), EnvRank) {
+		t.Errorf("%s=-1: %v", EnvRank, err)
 	}
 }
 

@@ -18,6 +18,7 @@ type recordFlags struct {
 	skip          int
 	overwrite     bool
 	compress      bool
+	recordRanks   string
 }
 
 func init() {
@@ -42,7 +43,11 @@ memory and argument values) are recorded per kernel; repeats only count.
 mneme record exits with the application's exit code; when the application
 succeeded but nothing could be recorded (no kernels registered, arena too
 small, errors while recording) it exits 1. The database stays valid even if
-the application crashes: every recorded launch is complete on disk.`,
+the application crashes: every recorded launch is complete on disk.
+
+In an MPI job (mpirun ... mneme record -rdb DIR -- APP) only rank 0 records by
+default; --record-ranks all or a list such as 0,3,5 chooses, and when several
+ranks record each writes DIR/rank-N, whose kernels carry their "Rank".`,
 		// -rdb and -vass are single-dash long flags as in Mneme, which pflag
 		// would read as shorthand clusters; they are normalized first.
 		DisableFlagParsing: true,
@@ -67,6 +72,7 @@ func (f *recordFlags) register(fl *pflag.FlagSet) {
 	fl.IntVar(&f.skip, "skip", 0, "let this many matching launches pass before recording")
 	fl.BoolVar(&f.overwrite, "overwrite", false, "replace a recording already in -rdb")
 	fl.BoolVar(&f.compress, "zstd", true, "zstd-compress snapshot chunks where that saves at least 1/8 of them (--zstd=false stores them raw)")
+	fl.StringVar(&f.recordRanks, "record-ranks", "0", "in an MPI job (rank from FLUX_TASK_RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, MPI_RANK, SLURM_PROCID, JSM_NAMESPACE_RANK, PMIX_RANK or PBS_TASKNUM): the ranks that record, all or a list such as 0,3,5; the others run untouched, and with several each records into -rdb/rank-N")
 	fl.BoolP("help", "h", false, "help for record")
 }
 
@@ -75,5 +81,5 @@ func runRecord(stderr io.Writer, args []string, f *recordFlags) error {
 		args = args[1:]
 	}
 	return session.Record(session.Options{DB: f.rdb, VASS: f.vass, Kernels: f.kernels, MaxRecordings: f.maxRecordings,
-		Skip: f.skip, Overwrite: f.overwrite, Compress: f.compress, Command: args}, stderr)
+		Skip: f.skip, Overwrite: f.overwrite, Compress: f.compress, RecordRanks: f.recordRanks, Command: args}, stderr)
 }

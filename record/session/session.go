@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -25,14 +26,22 @@ import (
 
 // Options are one recording, as `mneme record` asks for it.
 type Options struct {
-	DB            string   // database directory, created if missing
-	VASS          string   // size of the recording arena in GiB, as record.ParseVASS reads it
-	Kernels       string   // record only kernels whose name matches this regular expression; empty: all
-	MaxRecordings int      // distinct launches to record per kernel; 0: no limit
-	Skip          int      // matching launches to let pass before recording
-	Overwrite     bool     // replace a recording already in DB
-	Compress      bool     // zstd-compress snapshot chunks where that pays
-	Command       []string // the application and its arguments
+	DB            string // database directory, created if missing
+	VASS          string // size of the recording arena in GiB, as record.ParseVASS reads it
+	Kernels       string // record only kernels whose name matches this regular expression; empty: all
+	MaxRecordings int    // distinct launches to record per kernel; 0: no limit
+	Skip          int    // matching launches to let pass before recording
+	Overwrite     bool   // replace a recording already in DB
+	Compress      bool   // zstd-compress snapshot chunks where that pays
+	// RecordRanks is --record-ranks: in an MPI job (a launcher's rank
+	// variable is set) the ranks that record, "all" or a list; "" is rank 0.
+	// Other ranks run the application untouched; when several may record,
+	// each records into DB/rank-N.
+	RecordRanks string
+	Command     []string // the application and its arguments
+	// Getenv reads the environment (the launcher's rank variables); nil:
+	// os.Getenv.
+	Getenv func(string) string
 	// RuntimeLib is the runtime library to load into the application; empty:
 	// $MNEME_RT_LIB, else the one of the install prefix of this executable.
 	RuntimeLib string
@@ -62,6 +71,10 @@ const noKernelsMsg = "no kernels were registered: was it built with `mneme confi
 func Record(o Options, log io.Writer) error {
 	record.Trace("mneme", "record begin")
 	defer record.Trace("mneme", "record end")
+	rankEnv, untouched, err := selectRank(&o, log)
+	if err != nil || untouched {
+		return err
+	}
 	app, dbDir, lib, err := prepare(o)
 	if err != nil {
 		return err
@@ -76,6 +89,7 @@ func Record(o Options, log io.Writer) error {
 		record.EnvSkip:          strconv.Itoa(o.Skip),
 		record.EnvCompress:      map[bool]string{false: "0", true: "1"}[o.Compress],
 		record.EnvRuntimeLib:    lib,
+		record.EnvRank:          rankEnv,
 	})
 	// The kernels' IR is analyzed while the application runs: the
 	// translation units the runtime writes are those embedded in the
@@ -117,6 +131,55 @@ func Record(o Options, log io.Writer) error {
 			s.Analyzed, s.Units, s.Busy.Seconds(), s.Hits, s.Hits+s.Computed)
 	}
 	return nil
+}
+
+// selectRank applies --record-ranks inside an MPI job: a rank that does not
+// record runs the application untouched here (untouched is true and err is
+// the application's failure, if any); one that records among several gets a
+// folder of its own. rankEnv is the rank for the recorder ("" outside a
+// job).
+func selectRank(o *Options, log io.Writer) (rankEnv string, untouched bool, err error) {
+	sel, err := ParseRankSelection(o.RecordRanks)
+	if err != nil {
+		return "", false, mneme.BadInput(err)
+	}
+	getenv := o.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	rank, variable, inJob, err := Rank(getenv)
+	if err != nil {
+		return "", false, mneme.BadInput(err)
+	}
+	if !inJob {
+		return "", false, nil
+	}
+	if !sel.Has(rank) {
+		if len(o.Command) == 0 {
+			return "", true, mneme.BadInput(errors.New("no application given: mneme record [flags] -- APP [ARGS...]"))
+		}
+		app, err := findApplication(o.Command[0])
+		if err != nil {
+			return "", true, mneme.BadInput(err)
+		}
+		fmt.Fprintf(log, "mneme record: rank %d (%s) does not record (--record-ranks %s); the application runs untouched\n", rank, variable, rankList(o.RecordRanks))
+		code, desc := runApplication(app, o.Command[1:], os.Environ(), streams(*o), nil)
+		if code != 0 {
+			return "", true, &Failure{ExitCode: code, Msg: fmt.Sprintf("the application (rank %d, not recorded) %s", rank, desc)}
+		}
+		return "", true, nil
+	}
+	if sel.Several() {
+		o.DB = filepath.Join(o.DB, RankDir(rank))
+	}
+	return strconv.Itoa(rank), false, nil
+}
+
+func rankList(s string) string {
+	if strings.TrimSpace(s) == "" {
+		return "0"
+	}
+	return s
 }
 
 // prepare checks the options before anything runs and returns the
