@@ -2,7 +2,6 @@ package cuda
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -79,19 +78,12 @@ func PtxasAssemble(ptx []byte, name string, opts JITOptions) (*LinkResult, error
 	if err != nil {
 		return nil, err
 	}
-	if _, _, err := opts.validate(); err != nil {
+	arch, level, err := opts.toolkitTarget("ptxas")
+	if err != nil {
 		return nil, err
-	}
-	arch := strings.TrimSpace(opts.Arch)
-	if arch == "" {
-		return nil, errors.New("ptxas: a target architecture is required")
 	}
 	if len(ptx) == 0 {
 		return nil, fmt.Errorf("ptxas %s: empty PTX", name)
-	}
-	level := 3
-	if opts.OptLevel >= 0 {
-		level = min(opts.OptLevel, 3)
 	}
 	options := []string{"-m64", fmt.Sprintf("-O%d", level), "--gpu-name", arch}
 	if opts.MaxRegisters > 0 {

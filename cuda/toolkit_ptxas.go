@@ -71,6 +71,25 @@ func ToolkitPTXAS() (string, error) {
 	return toolkitVersion, toolkitErr
 }
 
+// toolkitTarget checks opts for the toolkit's ptxas (program or library)
+// and returns the target and the -O level to pass: 3, what clang passes
+// for an optimized build, unless opts says otherwise. who names the
+// assembler in the error.
+func (opts JITOptions) toolkitTarget(who string) (arch string, level int, err error) {
+	if _, _, err := opts.validate(); err != nil {
+		return "", 0, err
+	}
+	arch = strings.TrimSpace(opts.Arch)
+	if arch == "" {
+		return "", 0, errors.New(who + ": a target architecture is required")
+	}
+	level = 3
+	if opts.OptLevel >= 0 {
+		level = min(opts.OptLevel, 3)
+	}
+	return arch, level, nil
+}
+
 // ToolkitLinkPTX compiles PTX to a cubin with the toolkit's ptxas through
 // libnvJitLink, with the options the application's compiler gives ptxas
 // (-O3 unless opts says otherwise). It needs no GPU. opts.Arch is required.
@@ -78,16 +97,9 @@ func ToolkitLinkPTX(ptx []byte, name string, opts JITOptions) (*LinkResult, erro
 	if _, err := ToolkitPTXAS(); err != nil {
 		return nil, err
 	}
-	if _, _, err := opts.validate(); err != nil {
+	arch, level, err := opts.toolkitTarget("toolkit ptxas")
+	if err != nil {
 		return nil, err
-	}
-	arch := strings.TrimSpace(opts.Arch)
-	if arch == "" {
-		return nil, errors.New("toolkit ptxas: a target architecture is required")
-	}
-	level := 3 // what clang passes to ptxas for an optimized build
-	if opts.OptLevel >= 0 {
-		level = min(opts.OptLevel, 3)
 	}
 	// nvJitLink's own -O takes only 0 and 3; other ptxas levels go through -Xptxas.
 	options := []string{"-arch=" + arch, "-verbose"}

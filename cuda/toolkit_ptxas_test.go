@@ -21,6 +21,22 @@ const add1PTX = `.version 7.8
 }
 `
 
+// checkAdd1Cubin checks an assembled add1PTX: an ELF cubin, ptxas's
+// register count in the log, and the options in ptxas's spelling.
+func checkAdd1Cubin(t *testing.T, res *LinkResult, wantOptions string) {
+	t.Helper()
+	if len(res.Cubin) < 4 || string(res.Cubin[1:4]) != "ELF" {
+		t.Fatalf("not an ELF cubin: % x", res.Cubin[:min(8, len(res.Cubin))])
+	}
+	st, ok := res.Stats("add1")
+	if !ok || st.Registers <= 0 {
+		t.Errorf("no register count for add1 in the log:\n%s", res.InfoLog)
+	}
+	if got := strings.Join(res.Options, " "); got != wantOptions {
+		t.Errorf("options %q, want %q", got, wantOptions)
+	}
+}
+
 // The toolkit's ptxas needs no GPU, only libnvJitLink: the test runs wherever
 // the library is found (MNEME_NVJITLINK or a CUDA installation).
 func TestToolkitLinkPTX(t *testing.T) {
@@ -35,16 +51,7 @@ func TestToolkitLinkPTX(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Cubin) < 4 || string(res.Cubin[1:4]) != "ELF" {
-		t.Fatalf("not an ELF cubin: % x", res.Cubin[:min(8, len(res.Cubin))])
-	}
-	st, ok := res.Stats("add1")
-	if !ok || st.Registers <= 0 {
-		t.Errorf("no register count for add1 in the log:\n%s", res.InfoLog)
-	}
-	if got := strings.Join(res.Options, " "); got != "toolkit-ptxas -arch=sm_90 -maxrregcount=32" {
-		t.Errorf("options %q", got)
-	}
+	checkAdd1Cubin(t, res, "toolkit-ptxas -arch=sm_90 -maxrregcount=32")
 	// Every ptxas level links (nvJitLink's own -O accepts only 0 and 3).
 	for level := 0; level <= 4; level++ {
 		if _, err := ToolkitLinkPTX(ptx, "add1.ptx", JITOptions{OptLevel: level, Arch: "sm_90"}); err != nil {
@@ -70,16 +77,7 @@ func TestPtxasAssemble(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Cubin) < 4 || string(res.Cubin[1:4]) != "ELF" {
-		t.Fatalf("not an ELF cubin: % x", res.Cubin[:min(8, len(res.Cubin))])
-	}
-	st, ok := res.Stats("add1")
-	if !ok || st.Registers <= 0 {
-		t.Errorf("no register count for add1 in the log:\n%s", res.InfoLog)
-	}
-	if got := strings.Join(res.Options, " "); got != "ptxas -m64 -O3 --gpu-name sm_90 --maxrregcount=32" {
-		t.Errorf("options %q", got)
-	}
+	checkAdd1Cubin(t, res, "ptxas -m64 -O3 --gpu-name sm_90 --maxrregcount=32")
 	if _, err := PtxasAssemble([]byte(".version 7.8\n.target sm_90\nnot ptx"), "bad", JITOptions{OptLevel: -1, Arch: "sm_90"}); err == nil {
 		t.Error("malformed PTX assembled")
 	} else if le, ok := err.(*LinkError); !ok || le.Log == "" {

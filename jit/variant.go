@@ -117,38 +117,25 @@ func OpenGPU(ordinal int) (*cuda.Context, cuda.DeviceProps, error) {
 	return ctx, props, nil
 }
 
-// ExecutableKernels lists the kernels of an executable's embedded IR.
-func ExecutableKernels(path string) ([]string, error) {
+// ExecutableKernels lists the kernels of an executable's embedded IR and
+// each translation unit's bitcode, in order: what deploy.IRHash identifies
+// the IR by, as the in-application runtime does from the same section.
+func ExecutableKernels(path string) (kernels []string, bitcodes [][]byte, err error) {
 	entries, err := appabi.ExecutableIR(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if entries == nil {
-		return nil, fmt.Errorf("%s: an ELF file without device IR (no %s section): was it built with `mneme config cxx`?", path, appabi.IRSection)
+		return nil, nil, fmt.Errorf("%s: an ELF file without device IR (no %s section): was it built with `mneme config cxx`?", path, appabi.IRSection)
 	}
-	var out []string
 	for _, e := range entries {
 		m, err := llvm.ParseBitcode(e.Bitcode, path+":"+e.Name)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		out = append(out, m.Kernels()...)
+		kernels = append(kernels, m.Kernels()...)
 		m.Dispose()
+		bitcodes = append(bitcodes, e.Bitcode)
 	}
-	return out, nil
-}
-
-// ExecutableBitcode is each translation unit's bitcode of an executable's
-// embedded IR, in order: what deploy.IRHash identifies it by, as the
-// in-application runtime does from the same section.
-func ExecutableBitcode(path string) ([][]byte, error) {
-	entries, err := appabi.ExecutableIR(path)
-	if err != nil {
-		return nil, err
-	}
-	out := make([][]byte, len(entries))
-	for i, e := range entries {
-		out[i] = e.Bitcode
-	}
-	return out, nil
+	return kernels, bitcodes, nil
 }

@@ -128,13 +128,8 @@ func deployInit(api *C.struct_mneme_host_api) C.int {
 		warnf("tuned kernels disabled: cannot locate the executable: %v", err)
 		return 0
 	}
-	start, size := C.rth_ir_start(), C.rth_ir_size()
-	if start == nil || size == 0 {
-		warnf("tuned kernels disabled: the executable has no embedded IR (section %s): build it with the compilers of `mneme config cxx`", appabi.IRSection)
-		return 0
-	}
-	entries, err := appabi.DecodeIRSection(C.GoBytes(unsafe.Pointer(start), C.int(size)))
-	if err != nil && len(entries) == 0 {
+	entries, err := p.irEntries()
+	if err != nil {
 		warnf("tuned kernels disabled: %v", err)
 		return 0
 	}
@@ -367,6 +362,7 @@ func (d *deployer) variantFor(dk *deployedKernel, cfg mneme.Config, args [][]byt
 			record.Trace("deploy", "facts of %s not cached: %v", dk.name, err)
 		}
 		key := d.key(dk, cfg, args)
+		d.store(dk, key, resp.Cubin)
 		return d.install(dk, key, resp.Cubin, true)
 	}
 	key := d.key(dk, cfg, args)
@@ -404,15 +400,20 @@ func (d *deployer) build(dk *deployedKernel, key deploy.Key, cfg mneme.Config, a
 	if err != nil {
 		return nil, err
 	}
+	d.store(dk, key, resp.Cubin)
 	return d.install(dk, key, resp.Cubin, remember)
 }
 
-// install caches a cubin (on disk when it was just compiled: Put replaces
-// an identical entry harmlessly) and loads it.
-func (d *deployer) install(dk *deployedKernel, key deploy.Key, cubin []byte, remember bool) (*variant, error) {
+// store caches a cubin just compiled; one read from the cache is not
+// written back.
+func (d *deployer) store(dk *deployedKernel, key deploy.Key, cubin []byte) {
 	if err := d.cache.Put(key, cubin); err != nil {
 		record.Trace("deploy", "variant of %s not cached: %v", dk.name, err)
 	}
+}
+
+// install loads a cubin and remembers it among the kernel's variants.
+func (d *deployer) install(dk *deployedKernel, key deploy.Key, cubin []byte, remember bool) (*variant, error) {
 	mod, err := cuda.LoadModule(cubin)
 	if err != nil {
 		return nil, fmt.Errorf("loading its tuned code: %w", err)

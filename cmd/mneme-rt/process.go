@@ -147,13 +147,9 @@ func (p *process) Globals(module int) ([]record.Global, error) {
 	return out, nil
 }
 
-// KernelIR returns the embedded translation unit whose bitcode names the
-// kernel. Bitcode keeps symbol names verbatim in its string table, so a
-// byte search finds the defining unit without loading LLVM into the
-// application; `mneme record` extracts and analyzes the kernel afterwards
-// (record.Finalize) and falls back to the other units if this one only
-// declares it.
-func (p *process) KernelIR(mangled string) (*record.KernelIR, error) {
+// irEntries decodes the executable's embedded IR section once. An error
+// comes back only when nothing could be decoded.
+func (p *process) irEntries() ([]appabi.IREntry, error) {
 	p.irOnce.Do(func() {
 		start, size := C.rth_ir_start(), C.rth_ir_size()
 		if start == nil || size == 0 {
@@ -166,8 +162,22 @@ func (p *process) KernelIR(mangled string) (*record.KernelIR, error) {
 	if p.irErr != nil && len(p.entries) == 0 {
 		return nil, p.irErr
 	}
+	return p.entries, nil
+}
+
+// KernelIR returns the embedded translation unit whose bitcode names the
+// kernel. Bitcode keeps symbol names verbatim in its string table, so a
+// byte search finds the defining unit without loading LLVM into the
+// application; `mneme record` extracts and analyzes the kernel afterwards
+// (record.Finalize) and falls back to the other units if this one only
+// declares it.
+func (p *process) KernelIR(mangled string) (*record.KernelIR, error) {
+	entries, err := p.irEntries()
+	if err != nil {
+		return nil, err
+	}
 	name := []byte(mangled)
-	for _, e := range p.entries {
+	for _, e := range entries {
 		if bytes.Contains(e.Bitcode, name) {
 			return &record.KernelIR{Bitcode: e.Bitcode, Flags: e.Flags}, nil
 		}

@@ -63,7 +63,7 @@ precompile fills the cache for this GPU so production runs compile nothing.`,
 			if err != nil {
 				return err
 			}
-			kernels, err := jit.ExecutableKernels(args[0])
+			kernels, _, err := jit.ExecutableKernels(args[0])
 			if err != nil {
 				return withExit(exitUsage, err)
 			}
@@ -160,11 +160,7 @@ func printDeployCheck(w io.Writer, rep deploy.CheckReport) {
 
 // runPrecompile compiles each tuned kernel's variants into the cache.
 func runPrecompile(w io.Writer, exe string, plans deploy.Plans, f deployFlags) error {
-	kernels, err := jit.ExecutableKernels(exe)
-	if err != nil {
-		return withExit(exitUsage, err)
-	}
-	bitcodes, err := jit.ExecutableBitcode(exe)
+	kernels, bitcodes, err := jit.ExecutableKernels(exe)
 	if err != nil {
 		return withExit(exitUsage, err)
 	}
