@@ -60,6 +60,10 @@ FN(CUresult, cuMemcpyHtoD, (CUdeviceptr, const void *, size_t));
 FN(CUresult, cuMemcpyDtoH, (void *, CUdeviceptr, size_t));
 FN(CUresult, cuMemcpyDtoD, (CUdeviceptr, CUdeviceptr, size_t));
 FN(CUresult, cuMemcpyDtoDAsync, (CUdeviceptr, CUdeviceptr, size_t, CUstream));
+FN(CUresult, cuMemcpyDtoHAsync, (void *, CUdeviceptr, size_t, CUstream));
+FN(CUresult, cuMemcpyHtoDAsync, (CUdeviceptr, const void *, size_t, CUstream));
+FN(CUresult, cuMemAllocHost, (void **, size_t));
+FN(CUresult, cuMemFreeHost, (void *));
 FN(CUresult, cuMemsetD8, (CUdeviceptr, unsigned char, size_t));
 FN(CUresult, cuMemGetInfo, (size_t *, size_t *));
 FN(CUresult, cuPointerGetAttribute, (void *, int, CUdeviceptr));
@@ -141,6 +145,10 @@ int mn_load_driver(char *err, size_t errlen) {
   R(cuMemcpyDtoH, "cuMemcpyDtoH_v2", NULL);
   R(cuMemcpyDtoD, "cuMemcpyDtoD_v2", NULL);
   R(cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2", NULL);
+  R(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", NULL);
+  R(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", NULL);
+  R(cuMemAllocHost, "cuMemAllocHost_v2", NULL);
+  R(cuMemFreeHost, "cuMemFreeHost", NULL);
   R(cuMemsetD8, "cuMemsetD8_v2", NULL);
   R(cuMemGetInfo, "cuMemGetInfo_v2", NULL);
   R(cuPointerGetAttribute, "cuPointerGetAttribute", NULL);
@@ -445,6 +453,20 @@ CUresult mn_cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n,
                               uintptr_t s) {
   CTXCALL(cuMemcpyDtoDAsync, dst, src, n, (CUstream)s);
 }
+
+CUresult mn_cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t n,
+                              uintptr_t s) {
+  CTXCALL(cuMemcpyDtoHAsync, dst, src, n, (CUstream)s);
+}
+
+CUresult mn_cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t n,
+                              uintptr_t s) {
+  CTXCALL(cuMemcpyHtoDAsync, dst, src, n, (CUstream)s);
+}
+
+CUresult mn_cuMemAllocHost(void **p, size_t n) { CTXCALL(cuMemAllocHost, p, n); }
+
+CUresult mn_cuMemFreeHost(void *p) { CTXCALL(cuMemFreeHost, p); }
 CUresult mn_cuMemsetD8(CUdeviceptr dst, unsigned char v, size_t n) {
   CTXCALL(cuMemsetD8, dst, v, n);
 }

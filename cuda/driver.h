@@ -132,6 +132,12 @@ CUresult mn_cuMemFree(CUdeviceptr p);
 CUresult mn_cuMemcpyHtoD(CUdeviceptr dst, const void *src, size_t n);
 CUresult mn_cuMemcpyDtoH(void *dst, CUdeviceptr src, size_t n);
 CUresult mn_cuMemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t n);
+CUresult mn_cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t n,
+                              uintptr_t s);
+CUresult mn_cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t n,
+                              uintptr_t s);
+CUresult mn_cuMemAllocHost(void **p, size_t n);
+CUresult mn_cuMemFreeHost(void *p);
 CUresult mn_cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n,
                               uintptr_t s);
 CUresult mn_cuMemsetD8(CUdeviceptr dst, unsigned char v, size_t n);

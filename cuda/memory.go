@@ -124,3 +124,73 @@ func IsManaged(addr uint64) (bool, error) {
 	}
 	return v != 0, nil
 }
+
+// HostBuffer is page-locked host memory (cuMemAllocHost): device-to-host
+// copies into it run at the bus's speed and can be asynchronous, where
+// copies into pageable memory are staged by the driver at a fraction of it.
+type HostBuffer struct {
+	p unsafe.Pointer
+	n int
+}
+
+// MemAllocHost allocates n bytes of page-locked host memory.
+func MemAllocHost(n int) (*HostBuffer, error) {
+	if err := Init(); err != nil {
+		return nil, err
+	}
+	if n <= 0 {
+		return nil, fmt.Errorf("MemAllocHost: size %d", n)
+	}
+	var p unsafe.Pointer
+	if err := check("cuMemAllocHost_v2", C.mn_cuMemAllocHost(&p, C.size_t(n))); err != nil {
+		return nil, fmt.Errorf("pinning %d bytes of host memory: %w", n, err)
+	}
+	return &HostBuffer{p: p, n: n}, nil
+}
+
+// Bytes is the buffer's memory; valid until Free.
+func (b *HostBuffer) Bytes() []byte { return unsafe.Slice((*byte)(b.p), b.n) }
+
+// Free releases the buffer.
+func (b *HostBuffer) Free() error {
+	if b.p == nil {
+		return nil
+	}
+	if err := Init(); err != nil {
+		return err
+	}
+	err := check("cuMemFreeHost", C.mn_cuMemFreeHost(b.p))
+	b.p, b.n = nil, 0
+	return err
+}
+
+// MemcpyDtoHAsync enqueues a copy of len(dst) bytes from device address src
+// on stream s. dst must stay valid until the stream has passed the copy;
+// into page-locked memory (HostBuffer) the call returns at once.
+func MemcpyDtoHAsync(dst []byte, src uint64, s Stream) error {
+	if err := Init(); err != nil {
+		return err
+	}
+	if len(dst) == 0 {
+		return nil
+	}
+	if err := check("cuMemcpyDtoHAsync_v2", C.mn_cuMemcpyDtoHAsync(unsafe.Pointer(&dst[0]), C.CUdeviceptr(src), C.size_t(len(dst)), C.uintptr_t(s))); err != nil {
+		return fmt.Errorf("copying %d bytes from device 0x%x: %w", len(dst), src, err)
+	}
+	return nil
+}
+
+// MemcpyHtoDAsync enqueues a copy of src to device address dst on stream s;
+// src must stay valid until the stream has passed the copy.
+func MemcpyHtoDAsync(dst uint64, src []byte, s Stream) error {
+	if err := Init(); err != nil {
+		return err
+	}
+	if len(src) == 0 {
+		return nil
+	}
+	if err := check("cuMemcpyHtoDAsync_v2", C.mn_cuMemcpyHtoDAsync(C.CUdeviceptr(dst), unsafe.Pointer(&src[0]), C.size_t(len(src)), C.uintptr_t(s))); err != nil {
+		return fmt.Errorf("copying %d bytes to device 0x%x: %w", len(src), dst, err)
+	}
+	return nil
+}

@@ -17,6 +17,7 @@ type encodedChunk struct {
 	sum    uint64
 	stored []byte
 	buf    *[]byte // pooled buffer behind stored, if any
+	done   func()  // tells the source its bytes are no longer needed
 }
 
 // chunkBufs recycles chunk-sized buffers for compressed output and shuffling.
@@ -40,6 +41,10 @@ func putBuf(bp *[]byte) {
 func (c *encodedChunk) release() {
 	putBuf(c.buf)
 	c.buf = nil
+	if c.done != nil {
+		c.done()
+		c.done = nil
+	}
 }
 
 // probeSize is how much of a chunk is compressed first to decide whether the

@@ -202,7 +202,7 @@ func (d *DB) readSnapshot(k *Kernel, inst *Instance, name, field string, size ui
 		return nil, fmt.Errorf("%s: instances[%s].%s is %d bytes, but %s holds %d: truncated, or the files do not belong together",
 			d.Path(KernelFileName(k.StaticHash)), inst.DynamicHash, field, size, d.Path(name), fi.Size())
 	}
-	return decodeSnapshot(d.Path(name), f, fi.Size(), KernelLimits(k), withData)
+	return decodeSnapshotIn(d.Dir, d.Path(name), f, fi.Size(), KernelLimits(k), withData)
 }
 
 // ReadFile reads a file named inside the database (the IR, the device code)

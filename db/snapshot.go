@@ -20,7 +20,36 @@ type Global struct {
 type Blob struct {
 	Addr uint64
 	Size uint64
-	Data []byte // len(Data) == Size
+	Data []byte // len(Data) == Size, or nil when Chunks provides the bytes
+	// Chunks, when set, provides the blob chunk by chunk (chunks of the
+	// writer's chunk size, called in order from one goroutine) instead of
+	// Data: how a recording streams device memory through pinned staging
+	// buffers, and leaves out chunks it knows to be zero or already stored.
+	Chunks func(i int) (SourceChunk, error)
+}
+
+// SourceChunk is one chunk of a Blob written from Blob.Chunks.
+type SourceChunk struct {
+	// Zero: every byte of the chunk is zero (nothing is stored).
+	Zero bool
+	// Ref: the chunk's bytes are those of a chunk already stored in another
+	// snapshot file of the same database (nothing but the reference is
+	// stored).
+	Ref *ChunkRef
+	// Data holds the chunk's raw bytes otherwise.
+	Data []byte
+	// Done, if set, is called once Data is no longer needed (from any
+	// goroutine), so a staging buffer can be reused.
+	Done func()
+}
+
+// ChunkRef locates a chunk stored with its data in a snapshot file of the
+// database: the content store a recording references instead of copying
+// and writing the same bytes again.
+type ChunkRef struct {
+	File   string // snapshot file name inside the database directory
+	Offset int64  // offset of the chunk's header in File
+	Sum    uint64 // xxh3-64 of the chunk's raw bytes
 }
 
 // Snapshot is the device state around one launch: globals, live allocations
@@ -47,6 +76,11 @@ type SnapshotOptions struct {
 	// atomically (safe if the application crashes) but not durable across
 	// a power loss.
 	NoSync bool
+	// Stored, if set, is told where each blob chunk written with its data
+	// (not zero, not a reference) landed in the file: its header's offset
+	// and raw checksum (ChunkRef without File, which the caller names).
+	// It is called in file order from the writing goroutine.
+	Stored func(blob, chunk int, ref ChunkRef)
 }
 
 // DefaultChunkSize is 1 MiB: large enough for zstd to find redundancy and
@@ -72,6 +106,18 @@ const (
 	// exponent and high mantissa planes of float and int arrays compress
 	// where the interleaved bytes do not.
 	codecShuffle4 = 3
+	// codecRef: the chunk is stored in another snapshot file of the same
+	// database (ChunkRef); the stored bytes are the header offset u64, the
+	// name's length u16 and the name. Only in snapshots of version 2.
+	codecRef = 4
+
+	// snapshotVersionRefs is the snapshot format version that may hold
+	// codecRef chunks; version 1 files (FormatVersion) may not.
+	snapshotVersionRefs = 2
+	// refFixed is the fixed part of a reference's stored bytes.
+	refFixed = 8 + 2
+	// maxRefName bounds a referenced file's name.
+	maxRefName = 255
 
 	// Sanity limits on metadata, far above anything CUDA produces.
 	maxNameLen = 1 << 16 // a global's (mangled) name
@@ -115,7 +161,10 @@ func (s *Snapshot) validate() error {
 		names[g.Name] = true
 	}
 	for i, b := range s.Blobs {
-		if uint64(len(b.Data)) != b.Size {
+		if b.Chunks != nil && b.Data != nil {
+			return fmt.Errorf("blob %d at 0x%x: both Data and Chunks are set", i, b.Addr)
+		}
+		if b.Chunks == nil && uint64(len(b.Data)) != b.Size {
 			return fmt.Errorf("blob %d at 0x%x: %d data bytes for size %d", i, b.Addr, len(b.Data), b.Size)
 		}
 		if b.Addr+b.Size < b.Addr {
@@ -163,6 +212,17 @@ func chunkSizeOf(opts SnapshotOptions) (int, error) {
 	return cs, nil
 }
 
+// hasChunkSources reports whether any blob is written from Blob.Chunks,
+// which may produce references (a version 2 file).
+func (s *Snapshot) hasChunkSources() bool {
+	for _, b := range s.Blobs {
+		if b.Chunks != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // RawSize is the number of data bytes the snapshot holds.
 func (s *Snapshot) RawSize() uint64 {
 	var n uint64
@@ -170,7 +230,11 @@ func (s *Snapshot) RawSize() uint64 {
 		n += uint64(len(g.Data))
 	}
 	for _, b := range s.Blobs {
-		n += uint64(len(b.Data))
+		if b.Chunks != nil {
+			n += b.Size
+		} else {
+			n += uint64(len(b.Data))
+		}
 	}
 	for _, a := range s.Args {
 		n += uint64(len(a))

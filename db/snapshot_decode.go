@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 
 	"github.com/mneme-gpu/mneme"
@@ -50,7 +53,7 @@ func ReadSnapshotLimited(path string, lim SnapshotLimits) (*Snapshot, error) {
 		return nil, err
 	}
 	defer f.Close()
-	return decodeSnapshot(path, f, fi.Size(), lim, true)
+	return decodeSnapshotIn(filepath.Dir(path), path, f, fi.Size(), lim, true)
 }
 
 // ReadSnapshotMetadata reads and verifies a snapshot's metadata (globals'
@@ -117,6 +120,11 @@ type metaReader struct {
 	lim    SnapshotLimits
 	// globalBytes sums the globals' sizes, for lim.MaxGlobalBytes.
 	globalBytes uint64
+	version     uint32
+	// dir is the database directory that referenced chunks (codecRef) are
+	// read from; empty when the snapshot is not read from a database.
+	dir  string
+	refs *refFiles
 }
 
 func (m *metaReader) errf(off int64, format string, a ...any) error {
@@ -177,6 +185,7 @@ type chunkPlan struct {
 	sum     uint64
 	hdrOff  int64 // where its header is, for errors
 	dataOff int64
+	ref     *ChunkRef // codecRef: where the bytes are
 }
 
 type regionRef struct {
@@ -231,6 +240,25 @@ func (m *metaReader) region(p *plan, size uint64, ref regionRef) error {
 			if c.stored != 0 || c.sum != 0 {
 				return m.errf(hdrOff, "%s chunk %d: zero chunk with stored bytes or a checksum", ref.what, i)
 			}
+		case codecRef:
+			if m.version < snapshotVersionRefs || ref.kind != 'b' {
+				return m.errf(hdrOff, "%s chunk %d: a reference to another snapshot, which only blobs of version %d files may hold", ref.what, i, snapshotVersionRefs)
+			}
+			if c.stored <= refFixed || c.stored > refFixed+maxRefName {
+				return m.errf(hdrOff, "%s chunk %d: reference of %d bytes", ref.what, i, c.stored)
+			}
+			b, err := m.read(int64(c.stored), "chunk reference")
+			if err != nil {
+				return err
+			}
+			r := &ChunkRef{Offset: int64(binary.LittleEndian.Uint64(b)), File: string(b[refFixed:]), Sum: c.sum}
+			if n := int(binary.LittleEndian.Uint16(b[8:])); n != len(r.File) || r.Offset < headerSize || !validRefName(r.File) {
+				return m.errf(hdrOff, "%s chunk %d: reference to %q at offset %d is not a snapshot of this database", ref.what, i, r.File, r.Offset)
+			}
+			c.ref = r
+			c.dataOff = m.off
+			p.chunks = append(p.chunks, c)
+			continue
 		default:
 			return m.errf(hdrOff, "%s chunk %d: unknown codec %d", ref.what, i, c.codec)
 		}
@@ -245,7 +273,14 @@ func (m *metaReader) region(p *plan, size uint64, ref regionRef) error {
 }
 
 func decodeSnapshot(name string, ra io.ReaderAt, size int64, lim SnapshotLimits, withData bool) (*Snapshot, error) {
-	m := &metaReader{name: name, ra: ra, size: size, hash: xxh3.New(), lim: lim}
+	return decodeSnapshotIn("", name, ra, size, lim, withData)
+}
+
+// decodeSnapshotIn decodes a snapshot of the database in dir ("" when it is
+// not read from one: references to other snapshots are then an error).
+func decodeSnapshotIn(dir, name string, ra io.ReaderAt, size int64, lim SnapshotLimits, withData bool) (*Snapshot, error) {
+	m := &metaReader{name: name, ra: ra, size: size, hash: xxh3.New(), lim: lim, dir: dir, refs: &refFiles{}}
+	defer m.refs.close()
 	s, p, err := m.walk()
 	if err != nil {
 		return nil, err
@@ -314,8 +349,11 @@ func (m *metaReader) header() (int, error) {
 	if string(hdr[:8]) != snapMagic {
 		return 0, m.errf(0, "not a mneme snapshot (no %s header)", snapMagic)
 	}
-	if v := binary.LittleEndian.Uint32(hdr[8:]); v != FormatVersion {
-		return 0, m.errf(8, "snapshot format version %d is not supported (this mneme reads %d)", v, FormatVersion)
+	switch v := binary.LittleEndian.Uint32(hdr[8:]); v {
+	case FormatVersion, snapshotVersionRefs:
+		m.version = v
+	default:
+		return 0, m.errf(8, "snapshot format version %d is not supported (this mneme reads %d and %d)", v, FormatVersion, snapshotVersionRefs)
 	}
 	if f := binary.LittleEndian.Uint32(hdr[12:]); f&^flagCompressed != 0 {
 		return 0, m.errf(12, "unknown flags 0x%x", f)
@@ -557,6 +595,10 @@ func decodeChunk(m *metaReader, p *plan, datas [][]byte, c *chunkPlan, scratch *
 	switch c.codec {
 	case codecZero:
 		return nil // make() zeroed it
+	case codecRef:
+		if err := m.readRef(dst, c, ref.what, idx, scratch); err != nil {
+			return err
+		}
 	case codecRaw:
 		if _, err := m.ra.ReadAt(dst, c.dataOff); err != nil && !(errors.Is(err, io.EOF)) {
 			return fmt.Errorf("%s: read at %d: %w", m.name, c.dataOff, err)
@@ -583,6 +625,120 @@ func decodeChunk(m *metaReader, p *plan, datas [][]byte, c *chunkPlan, scratch *
 	}
 	if got := xxh3.Hash(dst); got != c.sum {
 		return m.errf(c.hdrOff, "%s chunk %d: checksum mismatch (stored %016x, computed %016x): data corrupt", ref.what, idx, c.sum, got)
+	}
+	return nil
+}
+
+// validRefName accepts what a reference may name: a snapshot file of the
+// same database (DeviceState.*.mneme), never a path.
+func validRefName(name string) bool {
+	if !strings.HasPrefix(name, "DeviceState.") || !strings.HasSuffix(name, ".mneme") || strings.Contains(name, "..") {
+		return false
+	}
+	for _, r := range name {
+		if !(r == '.' || r == '_' || r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
+// refFiles keeps the snapshot files that references point into open while
+// one snapshot is decoded.
+type refFiles struct {
+	mu    sync.Mutex
+	files map[string]*refFile
+}
+
+type refFile struct {
+	f    *os.File
+	size int64
+	err  error
+}
+
+func (r *refFiles) open(dir, name string) (*refFile, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if rf, ok := r.files[name]; ok {
+		return rf, rf.err
+	}
+	if r.files == nil {
+		r.files = map[string]*refFile{}
+	}
+	rf := &refFile{}
+	f, fi, err := safefile.OpenIn(dir, name, 0)
+	if err != nil {
+		rf.err = err
+	} else {
+		rf.f, rf.size = f, fi.Size()
+	}
+	r.files[name] = rf
+	return rf, rf.err
+}
+
+func (r *refFiles) close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, rf := range r.files {
+		if rf.f != nil {
+			rf.f.Close()
+		}
+	}
+	r.files = nil
+}
+
+// readRef decodes a referenced chunk into dst: the chunk header at the
+// reference's offset must be a stored chunk (raw or compressed, never
+// another reference or a zero chunk) of dst's length whose checksum is the
+// one the reference carries; its bytes are then checked like any chunk's.
+func (m *metaReader) readRef(dst []byte, c *chunkPlan, what string, idx uint64, scratch *[]byte) error {
+	r := c.ref
+	where := fmt.Sprintf("%s chunk %d: reference to %s at offset %d", what, idx, r.File, r.Offset)
+	if m.dir == "" {
+		return m.errf(c.hdrOff, "%s: the snapshot is not read from a database directory", where)
+	}
+	rf, err := m.refs.open(m.dir, r.File)
+	if err != nil {
+		return m.errf(c.hdrOff, "%s: %v", where, err)
+	}
+	if r.Offset > rf.size-chunkHeader {
+		return m.errf(c.hdrOff, "%s: past the end of that file (%d bytes)", where, rf.size)
+	}
+	var h [chunkHeader]byte
+	if _, err := rf.f.ReadAt(h[:], r.Offset); err != nil {
+		return fmt.Errorf("%s: %s: %w", m.name, where, err)
+	}
+	codec, stored, sum := h[0], int64(binary.LittleEndian.Uint32(h[4:])), binary.LittleEndian.Uint64(h[8:])
+	switch {
+	case h[1]|h[2]|h[3] != 0 || sum != r.Sum:
+		return m.errf(c.hdrOff, "%s: no chunk with checksum %016x there", where, r.Sum)
+	case codec == codecRaw && stored != int64(len(dst)),
+		(codec == codecZstd || codec == codecShuffle4) && (stored == 0 || stored >= int64(len(dst))),
+		codec != codecRaw && codec != codecZstd && codec != codecShuffle4:
+		return m.errf(c.hdrOff, "%s: the chunk there (codec %d, %d bytes) cannot hold %d bytes", where, codec, stored, len(dst))
+	case stored > rf.size-r.Offset-chunkHeader:
+		return m.errf(c.hdrOff, "%s: the chunk there runs past the end of the file", where)
+	}
+	src := dst
+	if codec != codecRaw {
+		if int64(cap(*scratch)) < stored {
+			*scratch = make([]byte, stored)
+		}
+		src = (*scratch)[:stored]
+	}
+	if _, err := rf.f.ReadAt(src, r.Offset+chunkHeader); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("%s: %s: %w", m.name, where, err)
+	}
+	switch codec {
+	case codecZstd:
+		err = decodeZstd(dst, src)
+	case codecShuffle4:
+		planes := getBuf(len(dst))
+		err = decodeShuffle(dst, src, planes)
+		putBuf(planes)
+	}
+	if err != nil {
+		return m.errf(c.hdrOff, "%s: %v", where, err)
 	}
 	return nil
 }

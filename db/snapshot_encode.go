@@ -14,16 +14,20 @@ import (
 // byte for the trailer.
 type snapWriter struct {
 	w        *bufio.Writer
+	off      int64 // bytes written so far: where the next byte lands
 	meta     *xxh3.Hasher
 	cs       int
+	version  uint32
 	compress bool
 	workers  int
 	scratch  [chunkHeader]byte
+	stored   func(blob, chunk int, ref ChunkRef)
 }
 
 func (sw *snapWriter) writeMeta(b []byte) error {
 	sw.meta.Write(b)
-	_, err := sw.w.Write(b)
+	n, err := sw.w.Write(b)
+	sw.off += int64(n)
 	return err
 }
 
@@ -33,29 +37,101 @@ func (sw *snapWriter) u64(v uint64) error {
 	return sw.writeMeta(b[:])
 }
 
-func (sw *snapWriter) writeChunk(c *encodedChunk) error {
+// writeChunk writes one chunk's header and stored bytes and returns the
+// header's offset. A reference's stored bytes are metadata (hashed); a
+// payload is covered by its own checksum.
+func (sw *snapWriter) writeChunk(c *encodedChunk) (int64, error) {
+	at := sw.off
 	h := sw.scratch[:]
 	clear(h)
 	h[0] = c.codec
 	binary.LittleEndian.PutUint32(h[4:], uint32(len(c.stored)))
 	binary.LittleEndian.PutUint64(h[8:], c.sum)
 	if err := sw.writeMeta(h); err != nil {
-		return err
+		return at, err
 	}
-	_, err := sw.w.Write(c.stored)
+	var err error
+	if c.codec == codecRef {
+		err = sw.writeMeta(c.stored)
+	} else {
+		var n int
+		n, err = sw.w.Write(c.stored)
+		sw.off += int64(n)
+	}
 	c.release()
-	return err
+	return at, err
 }
 
-// region writes data as chunks, compressing chunks in parallel while writing
-// finished ones in order; at most 2*workers chunks are in flight.
+// region writes data as chunks.
 func (sw *snapWriter) region(data []byte) error {
-	n := (len(data) + sw.cs - 1) / sw.cs
-	chunk := func(i int) []byte { return data[i*sw.cs : min(len(data), (i+1)*sw.cs)] }
+	return sw.chunks(uint64(len(data)), func(i int) (SourceChunk, error) {
+		return SourceChunk{Data: data[i*sw.cs : min(len(data), (i+1)*sw.cs)]}, nil
+	}, nil)
+}
+
+// encodeSource turns one source chunk of rawLen bytes into what is written.
+func (sw *snapWriter) encodeSource(c SourceChunk, rawLen int) encodedChunk {
+	switch {
+	case c.Zero:
+		return encodedChunk{codec: codecZero}
+	case c.Ref != nil:
+		return encodedChunk{codec: codecRef, sum: c.Ref.Sum, stored: encodeRef(c.Ref)}
+	}
+	e := encodeChunk(c.Data, sw.compress)
+	// A raw chunk is written from Data itself: the caller gets it back
+	// (Done) once the chunk is written.
+	e.done = c.Done
+	return e
+}
+
+// checkSource rejects a source chunk the format cannot hold.
+func checkSource(c SourceChunk, i, rawLen int) error {
+	switch {
+	case c.Ref != nil:
+		if c.Zero || c.Data != nil {
+			return fmt.Errorf("chunk %d: a reference with data", i)
+		}
+		if c.Ref.File == "" || len(c.Ref.File) > maxRefName || c.Ref.Offset < 0 {
+			return fmt.Errorf("chunk %d: reference to %q at offset %d", i, c.Ref.File, c.Ref.Offset)
+		}
+	case !c.Zero && len(c.Data) != rawLen:
+		return fmt.Errorf("chunk %d: %d bytes, want %d", i, len(c.Data), rawLen)
+	}
+	return nil
+}
+
+// chunks writes size bytes as chunks taken from src in order, encoding them
+// in parallel while writing finished ones in order; at most 2*workers
+// chunks are in flight. stored, if set, learns where each chunk stored with
+// its data landed.
+func (sw *snapWriter) chunks(size uint64, src func(int) (SourceChunk, error), stored func(i int, ref ChunkRef)) error {
+	n := int((size + uint64(sw.cs) - 1) / uint64(sw.cs))
+	rawLen := func(i int) int { return int(min(uint64(sw.cs), size-uint64(i)*uint64(sw.cs))) }
+	write := func(i int, c *encodedChunk) error {
+		at, err := sw.writeChunk(c)
+		if err == nil && stored != nil && (c.codec == codecRaw || c.codec == codecZstd || c.codec == codecShuffle4) {
+			stored(i, ChunkRef{Offset: at, Sum: c.sum})
+		}
+		return err
+	}
+	get := func(i int) (SourceChunk, error) {
+		c, err := src(i)
+		if err == nil {
+			err = checkSource(c, i, rawLen(i))
+		}
+		if err != nil && c.Done != nil {
+			c.Done()
+		}
+		return c, err
+	}
 	if n <= 1 || sw.workers <= 1 {
 		for i := 0; i < n; i++ {
-			c := encodeChunk(chunk(i), sw.compress)
-			if err := sw.writeChunk(&c); err != nil {
+			c, err := get(i)
+			if err != nil {
+				return err
+			}
+			e := sw.encodeSource(c, rawLen(i))
+			if err := write(i, &e); err != nil {
 				return err
 			}
 		}
@@ -67,17 +143,25 @@ func (sw *snapWriter) region(data []byte) error {
 	launched := 0
 	var err error
 	for i := 0; i < n; i++ {
-		for ; launched < n && launched < i+window; launched++ {
+		for ; err == nil && launched < n && launched < i+window; launched++ {
 			j := launched
+			c, gerr := get(j)
+			if gerr != nil {
+				err = gerr
+				break
+			}
 			done[j] = make(chan struct{})
 			go func() {
-				results[j] = encodeChunk(chunk(j), sw.compress)
+				results[j] = sw.encodeSource(c, rawLen(j))
 				close(done[j])
 			}()
 		}
+		if i >= launched {
+			break // the source failed: nothing more was started
+		}
 		<-done[i]
 		if err == nil {
-			err = sw.writeChunk(&results[i])
+			err = write(i, &results[i])
 		} else {
 			results[i].release()
 		}
@@ -85,9 +169,23 @@ func (sw *snapWriter) region(data []byte) error {
 	return err
 }
 
+// encodeRef is a reference's stored bytes: offset u64, name length u16, name.
+func encodeRef(r *ChunkRef) []byte {
+	b := make([]byte, refFixed+len(r.File))
+	binary.LittleEndian.PutUint64(b, uint64(r.Offset))
+	binary.LittleEndian.PutUint16(b[8:], uint16(len(r.File)))
+	copy(b[refFixed:], r.File)
+	return b
+}
+
 // EncodeSnapshot writes s in the snapshot format (FORMAT.md) to w: the
 // header, the globals, the blobs, the arguments and the trailer, in order.
 func EncodeSnapshot(w io.Writer, s *Snapshot, opts SnapshotOptions) error {
+	return encodeWithWorkers(w, s, opts, runtime.GOMAXPROCS(0))
+}
+
+// encodeWithWorkers encodes with up to workers chunks compressed at once.
+func encodeWithWorkers(w io.Writer, s *Snapshot, opts SnapshotOptions, workers int) error {
 	cs, err := chunkSizeOf(opts)
 	if err != nil {
 		return err
@@ -95,7 +193,11 @@ func EncodeSnapshot(w io.Writer, s *Snapshot, opts SnapshotOptions) error {
 	if err := s.validate(); err != nil {
 		return fmt.Errorf("snapshot: %w", err)
 	}
-	sw := &snapWriter{w: bufio.NewWriterSize(w, 256<<10), meta: xxh3.New(), cs: cs, compress: opts.Compress, workers: runtime.GOMAXPROCS(0)}
+	sw := &snapWriter{w: bufio.NewWriterSize(w, 256<<10), meta: xxh3.New(), cs: cs, compress: opts.Compress, workers: workers, stored: opts.Stored}
+	sw.version = FormatVersion
+	if s.hasChunkSources() {
+		sw.version = snapshotVersionRefs
+	}
 	for _, step := range []func(*Snapshot) error{sw.header, sw.globals, sw.blobs, sw.args, sw.trailer} {
 		if err := step(s); err != nil {
 			return err
@@ -108,7 +210,7 @@ func EncodeSnapshot(w io.Writer, s *Snapshot, opts SnapshotOptions) error {
 func (sw *snapWriter) header(*Snapshot) error {
 	var hdr [headerSize]byte
 	copy(hdr[:], snapMagic)
-	binary.LittleEndian.PutUint32(hdr[8:], FormatVersion)
+	binary.LittleEndian.PutUint32(hdr[8:], sw.version)
 	if sw.compress {
 		binary.LittleEndian.PutUint32(hdr[12:], flagCompressed)
 	}
@@ -148,14 +250,25 @@ func (sw *snapWriter) blobs(s *Snapshot) error {
 	if err := sw.u64(uint64(len(s.Blobs))); err != nil {
 		return err
 	}
-	for _, b := range s.Blobs {
+	for bi, b := range s.Blobs {
 		for _, v := range []uint64{roundUp(b.Size, pageSize), b.Size, b.Addr} {
 			if err := sw.u64(v); err != nil {
 				return err
 			}
 		}
-		if err := sw.region(b.Data); err != nil {
-			return err
+		var stored func(int, ChunkRef)
+		if sw.stored != nil {
+			stored = func(i int, r ChunkRef) { sw.stored(bi, i, r) }
+		}
+		src := b.Chunks
+		if src == nil {
+			data := b.Data
+			src = func(i int) (SourceChunk, error) {
+				return SourceChunk{Data: data[i*sw.cs : min(len(data), (i+1)*sw.cs)]}, nil
+			}
+		}
+		if err := sw.chunks(b.Size, src, stored); err != nil {
+			return fmt.Errorf("blob 0x%x: %w", b.Addr, err)
 		}
 		if err := sw.u64(0); err != nil { // meta: reserved, empty
 			return err

@@ -33,6 +33,7 @@ const (
 	EnvRank          = "MNEME_RANK"           // the MPI rank `mneme record` found, recorded with each kernel
 	EnvCompress      = "MNEME_SNAPSHOT_ZSTD"  // 0: store snapshots raw (default 1: zstd)
 	EnvRuntimeLib    = "MNEME_RT_LIB"         // path of libmneme_rt.so
+	EnvFullCopies    = "MNEME_FULL_COPIES"    // 1: copy every allocation whole (no fingerprints, no staging)
 )
 
 // VASSAuto is the default arena size (the -vass default): as large as the
@@ -55,6 +56,7 @@ type Config struct {
 	MaxRecordings int            // distinct instances per kernel; 0 means no cap
 	Skip          int            // matching launches to let pass before recording
 	Compress      bool           // zstd-compress snapshot chunks where it pays
+	FullCopies    bool           // copy allocations whole even where the process can fingerprint and stage
 	Rank          *int           // the process's MPI rank; nil outside a job
 	Log           io.Writer      // where errors are reported as they happen (the application's stderr)
 }
@@ -127,6 +129,13 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		c.Compress = true
 	default:
 		return c, fmt.Errorf("%s %q: want 0 or 1", EnvCompress, getenv(EnvCompress))
+	}
+	switch getenv(EnvFullCopies) {
+	case "", "0":
+	case "1":
+		c.FullCopies = true
+	default:
+		return c, fmt.Errorf("%s %q: want 0 or 1", EnvFullCopies, getenv(EnvFullCopies))
 	}
 	return c, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/mneme-gpu/mneme"
 	"github.com/mneme-gpu/mneme/db"
 	"github.com/mneme-gpu/mneme/record/arena"
+	"github.com/mneme-gpu/mneme/record/fingerprint"
 )
 
 // Process is the recorded application and its GPU, as the recorder needs
@@ -130,6 +131,10 @@ type Recorder struct {
 	bufferBytes uint64
 
 	repeats []repeatRef // Memo.Repeat-1 indexes it
+
+	// chunks maps the fingerprint of every chunk stored with its data in
+	// this recording to where it is, for later snapshots to reference.
+	chunks map[fingerprint.Sum]db.ChunkRef
 }
 
 // repeatRef is the instance a Memo.Repeat names.
@@ -160,7 +165,7 @@ func New(cfg Config, p Process, vm arena.Backend) (*Recorder, error) {
 	if err := os.MkdirAll(cfg.DB, 0o755); err != nil {
 		return nil, fmt.Errorf("recording database %s: %w", cfg.DB, err)
 	}
-	r := &Recorder{cfg: cfg, proc: p, vm: vm, kernels: map[kernelKey]*kernelState{}}
+	r := &Recorder{cfg: cfg, proc: p, vm: vm, kernels: map[kernelKey]*kernelState{}, chunks: map[fingerprint.Sum]db.ChunkRef{}}
 	r.status.PID = os.Getpid()
 	r.status.ArenaBase = db.FormatVAddr(cfg.VABase)
 	r.status.ArenaSize = cfg.VASize
@@ -554,27 +559,6 @@ func (r *Recorder) recordInstance(ks *kernelState, l *Launch, dh string) (Decisi
 		r.reportError(fmt.Sprintf("kernel %s: synchronize before recording: %v", name, err))
 		return Forward, nil
 	}
-	pro, err := r.snapshot(l, 0)
-	if err != nil {
-		r.reportError(fmt.Sprintf("kernel %s: prologue snapshot: %v", name, err))
-		return Forward, nil
-	}
-	Trace("runtime", "record %s: prologue copied", dh)
-	if err := r.proc.Launch(l); err != nil {
-		r.reportError(fmt.Sprintf("kernel %s: launch failed while recording: %v", name, err))
-		return Launched, err
-	}
-	if err := r.proc.Synchronize(); err != nil {
-		r.reportError(fmt.Sprintf("kernel %s faulted while recording: %v", name, err))
-		return Launched, err
-	}
-	Trace("runtime", "record %s: launched", dh)
-	epi, err := r.snapshot(l, 1)
-	if err != nil {
-		r.reportError(fmt.Sprintf("kernel %s: epilogue snapshot: %v", name, err))
-		return Launched, nil
-	}
-	Trace("runtime", "record %s: epilogue copied", dh)
 	k := ks.meta
 	inst := &db.Instance{
 		DynamicHash: dh,
@@ -587,26 +571,19 @@ func (r *Recorder) recordInstance(ks *kernelState, l *Launch, dh string) (Decisi
 		Occurrences: 1,
 		RecordedAt:  time.Now().UTC().Format(time.RFC3339Nano),
 	}
-	start := time.Now()
-	// No fsync: the rename alone keeps the database valid if the
-	// application crashes, which is what recording must survive; an fsync
-	// per snapshot would cost more than the copy on many file systems.
-	pn, err := db.WriteSnapshot(filepath.Join(r.cfg.DB, inst.Prologue), pro, r.snapshotOptions(pro))
-	if err == nil {
-		var en int64
-		en, err = db.WriteSnapshot(filepath.Join(r.cfg.DB, inst.Epilogue), epi, r.snapshotOptions(epi))
-		inst.PrologueBytes, inst.EpilogueBytes = uint64(pn), uint64(en)
+	var ok bool
+	var d Decision
+	var err error
+	if dr, isReader := r.proc.(DeviceReader); isReader && !r.cfg.FullCopies {
+		ok, d, err = r.recordStaged(dr, l, dh, inst)
+	} else {
+		ok, d, err = r.recordCopied(l, dh, inst)
 	}
-	if err != nil {
-		r.reportError(fmt.Sprintf("kernel %s: write snapshot: %v", name, err))
-		return Launched, nil
+	if !ok {
+		return d, err
 	}
-	r.status.SnapshotBytes += int64(inst.PrologueBytes + inst.EpilogueBytes)
-	r.status.SnapshotRawBytes += int64(pro.RawSize() + epi.RawSize())
-	r.status.SnapshotSeconds += time.Since(start).Seconds()
-	Trace("runtime", "record %s: snapshots written", dh)
 	k.Instances[dh] = inst
-	start = time.Now()
+	start := time.Now()
 	err = r.writeKernel(k)
 	r.status.DBWriteSeconds += time.Since(start).Seconds()
 	if err != nil {
@@ -621,6 +598,98 @@ func (r *Recorder) recordInstance(ks *kernelState, l *Launch, dh string) (Decisi
 	r.status.InstancesRecorded++
 	r.writeStatus()
 	return Launched, nil
+}
+
+// recordCopied performs the launch between two whole copies of the device
+// state, then writes both snapshots. ok means both were written; otherwise
+// the instance is not recorded and recordInstance returns d and err (Forward
+// when the launch has not happened yet).
+func (r *Recorder) recordCopied(l *Launch, dh string, inst *db.Instance) (ok bool, d Decision, err error) {
+	name := l.Kernel.Demangled
+	pro, err := r.snapshot(l, 0)
+	if err != nil {
+		r.reportError(fmt.Sprintf("kernel %s: prologue snapshot: %v", name, err))
+		return false, Forward, nil
+	}
+	Trace("runtime", "record %s: prologue copied", dh)
+	if err := r.launchRecorded(l, dh); err != nil {
+		return false, Launched, err
+	}
+	epi, err := r.snapshot(l, 1)
+	if err != nil {
+		r.reportError(fmt.Sprintf("kernel %s: epilogue snapshot: %v", name, err))
+		return false, Launched, nil
+	}
+	Trace("runtime", "record %s: epilogue copied", dh)
+	start := time.Now()
+	// No fsync: the rename alone keeps the database valid if the
+	// application crashes, which is what recording must survive; an fsync
+	// per snapshot would cost more than the copy on many file systems.
+	pn, err := db.WriteSnapshot(filepath.Join(r.cfg.DB, inst.Prologue), pro, r.snapshotOptions(pro))
+	if err == nil {
+		var en int64
+		en, err = db.WriteSnapshot(filepath.Join(r.cfg.DB, inst.Epilogue), epi, r.snapshotOptions(epi))
+		inst.PrologueBytes, inst.EpilogueBytes = uint64(pn), uint64(en)
+	}
+	if err != nil {
+		r.reportError(fmt.Sprintf("kernel %s: write snapshot: %v", name, err))
+		return false, Launched, nil
+	}
+	r.status.CopiedBytes += int64(pro.RawSize() + epi.RawSize())
+	r.status.SnapshotBytes += int64(inst.PrologueBytes + inst.EpilogueBytes)
+	r.status.SnapshotRawBytes += int64(pro.RawSize() + epi.RawSize())
+	r.status.SnapshotSeconds += time.Since(start).Seconds()
+	Trace("runtime", "record %s: snapshots written", dh)
+	return true, Launched, nil
+}
+
+// recordStaged writes the prologue before the launch and the epilogue
+// after it, each from fingerprints and staged copies (stagedSnapshot);
+// results as recordCopied's. A prologue file stays even when the instance
+// is then lost: later snapshots may already reference its chunks.
+func (r *Recorder) recordStaged(dr DeviceReader, l *Launch, dh string, inst *db.Instance) (ok bool, d Decision, err error) {
+	name := l.Kernel.Demangled
+	start := time.Now()
+	pn, praw, err := r.stagedSnapshot(dr, l, 0, inst.Prologue)
+	if err != nil {
+		r.reportError(fmt.Sprintf("kernel %s: prologue snapshot: %v", name, err))
+		return false, Forward, nil
+	}
+	Trace("runtime", "record %s: prologue written", dh)
+	took := time.Since(start)
+	if err := r.launchRecorded(l, dh); err != nil {
+		return false, Launched, err
+	}
+	start = time.Now()
+	en, eraw, err := r.stagedSnapshot(dr, l, 1, inst.Epilogue)
+	if err != nil {
+		// The launch happened: the instance is lost, not the application's work.
+		r.reportError(fmt.Sprintf("kernel %s: epilogue snapshot: %v", name, err))
+		return false, Launched, nil
+	}
+	Trace("runtime", "record %s: epilogue written", dh)
+	took += time.Since(start)
+	inst.PrologueBytes, inst.EpilogueBytes = uint64(pn), uint64(en)
+	r.status.SnapshotBytes += pn + en
+	r.status.SnapshotRawBytes += int64(praw + eraw)
+	r.status.SnapshotSeconds += took.Seconds()
+	return true, Launched, nil
+}
+
+// launchRecorded performs the recorded launch and waits for it; an error
+// is the launch's result, already reported.
+func (r *Recorder) launchRecorded(l *Launch, dh string) error {
+	name := l.Kernel.Demangled
+	if err := r.proc.Launch(l); err != nil {
+		r.reportError(fmt.Sprintf("kernel %s: launch failed while recording: %v", name, err))
+		return err
+	}
+	if err := r.proc.Synchronize(); err != nil {
+		r.reportError(fmt.Sprintf("kernel %s faulted while recording: %v", name, err))
+		return err
+	}
+	Trace("runtime", "record %s: launched", dh)
+	return nil
 }
 
 // writeKernel replaces the kernel's JSON file. Like the snapshots it is
@@ -651,19 +720,8 @@ func (r *Recorder) snapshot(l *Launch, set int) (*db.Snapshot, error) {
 			s.Blobs = append(s.Blobs, db.Blob{Addr: b.Addr, Size: b.Size, Data: data})
 		}
 	}
-	globals, err := r.proc.Globals(l.Kernel.Module)
-	if err != nil {
-		return nil, fmt.Errorf("device globals: %w", err)
-	}
-	for _, g := range globals {
-		if g.Managed {
-			continue // not in device memory we can restore; the shim warned
-		}
-		data := r.buffer(set, len(s.Blobs)+len(s.Globals), g.Size)
-		if err := r.proc.CopyToHost(data, g.Addr); err != nil {
-			return nil, fmt.Errorf("copy global %s (%d bytes): %w", g.Name, g.Size, err)
-		}
-		s.Globals = append(s.Globals, db.Global{Name: g.Name, Addr: g.Addr, Size: g.Size, Data: data})
+	if err := r.copyGlobals(s, l, set); err != nil {
+		return nil, err
 	}
 	return s, nil
 }

@@ -36,7 +36,14 @@ type Status struct {
 	LoadSeconds    float64  `json:"load_seconds"`     // loading this library into the application and starting it
 	ArenaSeconds   float64  `json:"arena_seconds"`    // reserving and mapping the arena, allocating
 	IRSeconds      float64  `json:"ir_seconds"`       // finding and extracting kernels' IR
-	CopySeconds    float64  `json:"copy_seconds"`     // device-to-host snapshot copies
+	CopySeconds    float64  `json:"copy_seconds"`     // device-to-host snapshot copies (with the writing they overlap, when staged)
+	// The device-to-host copies themselves and what fingerprints spared.
+	CopiedBytes         int64   `json:"copied_bytes"`          // moved from the device to the host
+	CopyTransferSeconds float64 `json:"copy_transfer_seconds"` // the GPU's time on staged transfers
+	FingerprintSeconds  float64 `json:"fingerprint_seconds"`   // hashing chunks on the GPU
+	ChunksCopied        int64   `json:"chunks_copied"`
+	ChunksZero          int64   `json:"chunks_zero"`       // all zero: neither copied nor stored
+	ChunksReferenced    int64   `json:"chunks_referenced"` // already in the database: referenced, not copied
 	DBWriteSeconds float64  `json:"db_write_seconds"` // kernel JSON files
 	ArenaError     string   `json:"arena_error,omitempty"`
 	Errors         []string `json:"errors,omitempty"`

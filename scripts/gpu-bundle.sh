@@ -55,8 +55,9 @@ rm -rf .gpu/prefix .gpu/tests
 # transfer limit next to the clang packages.
 make all PREFIX="$PWD/.gpu/prefix" LLVM_LINK=shared "$strip_flags" >/dev/null
 mkdir -p .gpu/tests
-for pkg in cuda jit replay record; do
+for pkg in cuda jit replay record record/devicecopy; do
   [ -d "$pkg" ] || continue
+  mkdir -p ".gpu/tests/$(dirname "$pkg")"
   go test -c -ldflags="-s -w" -o ".gpu/tests/$pkg.test" "./$pkg" 2>/dev/null || echo "warning: $pkg tests do not build" >&2
 done
 # One compressed archive keeps what travels under the transfer limit;

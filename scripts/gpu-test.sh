@@ -10,7 +10,7 @@
 # (cmd/mneme-rt/shim/bench/gpu-record.sh), and prints a summary. Logs go to ./gpu-test-logs
 # ($GPU_TEST_LOGS), and as one archive into $OUT when that is set.
 # Narrowing a run: GPU_TEST_PACKAGES (Go packages, default cuda jit replay
-# record), GPU_BENCH=1 (add the jit and replay benchmarks), EXAMPLES,
+# record record/devicecopy), GPU_BENCH=1 (add the jit and replay benchmarks), EXAMPLES,
 # SKIP_E2E, SKIP_TUNE, SKIP_TUNE_CHECKS, TUNE_CHECKS, SKIP_FIDELITY (FIDELITY_EXAMPLES,
 # FIDELITY_TRIALS, SKIP_FIDELITY_TUNE), SKIP_DEPLOY (DEPLOY_EXAMPLES), SKIP_PYTHON, SKIP_RECORD_CHECKS,
 # OVERHEAD_RUNS (rounds of the overhead benchmark, default 31).
@@ -39,22 +39,22 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 # that would skip for want of a driver, a GPU or a tool fails instead. A
 # package whose tests include GPU tests (TestGPU...) and ran none of them fails.
 export MNEME_GPU_REQUIRED=1
-for pkg in ${GPU_TEST_PACKAGES-cuda jit replay record}; do
+for pkg in ${GPU_TEST_PACKAGES-cuda jit replay record record/devicecopy}; do
   [ -d "$pkg" ] || continue
-  log=$logs/test-$pkg.log
+  log=$logs/test-${pkg//\//_}.log
   run_tests "$pkg" > "$log"; rc=$?
   count() { grep -cE "^--- $1: ${2:-}" "$log"; }
   counts="$(count PASS) passed, $(count FAIL) failed, $(count SKIP) skipped; GPU tests: $(count PASS TestGPU) passed, $(count SKIP TestGPU) skipped"
-  if [ $rc -ne 0 ] || [ "$(count FAIL)" -gt 0 ]; then note "go test $pkg: FAIL ($counts; see test-$pkg.log)"
-  elif grep -qs '^func TestGPU' "$pkg"/*_test.go && [ "$(count PASS TestGPU)" -eq 0 ]; then note "go test $pkg: FAIL (no GPU test ran: $counts; see test-$pkg.log)"
+  if [ $rc -ne 0 ] || [ "$(count FAIL)" -gt 0 ]; then note "go test $pkg: FAIL ($counts; see test-${pkg//\//_}.log)"
+  elif grep -qs '^func TestGPU' "$pkg"/*_test.go && [ "$(count PASS TestGPU)" -eq 0 ]; then note "go test $pkg: FAIL (no GPU test ran: $counts; see test-${pkg//\//_}.log)"
   else note "go test $pkg: PASS ($counts)"; fi
   grep -E '^(--- (FAIL|SKIP)|\s+.*_test.go:[0-9]+: )' "$log" | head -20
 done
 
 if [ -n "${GPU_BENCH:-}" ]; then
-  for pkg in jit replay; do
+  for pkg in jit replay record/devicecopy; do
     [ -d "$pkg" ] || continue
-    if command -v go >/dev/null; then (CUDA_CACHE_DISABLE=1 go test -run XXX -bench . -benchtime 2s "./$pkg" 2>&1); else (cd "$pkg" && CUDA_CACHE_DISABLE=1 "$root/.gpu/tests/$pkg.test" -test.run XXX -test.bench . -test.benchtime 2s 2>&1); fi | tee "$logs/bench-$pkg.log" | grep -E '^Benchmark'
+    if command -v go >/dev/null; then (CUDA_CACHE_DISABLE=1 go test -run XXX -bench . -benchtime 2s "./$pkg" 2>&1); else (cd "$pkg" && CUDA_CACHE_DISABLE=1 "$root/.gpu/tests/$pkg.test" -test.run XXX -test.bench . -test.benchtime 2s 2>&1); fi | tee "$logs/bench-${pkg//\//_}.log" | grep -E '^Benchmark'
   done
 fi
 

@@ -18,6 +18,8 @@ import (
 	"github.com/mneme-gpu/mneme/cuda"
 	"github.com/mneme-gpu/mneme/db"
 	"github.com/mneme-gpu/mneme/record"
+	"github.com/mneme-gpu/mneme/record/devicecopy"
+	"github.com/mneme-gpu/mneme/record/fingerprint"
 )
 
 // version is set at link time (-ldflags "-X main.version=...").
@@ -60,6 +62,30 @@ type process struct {
 	entries []appabi.IREntry
 
 	globals map[int][]record.Global // module -> resolved globals
+
+	copier *devicecopy.Reader // fingerprints and staged copies, made on first use
+}
+
+// The process reads device memory through fingerprints and pinned staging
+// (record.DeviceReader) unless MNEME_FULL_COPIES=1.
+var _ record.DeviceReader = (*process)(nil)
+
+func (p *process) reader() *devicecopy.Reader {
+	if p.copier == nil {
+		p.copier = devicecopy.New(stagedRunBytes)
+	}
+	return p.copier
+}
+
+// stagedRunBytes is the recorder's largest staged copy: a run of chunks.
+const stagedRunBytes = record.StagedRunBytes
+
+func (p *process) Fingerprints(rs []fingerprint.Range) ([]fingerprint.Sum, error) {
+	return p.reader().Fingerprints(rs)
+}
+
+func (p *process) Stage(runs []fingerprint.Range) (record.Staging, error) {
+	return p.reader().Stage(runs)
 }
 
 func newProcess() (*process, error) {

@@ -313,9 +313,24 @@ func (r *readBack) summarize(status *record.Status) (summary string, finalizeErr
 	if status.SnapshotSeconds > 0 {
 		summary += fmt.Sprintf("; snapshots: %s of device data written as %s at %.0f MiB/s",
 			db.FormatSize(uint64(status.SnapshotRawBytes)), db.FormatSize(uint64(status.SnapshotBytes)), float64(status.SnapshotRawBytes)/(1<<20)/status.SnapshotSeconds)
+		summary += copySummary(status)
 	}
 	if status.ManagedAllocations > 0 {
 		summary += fmt.Sprintf("; %d managed allocation(s) not replayable", status.ManagedAllocations)
 	}
 	return summary, finalizeErrs, nil
+}
+
+// copySummary says what the snapshots copied from the device: the bytes,
+// the transfer rate, and the chunks that fingerprints spared.
+func copySummary(s *record.Status) string {
+	out := fmt.Sprintf("; copied %s from the device", db.FormatSize(uint64(s.CopiedBytes)))
+	if s.CopyTransferSeconds > 0 {
+		out += fmt.Sprintf(" at %.1f GB/s", float64(s.CopiedBytes)/1e9/s.CopyTransferSeconds)
+	}
+	if n := s.ChunksCopied + s.ChunksZero + s.ChunksReferenced; n > 0 {
+		out += fmt.Sprintf(" (%d of %d chunks; %d zero, %d already stored; fingerprints %.3fs)",
+			s.ChunksCopied, n, s.ChunksZero, s.ChunksReferenced, s.FingerprintSeconds)
+	}
+	return out
 }

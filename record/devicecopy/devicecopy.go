@@ -1,0 +1,328 @@
+// Package devicecopy reads device memory for the recorder the fast way
+// (record.DeviceReader over the CUDA driver): chunk fingerprints computed by
+// the fingerprint kernel on the GPU, and device-to-host copies through a
+// ring of pinned staging buffers, issued ahead on their own stream so the
+// bus stays busy while earlier chunks are encoded and written.
+//
+// It is plain Go over package cuda; cmd/mneme-rt creates one per recording
+// in the application's context.
+package devicecopy
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/mneme-gpu/mneme"
+	"github.com/mneme-gpu/mneme/cuda"
+	"github.com/mneme-gpu/mneme/record"
+	"github.com/mneme-gpu/mneme/record/fingerprint"
+)
+
+// Reader implements record.DeviceReader in the current CUDA context.
+type Reader struct {
+	slotBytes int
+	nSlots    int
+
+	mu     sync.Mutex // one snapshot at a time
+	fn     *cuda.Function
+	mod    *cuda.Module
+	stream cuda.Stream
+	desc   deviceBuffer
+	sums   deviceBuffer
+	slots  []*slot
+}
+
+type deviceBuffer struct {
+	addr uint64
+	size int
+}
+
+func (b *deviceBuffer) ensure(n int) error {
+	if b.size >= n {
+		return nil
+	}
+	if b.addr != 0 {
+		cuda.MemFree(b.addr)
+		b.addr, b.size = 0, 0
+	}
+	addr, err := cuda.MemAlloc(uint64(n))
+	if err != nil {
+		return err
+	}
+	b.addr, b.size = addr, n
+	return nil
+}
+
+type slot struct {
+	buf        *cuda.HostBuffer
+	start, end *cuda.Event
+}
+
+// New prepares a reader whose staged copies move runs of at most slotBytes
+// (record's run size). The slots hold what the snapshot writer keeps in
+// flight (two chunks per core) with room to copy ahead: the writer hands a
+// slot back only after writing its chunks, from the goroutine that waits
+// for the next run, so too few slots would stall that wait.
+func New(slotBytes int) *Reader {
+	n := max(8, 2*runtime.GOMAXPROCS(0)*(1<<20)/slotBytes+4)
+	return &Reader{slotBytes: slotBytes, nSlots: n}
+}
+
+// Close frees the reader's device and pinned memory.
+func (r *Reader) Close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, s := range r.slots {
+		s.buf.Free()
+		s.start.Destroy()
+		s.end.Destroy()
+	}
+	r.slots = nil
+	for _, b := range []*deviceBuffer{&r.desc, &r.sums} {
+		if b.addr != 0 {
+			cuda.MemFree(b.addr)
+		}
+		*b = deviceBuffer{}
+	}
+	if r.mod != nil {
+		r.mod.Unload()
+		r.mod, r.fn = nil, nil
+	}
+	if r.stream != 0 {
+		r.stream.Destroy()
+		r.stream = 0
+	}
+}
+
+func (r *Reader) ensureStream() error {
+	if r.stream != 0 {
+		return nil
+	}
+	s, err := cuda.NewStream()
+	if err != nil {
+		return err
+	}
+	r.stream = s
+	return nil
+}
+
+// Fingerprints hashes each range on the GPU with the fingerprint kernel.
+func (r *Reader) Fingerprints(rs []fingerprint.Range) ([]fingerprint.Sum, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(rs) == 0 {
+		return nil, nil
+	}
+	if err := r.ensureStream(); err != nil {
+		return nil, err
+	}
+	if r.fn == nil {
+		mod, err := cuda.LoadModule(fingerprint.PTX)
+		if err != nil {
+			return nil, fmt.Errorf("loading the fingerprint kernel: %w", err)
+		}
+		fn, err := mod.Function(fingerprint.Kernel)
+		if err != nil {
+			mod.Unload()
+			return nil, err
+		}
+		r.mod, r.fn = mod, fn
+	}
+	desc, err := fingerprint.EncodeRanges(rs)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.desc.ensure(len(desc)); err != nil {
+		return nil, err
+	}
+	if err := r.sums.ensure(fingerprint.SumBytes * len(rs)); err != nil {
+		return nil, err
+	}
+	if err := cuda.MemcpyHtoD(r.desc.addr, desc); err != nil {
+		return nil, err
+	}
+	grid := mneme.Dim3{X: uint32(min(len(rs), 1<<30)), Y: 1, Z: 1}
+	block := mneme.Dim3{X: fingerprint.Threads, Y: 1, Z: 1}
+	args := [][]byte{u64(r.desc.addr), u64(r.sums.addr), u32(uint32(len(rs)))}
+	if err := r.fn.Launch(grid, block, 0, r.stream, args); err != nil {
+		return nil, err
+	}
+	if err := r.stream.Synchronize(); err != nil {
+		return nil, fmt.Errorf("fingerprint kernel: %w", err)
+	}
+	out := make([]byte, fingerprint.SumBytes*len(rs))
+	if err := cuda.MemcpyDtoH(out, r.sums.addr); err != nil {
+		return nil, err
+	}
+	return fingerprint.DecodeSums(out, len(rs))
+}
+
+func u64(v uint64) []byte {
+	b := make([]byte, 8)
+	for i := range b {
+		b[i] = byte(v >> (8 * i))
+	}
+	return b
+}
+
+func u32(v uint32) []byte { return u64(uint64(v))[:4] }
+
+// ensureSlots allocates the pinned ring on first use.
+func (r *Reader) ensureSlots() error {
+	for len(r.slots) < r.nSlots {
+		buf, err := cuda.MemAllocHost(r.slotBytes)
+		if err != nil {
+			if len(r.slots) >= 2 {
+				return nil // fewer slots copy less far ahead, still correctly
+			}
+			return err
+		}
+		s := &slot{buf: buf}
+		if s.start, err = cuda.NewEvent(); err == nil {
+			s.end, err = cuda.NewEvent()
+		}
+		if err != nil {
+			buf.Free()
+			return err
+		}
+		r.slots = append(r.slots, s)
+	}
+	return nil
+}
+
+// Stage starts copying runs (each at most the slot size) into the pinned
+// ring, as many at once as there are slots.
+func (r *Reader) Stage(runs []fingerprint.Range) (record.Staging, error) {
+	r.mu.Lock()
+	for i, run := range runs {
+		if run.Len > uint64(r.slotBytes) {
+			r.mu.Unlock()
+			return nil, fmt.Errorf("run %d of %d bytes exceeds the %d-byte staging buffers", i, run.Len, r.slotBytes)
+		}
+	}
+	if err := r.ensureStream(); err != nil {
+		r.mu.Unlock()
+		return nil, err
+	}
+	if err := r.ensureSlots(); err != nil {
+		r.mu.Unlock()
+		return nil, err
+	}
+	s := &staging{r: r, runs: runs, slotOf: make([]int, len(runs))}
+	for i := range s.slotOf {
+		s.slotOf[i] = -1
+	}
+	for i := range r.slots {
+		s.free = append(s.free, i)
+	}
+	if err := s.issue(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// staging is one snapshot's copies. Wait and Close run on the recording
+// goroutine; Release may come from any.
+type staging struct {
+	r      *Reader
+	runs   []fingerprint.Range
+	slotOf []int // run -> slot while issued and not released; -1 otherwise, spareRun when copied to spare
+	issued int
+	waited int
+	stats  record.CopyStats
+
+	mu   sync.Mutex
+	free []int
+}
+
+// spareRun marks a run copied into the spare buffer instead of a slot.
+const spareRun = -2
+
+// issue starts the next runs' copies into the free slots.
+func (s *staging) issue() error {
+	for s.issued < len(s.runs) {
+		s.mu.Lock()
+		if len(s.free) == 0 {
+			s.mu.Unlock()
+			return nil
+		}
+		k := s.free[len(s.free)-1]
+		s.free = s.free[:len(s.free)-1]
+		s.mu.Unlock()
+		run, sl := s.runs[s.issued], s.r.slots[k]
+		s.slotOf[s.issued] = k
+		s.issued++
+		if err := sl.start.Record(s.r.stream); err != nil {
+			return err
+		}
+		if err := cuda.MemcpyDtoHAsync(sl.buf.Bytes()[:run.Len], run.Addr, s.r.stream); err != nil {
+			return err
+		}
+		if err := sl.end.Record(s.r.stream); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *staging) Wait(i int) ([]byte, error) {
+	if i != s.waited {
+		return nil, fmt.Errorf("staged run %d waited for before run %d", i, s.waited)
+	}
+	s.waited++
+	if err := s.issue(); err != nil {
+		return nil, err
+	}
+	run := s.runs[i]
+	k := s.slotOf[i]
+	if k < 0 {
+		// No slot came free: the writer holds them all. Copy this run
+		// synchronously rather than wait for a release that only this
+		// goroutine could make.
+		buf := make([]byte, run.Len)
+		s.issued = i + 1
+		s.slotOf[i] = spareRun
+		start := time.Now()
+		if err := cuda.MemcpyDtoH(buf, run.Addr); err != nil {
+			return nil, err
+		}
+		s.stats.Bytes += int64(run.Len)
+		s.stats.TransferSeconds += time.Since(start).Seconds()
+		return buf, nil
+	}
+	sl := s.r.slots[k]
+	if err := sl.end.Synchronize(); err != nil {
+		return nil, err
+	}
+	if d, err := cuda.Elapsed(sl.start, sl.end); err == nil {
+		s.stats.TransferSeconds += d.Seconds()
+	}
+	s.stats.Bytes += int64(run.Len)
+	return sl.buf.Bytes()[:run.Len], nil
+}
+
+func (s *staging) Release(i int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if i < 0 || i >= len(s.slotOf) || s.slotOf[i] < 0 {
+		if i >= 0 && i < len(s.slotOf) {
+			s.slotOf[i] = -1 // a spare run: nothing to give back
+		}
+		return
+	}
+	s.free = append(s.free, s.slotOf[i])
+	s.slotOf[i] = -1
+}
+
+// Close waits for copies still in flight (a snapshot that failed half way)
+// so no slot is reused under a running transfer, and gives the reader back.
+func (s *staging) Close() record.CopyStats {
+	if s.issued > s.waited {
+		s.r.stream.Synchronize()
+	}
+	s.r.mu.Unlock()
+	return s.stats
+}

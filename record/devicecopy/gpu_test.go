@@ -1,0 +1,207 @@
+package devicecopy
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mneme-gpu/mneme/cuda"
+	"github.com/mneme-gpu/mneme/internal/gputest"
+	"github.com/mneme-gpu/mneme/record/fingerprint"
+)
+
+var (
+	gpuOnce sync.Once
+	gpuErr  error
+)
+
+// gpu makes device 0's primary context current, or skips without a driver.
+func gpu(tb testing.TB) {
+	tb.Helper()
+	gputest.Need(tb, cuda.Init())
+	gpuOnce.Do(func() {
+		d, err := cuda.GetDevice(0)
+		if err != nil {
+			gpuErr = err
+			return
+		}
+		ctx, err := d.RetainPrimaryContext()
+		if err != nil {
+			gpuErr = err
+			return
+		}
+		gpuErr = ctx.SetCurrent()
+	})
+	gputest.Need(tb, gpuErr)
+}
+
+// deviceData allocates n bytes on the device holding host's bytes.
+func deviceData(t *testing.T, host []byte) uint64 {
+	t.Helper()
+	addr, err := cuda.MemAlloc(uint64(len(host)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cuda.MemFree(addr) })
+	if err := cuda.MemcpyHtoD(addr, host); err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}
+
+func random(n int, seed uint64) []byte {
+	r := rand.New(rand.NewPCG(seed, 2))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+// The GPU kernel computes exactly the Go reference's fingerprints, on whole
+// chunks, tails of every length, zero chunks and one-word changes.
+func TestGPUFingerprintsMatchTheReference(t *testing.T) {
+	gpu(t)
+	const mib = 1 << 20
+	host := random(4*mib+64, 1)
+	clear(host[mib : 2*mib]) // a zero chunk
+	addr := deviceData(t, host)
+	var rs []fingerprint.Range
+	rs = append(rs, fingerprint.Range{Addr: addr, Len: mib}, fingerprint.Range{Addr: addr + mib, Len: mib}, fingerprint.Range{Addr: addr + 2*mib, Len: mib})
+	for n := uint64(1); n <= 17; n++ {
+		rs = append(rs, fingerprint.Range{Addr: addr + 3*mib, Len: n}, fingerprint.Range{Addr: addr + 3*mib + 8, Len: 4096 + n})
+	}
+	rs = append(rs, fingerprint.Range{Addr: addr + 3*mib, Len: mib + 64})
+	r := New(8 * mib)
+	defer r.Close()
+	sums, err := r.Fingerprints(rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, rg := range rs {
+		off := rg.Addr - addr
+		if want := fingerprint.Chunk(host[off : off+rg.Len]); sums[i] != want {
+			t.Errorf("chunk %d (%d bytes at +%#x): GPU %+v, reference %+v", i, rg.Len, off, sums[i], want)
+		}
+	}
+	if !sums[1].Zero || sums[0].Zero {
+		t.Errorf("zero flags: %v %v", sums[0].Zero, sums[1].Zero)
+	}
+	// One word changed on the device changes the fingerprint.
+	if err := cuda.MemsetD8(addr+12345*8, 0x5a, 8); err != nil {
+		t.Fatal(err)
+	}
+	again, err := r.Fingerprints(rs[:1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again[0].A == sums[0].A || again[0].B == sums[0].B {
+		t.Error("a changed word left the fingerprint as it was")
+	}
+}
+
+// Staged copies deliver every run's bytes in order, whether the reader
+// hands runs back at once or holds them (more runs than slots, and a hold
+// of every slot, which the spare path must serve without waiting).
+func TestGPUStagedCopiesDeliverEveryRun(t *testing.T) {
+	gpu(t)
+	const slot = 1 << 20
+	host := random(64*slot, 7)
+	addr := deviceData(t, host)
+	var runs []fingerprint.Range
+	for off := uint64(0); off < uint64(len(host)); {
+		n := min(uint64(slot)-(off%4096), uint64(len(host))-off)
+		runs = append(runs, fingerprint.Range{Addr: addr + off, Len: n})
+		off += n
+	}
+	r := New(slot)
+	defer r.Close()
+	for _, hold := range []int{0, 3, len(runs)} {
+		st, err := r.Stage(runs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var held []int
+		for i, run := range runs {
+			data, err := st.Wait(i)
+			if err != nil {
+				t.Fatalf("hold %d: run %d: %v", hold, i, err)
+			}
+			off := run.Addr - addr
+			if !bytes.Equal(data, host[off:off+run.Len]) {
+				t.Fatalf("hold %d: run %d: wrong bytes", hold, i)
+			}
+			held = append(held, i)
+			for len(held) > hold {
+				st.Release(held[0])
+				held = held[1:]
+			}
+		}
+		for _, i := range held {
+			st.Release(i)
+		}
+		stats := st.Close()
+		if stats.Bytes != int64(len(host)) || stats.TransferSeconds <= 0 {
+			t.Errorf("hold %d: stats %+v, want %d bytes and a transfer time", hold, stats, len(host))
+		}
+	}
+	if _, err := r.Stage([]fingerprint.Range{{Addr: addr, Len: slot + 1}}); err == nil {
+		t.Error("a run larger than the staging buffers was accepted")
+	}
+}
+
+// BenchmarkGPUStagedCopy reports the staged copy rate of 1 GiB next to one
+// large copy into pinned memory (the bus's practical limit).
+func BenchmarkGPUStagedCopy(b *testing.B) {
+	gpu(b)
+	const total = 1 << 30
+	addr, err := cuda.MemAlloc(total)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cuda.MemFree(addr)
+	if err := cuda.MemsetD8(addr, 1, total); err != nil {
+		b.Fatal(err)
+	}
+	pinned, err := cuda.MemAllocHost(total)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pinned.Free()
+	const slot = 8 << 20
+	var runs []fingerprint.Range
+	for off := uint64(0); off < total; off += slot {
+		runs = append(runs, fingerprint.Range{Addr: addr + off, Len: slot})
+	}
+	r := New(slot)
+	defer r.Close()
+	var pinnedSec, stagedSec, transferSec float64
+	b.SetBytes(total)
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		if err := cuda.MemcpyDtoH(pinned.Bytes(), addr); err != nil {
+			b.Fatal(err)
+		}
+		pinnedSec += time.Since(start).Seconds()
+		start = time.Now()
+		st, err := r.Stage(runs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for k := range runs {
+			if _, err := st.Wait(k); err != nil {
+				b.Fatal(err)
+			}
+			st.Release(k)
+		}
+		stats := st.Close()
+		stagedSec += time.Since(start).Seconds()
+		transferSec += stats.TransferSeconds
+	}
+	n := float64(b.N) * total / 1e9
+	b.ReportMetric(n/pinnedSec, "pinned-GB/s")
+	b.ReportMetric(n/stagedSec, "staged-GB/s")
+	b.ReportMetric(n/transferSec, "transfer-GB/s")
+}

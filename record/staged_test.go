@@ -1,0 +1,254 @@
+package record
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand"
+	"path/filepath"
+	"testing"
+
+	"github.com/mneme-gpu/mneme"
+	"github.com/mneme-gpu/mneme/db"
+	"github.com/mneme-gpu/mneme/record/arena"
+	"github.com/mneme-gpu/mneme/record/fingerprint"
+)
+
+// stagingGPU is the simulated GPU with fingerprints (the Go reference of the
+// GPU kernel) and staged copies, counting what moved and what was handed
+// back.
+type stagingGPU struct {
+	*simGPU
+	copied      int64
+	runs        int
+	released    map[int]int // per Stage call and run: Release calls
+	stages      int
+	failStage   error
+	fingerprint func([]fingerprint.Range) ([]fingerprint.Sum, error)
+}
+
+func (g *stagingGPU) Fingerprints(rs []fingerprint.Range) ([]fingerprint.Sum, error) {
+	if g.fingerprint != nil {
+		return g.fingerprint(rs)
+	}
+	out := make([]fingerprint.Sum, len(rs))
+	for i, r := range rs {
+		b := make([]byte, r.Len)
+		if err := g.CopyToHost(b, r.Addr); err != nil {
+			return nil, err
+		}
+		out[i] = fingerprint.Chunk(b)
+	}
+	return out, nil
+}
+
+type simStaging struct {
+	g     *stagingGPU
+	runs  []fingerprint.Range
+	stage int
+	next  int
+}
+
+func (g *stagingGPU) Stage(runs []fingerprint.Range) (Staging, error) {
+	if g.failStage != nil {
+		return nil, g.failStage
+	}
+	g.stages++
+	return &simStaging{g: g, runs: runs, stage: g.stages}, nil
+}
+
+func (s *simStaging) Wait(i int) ([]byte, error) {
+	if i != s.next {
+		return nil, fmt.Errorf("run %d waited for out of order (want %d)", i, s.next)
+	}
+	s.next++
+	b := make([]byte, s.runs[i].Len)
+	if err := s.g.CopyToHost(b, s.runs[i].Addr); err != nil {
+		return nil, err
+	}
+	s.g.copied += int64(len(b))
+	s.g.runs++
+	return b, nil
+}
+
+func (s *simStaging) Release(i int) { s.g.released[s.stage<<16|i]++ }
+
+func (s *simStaging) Close() CopyStats {
+	var n int64
+	for _, r := range s.runs[:s.next] {
+		n += int64(r.Len)
+	}
+	return CopyStats{Bytes: n, TransferSeconds: 1e-3}
+}
+
+// addTouch installs a kernel that stores a u32 at ptr+offset.
+func (g *simGPU) addTouch() {
+	const name = "_Z5touchPjmj"
+	g.irs[name] = &KernelIR{Bitcode: []byte("BC\xc0\xde touch"), ArgNames: []string{"p", "off", "v"}, ArgKinds: []mneme.ArgKind{"ptr", "i64", "i32"}}
+	g.kernels[name] = func(g *simGPU, l *Launch) error {
+		p := binary.LittleEndian.Uint64(l.Args[0])
+		off := binary.LittleEndian.Uint64(l.Args[1])
+		return g.write(p+off, l.Args[2])
+	}
+}
+
+func touchLaunch(p, off uint64, v uint32) *Launch {
+	return &Launch{Kernel: Kernel{Name: "_Z5touchPjmj", Demangled: "touch(unsigned*, unsigned long, unsigned)"},
+		Grid: mneme.Dim3{X: 1, Y: 1, Z: 1}, Block: mneme.Dim3{X: 1, Y: 1, Z: 1},
+		Args: [][]byte{u64(p), u64(off), u32(v)}}
+}
+
+// stagedScenario records two launches of touch over three allocations (5 MiB
+// of random data, 3 MiB of zeros, 2 MiB + 100 bytes of data) and returns the
+// database directory. It is run once staged and once with full copies; both
+// must read back the same.
+func stagedScenario(t *testing.T, full bool) (string, *stagingGPU) {
+	t.Helper()
+	g := &stagingGPU{simGPU: newSimGPU(), released: map[int]int{}}
+	g.addTouch()
+	g.globals[0] = nil
+	dir := filepath.Join(t.TempDir(), "rdb")
+	var log bytes.Buffer
+	rec, err := New(Config{DB: dir, VABase: arena.DefaultBase, VASize: 64 << 20, Log: &log, FullCopies: full}, g, g.simGPU)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const mib = 1 << 20
+	rnd := rand.New(rand.NewSource(5))
+	a, _ := rec.Malloc(5 * mib)
+	_, _ = rec.Malloc(3 * mib)
+	c, _ := rec.Malloc(2*mib + 100)
+	for _, buf := range []struct {
+		addr uint64
+		n    int
+	}{{a, 5 * mib}, {c, 2*mib + 100}} {
+		b := make([]byte, buf.n)
+		rnd.Read(b)
+		if err := g.write(buf.addr, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, l := range []*Launch{touchLaunch(a, 2*mib+8, 0xdeadbeef), touchLaunch(c, 2*mib+96, 7)} {
+		if d, err := rec.Launch(l); err != nil || d != Launched {
+			t.Fatalf("launch: %v, %v; log: %s", d, err, log.String())
+		}
+	}
+	rec.Finish()
+	if log.Len() != 0 {
+		t.Fatalf("recording reported: %s", log.String())
+	}
+	return dir, g
+}
+
+func readAll(t *testing.T, dir string) map[string]*db.Snapshot {
+	t.Helper()
+	d, err := db.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*db.Snapshot{}
+	for _, k := range d.Kernels {
+		for _, inst := range k.Instances {
+			pro, err := d.ReadPrologue(k, inst)
+			if err != nil {
+				t.Fatal(err)
+			}
+			epi, err := d.ReadEpilogue(k, inst)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[k.KernelName+"/"+inst.DynamicHash+"/pro"] = pro
+			out[k.KernelName+"/"+inst.DynamicHash+"/epi"] = epi
+		}
+	}
+	return out
+}
+
+func TestStagedSnapshotsCopyOnlyWhatIsNewAndReadBackAsFullOnes(t *testing.T) {
+	fullDir, _ := stagedScenario(t, true)
+	stagedDir, g := stagedScenario(t, false)
+	want, got := readAll(t, fullDir), readAll(t, stagedDir)
+	if len(got) != 4 || len(want) != 4 {
+		t.Fatalf("%d and %d snapshots, want 4", len(got), len(want))
+	}
+	for name, w := range want {
+		s := got[name]
+		if s == nil || len(s.Blobs) != len(w.Blobs) {
+			t.Fatalf("%s: missing or with other blobs", name)
+		}
+		for i := range w.Blobs {
+			if s.Blobs[i].Addr != w.Blobs[i].Addr || !bytes.Equal(s.Blobs[i].Data, w.Blobs[i].Data) {
+				t.Errorf("%s: blob %d differs from the full copy", name, i)
+			}
+		}
+	}
+	// The first prologue copies the 5 + 3 data chunks (the zero
+	// allocation's 3 are not copied); its epilogue only the changed chunk
+	// of a. The second prologue is all known; its epilogue copies only the
+	// changed last chunk of c.
+	const mib = 1 << 20
+	st, err := ReadStatus(stagedDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.ChunksCopied != 10 || st.ChunksZero != 12 || st.ChunksReferenced != 22 {
+		t.Errorf("chunks copied %d, zero %d, referenced %d; want 10, 12, 22", st.ChunksCopied, st.ChunksZero, st.ChunksReferenced)
+	}
+	if wantBytes := int64(7*mib + 100 + mib + 100); g.copied != wantBytes || st.CopiedBytes != wantBytes {
+		t.Errorf("copied %d bytes (status %d), want %d", g.copied, st.CopiedBytes, wantBytes)
+	}
+	for k, n := range g.released {
+		if n != 1 {
+			t.Errorf("run %x released %d times", k, n)
+		}
+	}
+	if len(g.released) != g.runs {
+		t.Errorf("%d runs waited for, %d released", g.runs, len(g.released))
+	}
+	fullSt, _ := ReadStatus(fullDir)
+	if st.SnapshotBytes*2 > fullSt.SnapshotBytes || st.SnapshotRawBytes != fullSt.SnapshotRawBytes {
+		t.Errorf("staged snapshots take %d bytes for %d of data; full copies %d for %d", st.SnapshotBytes, st.SnapshotRawBytes, fullSt.SnapshotBytes, fullSt.SnapshotRawBytes)
+	}
+}
+
+// A failure to fingerprint or to stage loses the instance, not the launch:
+// the application's kernel still runs once, and what was written reads back.
+func TestStagedFailuresForwardTheLaunch(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		set  func(g *stagingGPU)
+	}{
+		{"fingerprints", func(g *stagingGPU) {
+			g.fingerprint = func([]fingerprint.Range) ([]fingerprint.Sum, error) { return nil, errors.New("no module") }
+		}},
+		{"short fingerprints", func(g *stagingGPU) {
+			g.fingerprint = func([]fingerprint.Range) ([]fingerprint.Sum, error) { return nil, nil }
+		}},
+		{"staging", func(g *stagingGPU) { g.failStage = errors.New("out of pinned memory") }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g := &stagingGPU{simGPU: newSimGPU(), released: map[int]int{}}
+			g.addTouch()
+			c.set(g)
+			dir := filepath.Join(t.TempDir(), "rdb")
+			var log bytes.Buffer
+			rec, err := New(Config{DB: dir, VABase: arena.DefaultBase, VASize: 64 << 20, Log: &log}, g, g.simGPU)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, _ := rec.Malloc(64)
+			g.write(p, []byte{1})
+			d, err := rec.Launch(touchLaunch(p, 0, 9))
+			if err != nil || d != Forward {
+				t.Fatalf("decision %v, %v; want the launch forwarded", d, err)
+			}
+			if g.launches != 0 {
+				t.Errorf("the recorder launched %d times before forwarding", g.launches)
+			}
+			if !bytes.Contains(log.Bytes(), []byte("prologue snapshot")) {
+				t.Errorf("log %q does not report the prologue", log.String())
+			}
+		})
+	}
+}
