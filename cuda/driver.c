@@ -412,6 +412,16 @@ CUresult mn_cuStreamCreate(uintptr_t *s) {
   *s = (uintptr_t)st;
   return r;
 }
+
+CUresult mn_cuStreamCreateNonBlocking(uintptr_t *s) {
+  CUstream st = NULL;
+  if (!p_cuStreamCreate)
+    return MN_SYMBOL_MISSING;
+  ensure_ctx();
+  CUresult r = p_cuStreamCreate(&st, 1 /* CU_STREAM_NON_BLOCKING */);
+  *s = (uintptr_t)st;
+  return r;
+}
 CUresult mn_cuStreamSynchronize(uintptr_t s) {
   CTXCALL(cuStreamSynchronize, (CUstream)s);
 }

@@ -118,6 +118,7 @@ uintptr_t mn_launch_entry(void);
 
 // Streams and events.
 CUresult mn_cuStreamCreate(uintptr_t *s);
+CUresult mn_cuStreamCreateNonBlocking(uintptr_t *s);
 CUresult mn_cuStreamSynchronize(uintptr_t s);
 CUresult mn_cuStreamDestroy(uintptr_t s);
 CUresult mn_cuEventCreate(uintptr_t *e);

@@ -22,6 +22,20 @@ func NewStream() (Stream, error) {
 	return Stream(s), nil
 }
 
+// NewStreamNonBlocking creates a stream that does not synchronize with the
+// legacy default stream: work on it runs beside an application's kernels
+// instead of waiting for them (and making them wait).
+func NewStreamNonBlocking() (Stream, error) {
+	if err := Init(); err != nil {
+		return 0, err
+	}
+	var s C.uintptr_t
+	if err := check("cuStreamCreate", C.mn_cuStreamCreateNonBlocking(&s)); err != nil {
+		return 0, err
+	}
+	return Stream(s), nil
+}
+
 // Synchronize waits for the stream's work; a kernel fault shows here.
 func (s Stream) Synchronize() error {
 	if err := Init(); err != nil {

@@ -43,13 +43,27 @@ type SourceChunk struct {
 	Done func()
 }
 
-// ChunkRef locates a chunk stored with its data in a snapshot file of the
-// database: the content store a recording references instead of copying
-// and writing the same bytes again.
+// ChunkRef locates a chunk stored with its data in another snapshot file of
+// the database: the content store a recording references instead of copying
+// and writing the same bytes again. A chunk is named by its position, so a
+// recording can reference a file it has planned but not yet written.
 type ChunkRef struct {
-	File   string // snapshot file name inside the database directory
-	Offset int64  // offset of the chunk's header in File
-	Sum    uint64 // xxh3-64 of the chunk's raw bytes
+	File  string // snapshot file name inside the database directory
+	Chunk uint64 // the chunk's index among all chunks of File, in file order
+}
+
+// ChunkIndex is the index in a snapshot file (ChunkRef.Chunk) of chunk i of
+// blob b, for a snapshot whose globals and blobs have these sizes, written
+// with chunk size cs: globals' chunks come first, then each blob's.
+func ChunkIndex(globalSizes, blobSizes []uint64, b, i int, cs int) uint64 {
+	n := uint64(i)
+	for _, g := range globalSizes {
+		n += (g + uint64(cs) - 1) / uint64(cs)
+	}
+	for _, sz := range blobSizes[:b] {
+		n += (sz + uint64(cs) - 1) / uint64(cs)
+	}
+	return n
 }
 
 // Snapshot is the device state around one launch: globals, live allocations
@@ -76,11 +90,6 @@ type SnapshotOptions struct {
 	// atomically (safe if the application crashes) but not durable across
 	// a power loss.
 	NoSync bool
-	// Stored, if set, is told where each blob chunk written with its data
-	// (not zero, not a reference) landed in the file: its header's offset
-	// and raw checksum (ChunkRef without File, which the caller names).
-	// It is called in file order from the writing goroutine.
-	Stored func(blob, chunk int, ref ChunkRef)
 }
 
 // DefaultChunkSize is 1 MiB: large enough for zstd to find redundancy and
@@ -107,8 +116,10 @@ const (
 	// where the interleaved bytes do not.
 	codecShuffle4 = 3
 	// codecRef: the chunk is stored in another snapshot file of the same
-	// database (ChunkRef); the stored bytes are the header offset u64, the
-	// name's length u16 and the name. Only in snapshots of version 2.
+	// database (ChunkRef); the stored bytes are the chunk's index in that
+	// file u64, the name's length u16 and the name; the checksum field is 0
+	// (the referenced chunk's own checksum verifies the bytes). Only in
+	// blobs of snapshots of version 2.
 	codecRef = 4
 
 	// snapshotVersionRefs is the snapshot format version that may hold

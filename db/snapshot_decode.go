@@ -251,9 +251,9 @@ func (m *metaReader) region(p *plan, size uint64, ref regionRef) error {
 			if err != nil {
 				return err
 			}
-			r := &ChunkRef{Offset: int64(binary.LittleEndian.Uint64(b)), File: string(b[refFixed:]), Sum: c.sum}
-			if n := int(binary.LittleEndian.Uint16(b[8:])); n != len(r.File) || r.Offset < headerSize || !validRefName(r.File) {
-				return m.errf(hdrOff, "%s chunk %d: reference to %q at offset %d is not a snapshot of this database", ref.what, i, r.File, r.Offset)
+			r := &ChunkRef{Chunk: binary.LittleEndian.Uint64(b), File: string(b[refFixed:])}
+			if n := int(binary.LittleEndian.Uint16(b[8:])); n != len(r.File) || !validRefName(r.File) || c.sum != 0 {
+				return m.errf(hdrOff, "%s chunk %d: reference to %q (chunk %d) is not a snapshot of this database, or carries a checksum", ref.what, i, r.File, r.Chunk)
 			}
 			c.ref = r
 			c.dataOff = m.off
@@ -596,9 +596,14 @@ func decodeChunk(m *metaReader, p *plan, datas [][]byte, c *chunkPlan, scratch *
 	case codecZero:
 		return nil // make() zeroed it
 	case codecRef:
-		if err := m.readRef(dst, c, ref.what, idx, scratch); err != nil {
+		sum, err := m.readRef(dst, c, ref.what, idx, scratch)
+		if err != nil {
 			return err
 		}
+		if got := xxh3.Hash(dst); got != sum {
+			return m.errf(c.hdrOff, "%s chunk %d: the referenced chunk's checksum does not match its bytes (stored %016x, computed %016x): %s is corrupt", ref.what, idx, sum, got, c.ref.File)
+		}
+		return nil
 	case codecRaw:
 		if _, err := m.ra.ReadAt(dst, c.dataOff); err != nil && !(errors.Is(err, io.EOF)) {
 			return fmt.Errorf("%s: read at %d: %w", m.name, c.dataOff, err)
@@ -652,7 +657,7 @@ type refFiles struct {
 
 type refFile struct {
 	f    *os.File
-	size int64
+	plan *plan // its chunks, from a verified walk of its metadata
 	err  error
 }
 
@@ -670,7 +675,11 @@ func (r *refFiles) open(dir, name string) (*refFile, error) {
 	if err != nil {
 		rf.err = err
 	} else {
-		rf.f, rf.size = f, fi.Size()
+		rf.f = f
+		m := &metaReader{name: name, ra: f, size: fi.Size(), hash: xxh3.New()}
+		if _, rf.plan, err = m.walk(); err != nil {
+			rf.err = err
+		}
 	}
 	r.files[name] = rf
 	return rf, rf.err
@@ -687,49 +696,38 @@ func (r *refFiles) close() {
 	r.files = nil
 }
 
-// readRef decodes a referenced chunk into dst: the chunk header at the
-// reference's offset must be a stored chunk (raw or compressed, never
-// another reference or a zero chunk) of dst's length whose checksum is the
-// one the reference carries; its bytes are then checked like any chunk's.
-func (m *metaReader) readRef(dst []byte, c *chunkPlan, what string, idx uint64, scratch *[]byte) error {
+// readRef decodes a referenced chunk into dst and returns its checksum:
+// the referenced file's metadata must verify, and the chunk must be a blob
+// chunk of dst's length stored with its data (raw or compressed, never
+// another reference or a zero chunk).
+func (m *metaReader) readRef(dst []byte, c *chunkPlan, what string, idx uint64, scratch *[]byte) (uint64, error) {
 	r := c.ref
-	where := fmt.Sprintf("%s chunk %d: reference to %s at offset %d", what, idx, r.File, r.Offset)
+	where := fmt.Sprintf("%s chunk %d: reference to chunk %d of %s", what, idx, r.Chunk, r.File)
 	if m.dir == "" {
-		return m.errf(c.hdrOff, "%s: the snapshot is not read from a database directory", where)
+		return 0, m.errf(c.hdrOff, "%s: the snapshot is not read from a database directory", where)
 	}
 	rf, err := m.refs.open(m.dir, r.File)
 	if err != nil {
-		return m.errf(c.hdrOff, "%s: %v", where, err)
+		return 0, m.errf(c.hdrOff, "%s: %v", where, err)
 	}
-	if r.Offset > rf.size-chunkHeader {
-		return m.errf(c.hdrOff, "%s: past the end of that file (%d bytes)", where, rf.size)
+	if r.Chunk >= uint64(len(rf.plan.chunks)) {
+		return 0, m.errf(c.hdrOff, "%s: that file has %d chunks", where, len(rf.plan.chunks))
 	}
-	var h [chunkHeader]byte
-	if _, err := rf.f.ReadAt(h[:], r.Offset); err != nil {
-		return fmt.Errorf("%s: %s: %w", m.name, where, err)
-	}
-	codec, stored, sum := h[0], int64(binary.LittleEndian.Uint32(h[4:])), binary.LittleEndian.Uint64(h[8:])
-	switch {
-	case h[1]|h[2]|h[3] != 0 || sum != r.Sum:
-		return m.errf(c.hdrOff, "%s: no chunk with checksum %016x there", where, r.Sum)
-	case codec == codecRaw && stored != int64(len(dst)),
-		(codec == codecZstd || codec == codecShuffle4) && (stored == 0 || stored >= int64(len(dst))),
-		codec != codecRaw && codec != codecZstd && codec != codecShuffle4:
-		return m.errf(c.hdrOff, "%s: the chunk there (codec %d, %d bytes) cannot hold %d bytes", where, codec, stored, len(dst))
-	case stored > rf.size-r.Offset-chunkHeader:
-		return m.errf(c.hdrOff, "%s: the chunk there runs past the end of the file", where)
+	t := rf.plan.chunks[r.Chunk]
+	if rf.plan.regions[t.region].kind != 'b' || t.rawLen != len(dst) || t.codec != codecRaw && t.codec != codecZstd && t.codec != codecShuffle4 {
+		return 0, m.errf(c.hdrOff, "%s: the chunk there (codec %d, %d bytes) is not a stored blob chunk of %d bytes", where, t.codec, t.rawLen, len(dst))
 	}
 	src := dst
-	if codec != codecRaw {
-		if int64(cap(*scratch)) < stored {
-			*scratch = make([]byte, stored)
+	if t.codec != codecRaw {
+		if cap(*scratch) < t.stored {
+			*scratch = make([]byte, t.stored)
 		}
-		src = (*scratch)[:stored]
+		src = (*scratch)[:t.stored]
 	}
-	if _, err := rf.f.ReadAt(src, r.Offset+chunkHeader); err != nil && !errors.Is(err, io.EOF) {
-		return fmt.Errorf("%s: %s: %w", m.name, where, err)
+	if _, err := rf.f.ReadAt(src, t.dataOff); err != nil && !errors.Is(err, io.EOF) {
+		return 0, fmt.Errorf("%s: %s: %w", m.name, where, err)
 	}
-	switch codec {
+	switch t.codec {
 	case codecZstd:
 		err = decodeZstd(dst, src)
 	case codecShuffle4:
@@ -738,7 +736,7 @@ func (m *metaReader) readRef(dst []byte, c *chunkPlan, what string, idx uint64, 
 		putBuf(planes)
 	}
 	if err != nil {
-		return m.errf(c.hdrOff, "%s: %v", where, err)
+		return 0, m.errf(c.hdrOff, "%s: %v", where, err)
 	}
-	return nil
+	return t.sum, nil
 }

@@ -21,7 +21,6 @@ type snapWriter struct {
 	compress bool
 	workers  int
 	scratch  [chunkHeader]byte
-	stored   func(blob, chunk int, ref ChunkRef)
 }
 
 func (sw *snapWriter) writeMeta(b []byte) error {
@@ -66,7 +65,7 @@ func (sw *snapWriter) writeChunk(c *encodedChunk) (int64, error) {
 func (sw *snapWriter) region(data []byte) error {
 	return sw.chunks(uint64(len(data)), func(i int) (SourceChunk, error) {
 		return SourceChunk{Data: data[i*sw.cs : min(len(data), (i+1)*sw.cs)]}, nil
-	}, nil)
+	})
 }
 
 // encodeSource turns one source chunk of rawLen bytes into what is written.
@@ -75,7 +74,7 @@ func (sw *snapWriter) encodeSource(c SourceChunk, rawLen int) encodedChunk {
 	case c.Zero:
 		return encodedChunk{codec: codecZero}
 	case c.Ref != nil:
-		return encodedChunk{codec: codecRef, sum: c.Ref.Sum, stored: encodeRef(c.Ref)}
+		return encodedChunk{codec: codecRef, stored: encodeRef(c.Ref)}
 	}
 	e := encodeChunk(c.Data, sw.compress)
 	// A raw chunk is written from Data itself: the caller gets it back
@@ -91,8 +90,8 @@ func checkSource(c SourceChunk, i, rawLen int) error {
 		if c.Zero || c.Data != nil {
 			return fmt.Errorf("chunk %d: a reference with data", i)
 		}
-		if c.Ref.File == "" || len(c.Ref.File) > maxRefName || c.Ref.Offset < 0 {
-			return fmt.Errorf("chunk %d: reference to %q at offset %d", i, c.Ref.File, c.Ref.Offset)
+		if !validRefName(c.Ref.File) {
+			return fmt.Errorf("chunk %d: reference to %q, not a snapshot file name", i, c.Ref.File)
 		}
 	case !c.Zero && len(c.Data) != rawLen:
 		return fmt.Errorf("chunk %d: %d bytes, want %d", i, len(c.Data), rawLen)
@@ -102,16 +101,12 @@ func checkSource(c SourceChunk, i, rawLen int) error {
 
 // chunks writes size bytes as chunks taken from src in order, encoding them
 // in parallel while writing finished ones in order; at most 2*workers
-// chunks are in flight. stored, if set, learns where each chunk stored with
-// its data landed.
-func (sw *snapWriter) chunks(size uint64, src func(int) (SourceChunk, error), stored func(i int, ref ChunkRef)) error {
+// chunks are in flight.
+func (sw *snapWriter) chunks(size uint64, src func(int) (SourceChunk, error)) error {
 	n := int((size + uint64(sw.cs) - 1) / uint64(sw.cs))
 	rawLen := func(i int) int { return int(min(uint64(sw.cs), size-uint64(i)*uint64(sw.cs))) }
-	write := func(i int, c *encodedChunk) error {
-		at, err := sw.writeChunk(c)
-		if err == nil && stored != nil && (c.codec == codecRaw || c.codec == codecZstd || c.codec == codecShuffle4) {
-			stored(i, ChunkRef{Offset: at, Sum: c.sum})
-		}
+	write := func(_ int, c *encodedChunk) error {
+		_, err := sw.writeChunk(c)
 		return err
 	}
 	get := func(i int) (SourceChunk, error) {
@@ -169,10 +164,11 @@ func (sw *snapWriter) chunks(size uint64, src func(int) (SourceChunk, error), st
 	return err
 }
 
-// encodeRef is a reference's stored bytes: offset u64, name length u16, name.
+// encodeRef is a reference's stored bytes: chunk index u64, name length
+// u16, name.
 func encodeRef(r *ChunkRef) []byte {
 	b := make([]byte, refFixed+len(r.File))
-	binary.LittleEndian.PutUint64(b, uint64(r.Offset))
+	binary.LittleEndian.PutUint64(b, r.Chunk)
 	binary.LittleEndian.PutUint16(b[8:], uint16(len(r.File)))
 	copy(b[refFixed:], r.File)
 	return b
@@ -193,7 +189,7 @@ func encodeWithWorkers(w io.Writer, s *Snapshot, opts SnapshotOptions, workers i
 	if err := s.validate(); err != nil {
 		return fmt.Errorf("snapshot: %w", err)
 	}
-	sw := &snapWriter{w: bufio.NewWriterSize(w, 256<<10), meta: xxh3.New(), cs: cs, compress: opts.Compress, workers: workers, stored: opts.Stored}
+	sw := &snapWriter{w: bufio.NewWriterSize(w, 256<<10), meta: xxh3.New(), cs: cs, compress: opts.Compress, workers: workers}
 	sw.version = FormatVersion
 	if s.hasChunkSources() {
 		sw.version = snapshotVersionRefs
@@ -250,15 +246,11 @@ func (sw *snapWriter) blobs(s *Snapshot) error {
 	if err := sw.u64(uint64(len(s.Blobs))); err != nil {
 		return err
 	}
-	for bi, b := range s.Blobs {
+	for _, b := range s.Blobs {
 		for _, v := range []uint64{roundUp(b.Size, pageSize), b.Size, b.Addr} {
 			if err := sw.u64(v); err != nil {
 				return err
 			}
-		}
-		var stored func(int, ChunkRef)
-		if sw.stored != nil {
-			stored = func(i int, r ChunkRef) { sw.stored(bi, i, r) }
 		}
 		src := b.Chunks
 		if src == nil {
@@ -267,7 +259,7 @@ func (sw *snapWriter) blobs(s *Snapshot) error {
 				return SourceChunk{Data: data[i*sw.cs : min(len(data), (i+1)*sw.cs)]}, nil
 			}
 		}
-		if err := sw.chunks(b.Size, src, stored); err != nil {
+		if err := sw.chunks(b.Size, src); err != nil {
 			return fmt.Errorf("blob 0x%x: %w", b.Addr, err)
 		}
 		if err := sw.u64(0); err != nil { // meta: reserved, empty

@@ -34,6 +34,7 @@ const (
 	EnvCompress      = "MNEME_SNAPSHOT_ZSTD"  // 0: store snapshots raw (default 1: zstd)
 	EnvRuntimeLib    = "MNEME_RT_LIB"         // path of libmneme_rt.so
 	EnvFullCopies    = "MNEME_FULL_COPIES"    // 1: copy every allocation whole (no fingerprints, no staging)
+	EnvBackground    = "MNEME_BACKGROUND"     // 0: write every snapshot before the application goes on
 )
 
 // VASSAuto is the default arena size (the -vass default): as large as the
@@ -57,6 +58,7 @@ type Config struct {
 	Skip          int            // matching launches to let pass before recording
 	Compress      bool           // zstd-compress snapshot chunks where it pays
 	FullCopies    bool           // copy allocations whole even where the process can fingerprint and stage
+	NoBackground  bool           // write snapshots at once, never from shadow copies in the background
 	Rank          *int           // the process's MPI rank; nil outside a job
 	Log           io.Writer      // where errors are reported as they happen (the application's stderr)
 }
@@ -136,6 +138,13 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		c.FullCopies = true
 	default:
 		return c, fmt.Errorf("%s %q: want 0 or 1", EnvFullCopies, getenv(EnvFullCopies))
+	}
+	switch getenv(EnvBackground) {
+	case "", "1":
+	case "0":
+		c.NoBackground = true
+	default:
+		return c, fmt.Errorf("%s %q: want 0 or 1", EnvBackground, getenv(EnvBackground))
 	}
 	return c, nil
 }

@@ -135,6 +135,10 @@ type Recorder struct {
 	// chunks maps the fingerprint of every chunk stored with its data in
 	// this recording to where it is, for later snapshots to reference.
 	chunks map[fingerprint.Sum]db.ChunkRef
+	// writer writes shadowed snapshots in the background; pending are the
+	// instances waiting for them, by snapshot file name.
+	writer  *backgroundWriter
+	pending map[string]*pendingInstance
 }
 
 // repeatRef is the instance a Memo.Repeat names.
@@ -154,6 +158,7 @@ type kernelState struct {
 	meta     *db.Kernel     // nil until the first instance is recorded
 	dirty    bool           // Occurrences changed since the last write
 	repeat   map[string]int // dynamic hash -> Memo.Repeat handed out for it
+	recorded int            // instances written to the kernel file
 }
 
 // New prepares a recording into cfg.DB, creating the directory and the
@@ -165,7 +170,7 @@ func New(cfg Config, p Process, vm arena.Backend) (*Recorder, error) {
 	if err := os.MkdirAll(cfg.DB, 0o755); err != nil {
 		return nil, fmt.Errorf("recording database %s: %w", cfg.DB, err)
 	}
-	r := &Recorder{cfg: cfg, proc: p, vm: vm, kernels: map[kernelKey]*kernelState{}, chunks: map[fingerprint.Sum]db.ChunkRef{}}
+	r := &Recorder{cfg: cfg, proc: p, vm: vm, kernels: map[kernelKey]*kernelState{}, chunks: map[fingerprint.Sum]db.ChunkRef{}, pending: map[string]*pendingInstance{}}
 	r.status.PID = os.Getpid()
 	r.status.ArenaBase = db.FormatVAddr(cfg.VABase)
 	r.status.ArenaSize = cfg.VASize
@@ -249,6 +254,13 @@ func (r *Recorder) Malloc(size uint64) (uint64, error) {
 	}
 	start := time.Now()
 	addr, err := r.arena.Alloc(size)
+	if err != nil && r.writer != nil && len(r.pending) > 0 {
+		// Shadow copies of snapshots being written hold device memory the
+		// application may need: let them drain, then try again.
+		r.writer.wait()
+		r.collect()
+		addr, err = r.arena.Alloc(size)
+	}
 	r.status.ArenaSeconds += time.Since(start).Seconds()
 	if err != nil {
 		var ex *arena.ExhaustedError
@@ -334,6 +346,7 @@ func (r *Recorder) Launch(l *Launch) (Decision, error) {
 func (r *Recorder) LaunchMemo(l *Launch) (Decision, Memo, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.collect()
 	r.status.LaunchesSeen++
 	ks := r.kernelState(l.Kernel)
 	if !ks.selected || ks.broken {
@@ -574,8 +587,9 @@ func (r *Recorder) recordInstance(ks *kernelState, l *Launch, dh string) (Decisi
 	var ok bool
 	var d Decision
 	var err error
+	var pend *pendingInstance
 	if dr, isReader := r.proc.(DeviceReader); isReader && !r.cfg.FullCopies {
-		ok, d, err = r.recordStaged(dr, l, dh, inst)
+		ok, pend, d, err = r.recordStaged(dr, ks, l, dh, inst)
 	} else {
 		ok, d, err = r.recordCopied(l, dh, inst)
 	}
@@ -583,6 +597,11 @@ func (r *Recorder) recordInstance(ks *kernelState, l *Launch, dh string) (Decisi
 		return d, err
 	}
 	k.Instances[dh] = inst
+	if pend != nil {
+		// Its snapshots are being written: the kernel file names it once
+		// they are (collect).
+		return Launched, nil
+	}
 	start := time.Now()
 	err = r.writeKernel(k)
 	r.status.DBWriteSeconds += time.Since(start).Seconds()
@@ -591,13 +610,19 @@ func (r *Recorder) recordInstance(ks *kernelState, l *Launch, dh string) (Decisi
 		r.reportError(fmt.Sprintf("kernel %s: write %s: %v", name, db.KernelFileName(k.StaticHash), err))
 		return Launched, nil
 	}
-	if len(k.Instances) == 1 {
+	r.instanceRecorded(ks)
+	return Launched, nil
+}
+
+// instanceRecorded counts an instance whose files and kernel file are written.
+func (r *Recorder) instanceRecorded(ks *kernelState) {
+	if ks.recorded == 0 {
 		r.status.KernelsRecorded++
 	}
+	ks.recorded++
 	ks.dirty = false
 	r.status.InstancesRecorded++
 	r.writeStatus()
-	return Launched, nil
 }
 
 // recordCopied performs the launch between two whole copies of the device
@@ -643,37 +668,157 @@ func (r *Recorder) recordCopied(l *Launch, dh string, inst *db.Instance) (ok boo
 	return true, Launched, nil
 }
 
-// recordStaged writes the prologue before the launch and the epilogue
-// after it, each from fingerprints and staged copies (stagedSnapshot);
-// results as recordCopied's. A prologue file stays even when the instance
-// is then lost: later snapshots may already reference its chunks.
-func (r *Recorder) recordStaged(dr DeviceReader, l *Launch, dh string, inst *db.Instance) (ok bool, d Decision, err error) {
+// recordStaged snapshots the launch from fingerprints: the prologue before
+// it, the epilogue after it. Each is written at once from the live memory,
+// or, where the device has the memory to spare for a shadow copy of the
+// chunks to store, by the background writer while the application goes on
+// (pend then holds the instance until collect sees both written). Results
+// as recordCopied's. A prologue file is written even when the instance is
+// then lost: later snapshots may already reference its chunks.
+func (r *Recorder) recordStaged(dr DeviceReader, ks *kernelState, l *Launch, dh string, inst *db.Instance) (ok bool, pend *pendingInstance, d Decision, err error) {
 	name := l.Kernel.Demangled
+	pend = &pendingInstance{ks: ks, inst: inst}
 	start := time.Now()
-	pn, praw, err := r.stagedSnapshot(dr, l, 0, inst.Prologue)
+	pro, err := r.planSnapshot(dr, l, 0, inst.Prologue)
+	if err == nil {
+		err = r.writeOrQueue(dr, pro, pend, 0)
+	}
 	if err != nil {
 		r.reportError(fmt.Sprintf("kernel %s: prologue snapshot: %v", name, err))
-		return false, Forward, nil
+		return false, nil, Forward, nil
 	}
-	Trace("runtime", "record %s: prologue written", dh)
+	Trace("runtime", "record %s: prologue planned", dh)
 	took := time.Since(start)
 	if err := r.launchRecorded(l, dh); err != nil {
-		return false, Launched, err
+		pend.lost = true
+		return false, nil, Launched, err
 	}
 	start = time.Now()
-	en, eraw, err := r.stagedSnapshot(dr, l, 1, inst.Epilogue)
+	epi, err := r.planSnapshot(dr, l, 1, inst.Epilogue)
+	if err == nil {
+		err = r.writeOrQueue(dr, epi, pend, 1)
+	}
 	if err != nil {
 		// The launch happened: the instance is lost, not the application's work.
+		pend.lost = true
 		r.reportError(fmt.Sprintf("kernel %s: epilogue snapshot: %v", name, err))
-		return false, Launched, nil
+		return false, nil, Launched, nil
 	}
-	Trace("runtime", "record %s: epilogue written", dh)
+	Trace("runtime", "record %s: epilogue planned", dh)
 	took += time.Since(start)
-	inst.PrologueBytes, inst.EpilogueBytes = uint64(pn), uint64(en)
-	r.status.SnapshotBytes += pn + en
-	r.status.SnapshotRawBytes += int64(praw + eraw)
+	r.status.SnapshotRawBytes += int64(pro.raw + epi.raw)
 	r.status.SnapshotSeconds += took.Seconds()
-	return true, Launched, nil
+	pend.planned = true
+	switch {
+	case pend.err != nil: // a queued snapshot failed while the other was written
+		r.reportError(fmt.Sprintf("kernel %s: instance %s not recorded: %v", name, dh, pend.err))
+		return false, nil, Launched, nil
+	case pend.jobs == 0:
+		return true, nil, Launched, nil
+	}
+	return true, pend, Launched, nil
+}
+
+// pendingInstance is an instance whose snapshots the background writer
+// has yet to write.
+type pendingInstance struct {
+	ks   *kernelState
+	inst *db.Instance
+	jobs    int  // snapshots not yet written
+	planned bool // both snapshots are planned: collect may finish the instance
+	lost    bool // the instance will not be recorded (its files are still written)
+	err     error
+}
+
+// writeOrQueue writes a planned snapshot (which is 0 for the prologue, 1
+// for the epilogue): into a shadow copy and the background queue where the
+// device can spare the memory, otherwise at once from the live memory
+// after the queue has drained (the files must appear in plan order).
+func (r *Recorder) writeOrQueue(dr DeviceReader, p *snapshotPlan, pend *pendingInstance, which int) error {
+	if len(p.runs) > 0 && !r.cfg.NoBackground {
+		start := time.Now()
+		sh, err := dr.Shadow(p.runs)
+		r.status.ShadowSeconds += time.Since(start).Seconds()
+		if err == nil {
+			if r.writer == nil {
+				r.writer = newBackgroundWriter(dr, r.cfg.DB)
+			}
+			pend.jobs++
+			r.pending[p.name] = pend
+			r.writer.add(&writeJob{plan: p, shadow: sh, opts: r.stagedOptions(p)})
+			return nil
+		}
+		r.status.ShadowRefusals++
+	}
+	if r.writer != nil {
+		r.writer.wait()
+		r.collect()
+	}
+	start := time.Now()
+	n, st, err := writePlan(dr, r.cfg.DB, p, p.runs, r.stagedOptions(p))
+	r.status.CopiedBytes += st.Bytes
+	r.status.CopyTransferSeconds += st.TransferSeconds
+	r.status.CopySeconds += time.Since(start).Seconds() // the copies overlap the writing: one figure for both
+	if err != nil {
+		r.forgetChunks(p)
+		return err
+	}
+	r.status.SnapshotBytes += n
+	if which == 0 {
+		pend.inst.PrologueBytes = uint64(n)
+	} else {
+		pend.inst.EpilogueBytes = uint64(n)
+	}
+	return nil
+}
+
+// collect takes what the background writer finished: sizes and figures
+// into the instances and the status, failed files out of the content
+// store, and each instance whose snapshots are all written into its kernel
+// file (or, if one failed, out of the recording).
+func (r *Recorder) collect() {
+	if r.writer == nil {
+		return
+	}
+	for _, j := range r.writer.take() {
+		pend := r.pending[j.plan.name]
+		delete(r.pending, j.plan.name)
+		r.status.CopiedBytes += j.stats.Bytes
+		r.status.CopyTransferSeconds += j.stats.TransferSeconds
+		r.status.BackgroundSeconds += j.seconds
+		if j.err != nil {
+			r.forgetChunks(j.plan)
+		} else {
+			r.status.SnapshotBytes += j.size
+		}
+		if pend == nil {
+			continue
+		}
+		pend.jobs--
+		switch {
+		case j.err != nil && pend.err == nil:
+			pend.err = fmt.Errorf("write %s: %w", j.plan.name, j.err)
+		case j.err == nil && j.plan.name == pend.inst.Prologue:
+			pend.inst.PrologueBytes = uint64(j.size)
+		case j.err == nil:
+			pend.inst.EpilogueBytes = uint64(j.size)
+		}
+		if pend.jobs > 0 || pend.lost || !pend.planned {
+			continue
+		}
+		k := pend.ks.meta
+		if pend.err == nil {
+			if err := r.writeKernel(k); err != nil {
+				pend.err = fmt.Errorf("write %s: %w", db.KernelFileName(k.StaticHash), err)
+			}
+		}
+		if pend.err != nil {
+			delete(k.Instances, pend.inst.DynamicHash)
+			r.reportError(fmt.Sprintf("kernel %s: instance %s not recorded: %v", k.DemangledName, pend.inst.DynamicHash, pend.err))
+			continue
+		}
+		r.instanceRecorded(pend.ks)
+	}
 }
 
 // launchRecorded performs the recorded launch and waits for it; an error
@@ -695,6 +840,17 @@ func (r *Recorder) launchRecorded(l *Launch, dh string) error {
 // writeKernel replaces the kernel's JSON file. Like the snapshots it is
 // renamed into place without an fsync: valid whenever the application dies.
 func (r *Recorder) writeKernel(k *db.Kernel) error {
+	if len(r.pending) > 0 {
+		// Only instances whose snapshots are written may be named.
+		c := *k
+		c.Instances = map[string]*db.Instance{}
+		for dh, inst := range k.Instances {
+			if r.pending[inst.Prologue] == nil && r.pending[inst.Epilogue] == nil {
+				c.Instances[dh] = inst
+			}
+		}
+		k = &c
+	}
 	data, err := db.MarshalKernel(k)
 	if err != nil {
 		return err
@@ -755,6 +911,11 @@ func (r *Recorder) Finish() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	Trace("runtime", "finish")
+	if r.writer != nil {
+		r.writer.wait()
+		r.collect()
+		Trace("runtime", "background snapshots written")
+	}
 	for _, ks := range r.kernels {
 		if ks.meta == nil || !ks.dirty {
 			continue

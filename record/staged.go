@@ -11,18 +11,23 @@ import (
 )
 
 // DeviceReader is a Process that reads device memory the fast way: chunk
-// fingerprints computed on the GPU, and copies through pinned staging
-// buffers that overlap the encoding and writing of earlier chunks. With it a
-// snapshot copies only the chunks that are neither zero nor already stored
-// in the database (an earlier snapshot's chunk with the same fingerprint);
-// after the launch that includes every chunk the kernel left unchanged.
-// cmd/mneme-rt implements it (record/devicecopy); without it every
+// fingerprints computed on the GPU, copies through pinned staging buffers
+// that overlap the encoding and writing of earlier chunks, and device-side
+// shadow copies that let a snapshot be written while the application goes
+// on. With it a snapshot copies only the chunks that are neither zero nor
+// already in the database (a chunk of an earlier snapshot with the same
+// fingerprint); after the launch that leaves only the chunks the kernel
+// changed. cmd/mneme-rt implements it (record/devicecopy); without it every
 // allocation is copied whole.
 type DeviceReader interface {
 	// Fingerprints hashes each range on the GPU (package fingerprint).
 	Fingerprints(rs []fingerprint.Range) ([]fingerprint.Sum, error)
 	// Stage starts copying the runs to the host, in order.
 	Stage(runs []fingerprint.Range) (Staging, error)
+	// Shadow copies the runs into device memory of its own, so they can be
+	// drained to the host later; an error (no memory to spare) makes the
+	// caller copy from the live memory at once instead.
+	Shadow(runs []fingerprint.Range) (Shadow, error)
 }
 
 // Staging is a copy of device runs in progress.
@@ -34,6 +39,14 @@ type Staging interface {
 	Release(i int)
 	// Close waits for the copies in flight and reports them.
 	Close() CopyStats
+}
+
+// Shadow is a device-side copy of runs made by DeviceReader.Shadow.
+type Shadow interface {
+	// Runs says where each run's copy lies.
+	Runs() []fingerprint.Range
+	// Free releases the device memory.
+	Free()
 }
 
 // CopyStats reports the device-to-host copies of one snapshot.
@@ -60,126 +73,158 @@ const (
 	chunkRef
 )
 
-// stagedBlob is the plan for one blob of a staged snapshot.
-type stagedBlob struct {
-	kinds []chunkPlanKind
-	sums  []fingerprint.Sum
-	refs  []db.ChunkRef // for chunkRef
-	run   []int         // for chunkCopy: index of its run
-	first []bool        // for chunkCopy: the first chunk of its run
+// blobPlan is the plan for one blob of a staged snapshot.
+type blobPlan struct {
+	addr, size uint64
+	kinds      []chunkPlanKind
+	refs       []db.ChunkRef // for chunkRef
+	run        []int         // for chunkCopy: index of its run
+	runOff     []uint64      // for chunkCopy: offset in its run
 }
 
-// stagedSnapshot writes the snapshot of one launch to the database file name
-// from fingerprints and staged copies: zero chunks and chunks the database
-// already holds are not copied; the rest streams through pinned buffers.
-// The file is complete (renamed into place) when it returns; its new chunks
-// then become references for later snapshots.
-func (r *Recorder) stagedSnapshot(dr DeviceReader, l *Launch, set int, name string) (int64, uint64, error) {
+// snapshotPlan is a snapshot decided from fingerprints: globals and
+// arguments copied, each blob chunk zero, referenced or to copy, and the
+// runs of consecutive chunks to copy.
+type snapshotPlan struct {
+	name    string // file name in the database
+	skel    *db.Snapshot
+	blobs   []blobPlan
+	runs    []fingerprint.Range // device sources of the chunks to copy
+	runLen  []int32             // chunks per run
+	refs    map[string]bool     // files the references point into
+	added   []fingerprint.Sum   // chunks this file adds to the content store
+	raw     uint64
+	planned time.Duration
+}
+
+// planSnapshot fingerprints the live allocations and plans the snapshot of
+// launch l to file name. The chunks it will store enter r.chunks at once,
+// so that snapshots planned before this one is written can reference them;
+// forgetChunks takes them back if the file is never written.
+func (r *Recorder) planSnapshot(dr DeviceReader, l *Launch, set int, name string) (*snapshotPlan, error) {
+	start := time.Now()
 	cs := uint64(db.DefaultChunkSize)
-	s := &db.Snapshot{Args: l.Args}
-	if err := r.copyGlobals(s, l, set); err != nil {
-		return 0, 0, err
+	p := &snapshotPlan{name: name, skel: &db.Snapshot{Args: l.Args}, refs: map[string]bool{}}
+	if err := r.copyGlobals(p.skel, l, set); err != nil {
+		return nil, err
 	}
-	var live []liveBlock
+	var ranges []fingerprint.Range
+	var globalSizes, blobSizes []uint64
+	for _, g := range p.skel.Globals {
+		globalSizes = append(globalSizes, g.Size)
+	}
 	if r.arena != nil {
 		for _, b := range r.arena.Live() {
-			live = append(live, liveBlock{addr: b.Addr, size: b.Size})
-		}
-	}
-	start := time.Now()
-	var ranges []fingerprint.Range
-	for _, b := range live {
-		for off := uint64(0); off < b.size; off += cs {
-			ranges = append(ranges, fingerprint.Range{Addr: b.addr + off, Len: min(cs, b.size-off)})
+			p.blobs = append(p.blobs, blobPlan{addr: b.Addr, size: b.Size})
+			blobSizes = append(blobSizes, b.Size)
+			for off := uint64(0); off < b.Size; off += cs {
+				ranges = append(ranges, fingerprint.Range{Addr: b.Addr + off, Len: min(cs, b.Size-off)})
+			}
 		}
 	}
 	var sums []fingerprint.Sum
 	if len(ranges) > 0 {
+		fstart := time.Now()
 		var err error
 		if sums, err = dr.Fingerprints(ranges); err != nil {
-			return 0, 0, fmt.Errorf("fingerprints: %w", err)
+			return nil, fmt.Errorf("fingerprints: %w", err)
 		}
 		if len(sums) != len(ranges) {
-			return 0, 0, fmt.Errorf("fingerprints: %d for %d chunks", len(sums), len(ranges))
+			return nil, fmt.Errorf("fingerprints: %d for %d chunks", len(sums), len(ranges))
 		}
+		r.status.FingerprintSeconds += time.Since(fstart).Seconds()
 	}
-	r.status.FingerprintSeconds += time.Since(start).Seconds()
-
-	// Plan every chunk, and the runs of consecutive chunks to copy.
-	plans := make([]stagedBlob, len(live))
-	var runs []fingerprint.Range
-	var runLen []int32 // chunks per run, for releasing
 	k := 0
-	for bi, b := range live {
+	for bi := range p.blobs {
+		b := &p.blobs[bi]
 		n := int((b.size + cs - 1) / cs)
-		p := stagedBlob{kinds: make([]chunkPlanKind, n), sums: sums[k : k+n], refs: make([]db.ChunkRef, n), run: make([]int, n), first: make([]bool, n)}
-		k += n
+		b.kinds, b.refs, b.run, b.runOff = make([]chunkPlanKind, n), make([]db.ChunkRef, n), make([]int, n), make([]uint64, n)
 		for i := 0; i < n; i++ {
-			sum := p.sums[i]
-			switch ref, ok := r.chunks[sum]; {
+			sum := sums[k]
+			k++
+			switch ref, known := r.chunks[sum]; {
 			case sum.Zero:
-				p.kinds[i] = chunkZero
+				b.kinds[i] = chunkZero
 				r.status.ChunksZero++
-			case ok:
-				p.kinds[i], p.refs[i] = chunkRef, ref
+			case known:
+				b.kinds[i], b.refs[i] = chunkRef, ref
+				p.refs[ref.File] = true
 				r.status.ChunksReferenced++
 			default:
-				p.kinds[i] = chunkCopy
+				b.kinds[i] = chunkCopy
 				r.status.ChunksCopied++
+				r.chunks[sum] = db.ChunkRef{File: name, Chunk: db.ChunkIndex(globalSizes, blobSizes, bi, i, int(cs))}
+				p.added = append(p.added, sum)
 				addr, size := b.addr+uint64(i)*cs, min(cs, b.size-uint64(i)*cs)
-				last := len(runs) - 1
-				if i > 0 && p.kinds[i-1] == chunkCopy && runLen[last] < stagedRunChunks {
-					runs[last].Len += size
-					runLen[last]++
+				last := len(p.runs) - 1
+				if i > 0 && b.kinds[i-1] == chunkCopy && p.runLen[last] < stagedRunChunks {
+					b.runOff[i] = p.runs[last].Len
+					p.runs[last].Len += size
+					p.runLen[last]++
 				} else {
-					runs = append(runs, fingerprint.Range{Addr: addr, Len: size})
-					runLen = append(runLen, 1)
-					p.first[i] = true
+					p.runs = append(p.runs, fingerprint.Range{Addr: addr, Len: size})
+					p.runLen = append(p.runLen, 1)
 				}
-				p.run[i] = len(runs) - 1
+				b.run[i] = len(p.runs) - 1
 			}
 		}
-		plans[bi] = p
 	}
+	p.raw = p.skel.RawSize()
+	for _, b := range p.blobs {
+		p.raw += b.size
+	}
+	p.planned = time.Since(start)
+	return p, nil
+}
 
-	var staging Staging
-	if len(runs) > 0 {
-		var err error
-		if staging, err = dr.Stage(runs); err != nil {
-			return 0, 0, fmt.Errorf("staging copies: %w", err)
+// forgetChunks takes a plan's chunks out of the content store: its file
+// will not exist.
+func (r *Recorder) forgetChunks(p *snapshotPlan) {
+	for _, sum := range p.added {
+		if ref, ok := r.chunks[sum]; ok && ref.File == p.name {
+			delete(r.chunks, sum)
 		}
 	}
-	pending := make([]atomic.Int32, len(runs))
-	for i, n := range runLen {
+}
+
+// writePlan writes a planned snapshot to dir, staging its runs from src
+// (the live device memory, or a shadow copy of the runs). It touches no
+// recorder state, so the background writer can run it.
+func writePlan(dr DeviceReader, dir string, p *snapshotPlan, src []fingerprint.Range, opts db.SnapshotOptions) (int64, CopyStats, error) {
+	cs := uint64(db.DefaultChunkSize)
+	var staging Staging
+	if len(src) > 0 {
+		var err error
+		if staging, err = dr.Stage(src); err != nil {
+			return 0, CopyStats{}, fmt.Errorf("staging copies: %w", err)
+		}
+	}
+	pending := make([]atomic.Int32, len(src))
+	for i, n := range p.runLen {
 		pending[i].Store(n)
 	}
-	runData := make([][]byte, len(runs))
-	for bi, b := range live {
-		p := &plans[bi]
+	runData := make([][]byte, len(src))
+	s := *p.skel
+	s.Blobs = nil
+	for bi := range p.blobs {
+		b := &p.blobs[bi]
 		s.Blobs = append(s.Blobs, db.Blob{Addr: b.addr, Size: b.size, Chunks: func(i int) (db.SourceChunk, error) {
-			switch p.kinds[i] {
+			switch b.kinds[i] {
 			case chunkZero:
 				return db.SourceChunk{Zero: true}, nil
 			case chunkRef:
-				ref := p.refs[i]
+				ref := b.refs[i]
 				return db.SourceChunk{Ref: &ref}, nil
 			}
-			ri := p.run[i]
-			if p.first[i] {
+			ri := b.run[i]
+			if b.runOff[i] == 0 {
 				data, err := staging.Wait(ri)
 				if err != nil {
 					return db.SourceChunk{}, err
 				}
 				runData[ri] = data
 			}
-			// Offset of chunk i in its run: the run starts at a chunk whose
-			// first[] is set, at or before i.
-			j := i
-			for !p.first[j] {
-				j--
-			}
-			off := uint64(i-j) * cs
-			data := runData[ri][off : off+min(cs, b.size-uint64(i)*cs)]
+			data := runData[ri][b.runOff[i] : b.runOff[i]+min(cs, b.size-uint64(i)*cs)]
 			return db.SourceChunk{Data: data, Done: func() {
 				if pending[ri].Add(-1) == 0 {
 					staging.Release(ri)
@@ -187,32 +232,17 @@ func (r *Recorder) stagedSnapshot(dr DeviceReader, l *Launch, set int, name stri
 			}}, nil
 		}})
 	}
-
-	newChunks := map[fingerprint.Sum]db.ChunkRef{}
-	opts := r.snapshotOptions(s)
-	opts.Stored = func(blob, chunk int, ref db.ChunkRef) {
-		ref.File = name
-		newChunks[plans[blob].sums[chunk]] = ref
-	}
-	wstart := time.Now()
-	n, err := db.WriteSnapshot(filepath.Join(r.cfg.DB, name), s, opts)
+	n, err := db.WriteSnapshot(filepath.Join(dir, p.name), &s, opts)
+	var st CopyStats
 	if staging != nil {
-		st := staging.Close()
-		r.status.CopiedBytes += st.Bytes
-		r.status.CopyTransferSeconds += st.TransferSeconds
+		st = staging.Close()
 	}
-	r.status.CopySeconds += time.Since(wstart).Seconds() // copies overlap the writing: one figure for both
-	if err != nil {
-		return 0, 0, err
-	}
-	// Only a file that exists under its name may be referenced.
-	for sum, ref := range newChunks {
-		r.chunks[sum] = ref
-	}
-	return n, s.RawSize(), nil
+	return n, st, err
 }
 
-type liveBlock struct{ addr, size uint64 }
+func (r *Recorder) stagedOptions(p *snapshotPlan) db.SnapshotOptions {
+	return db.SnapshotOptions{Compress: r.cfg.Compress && p.raw >= minCompressedSnapshot, NoSync: true}
+}
 
 // copyGlobals copies the kernel module's device globals (small, copied whole).
 func (r *Recorder) copyGlobals(s *db.Snapshot, l *Launch, set int) error {
@@ -224,7 +254,7 @@ func (r *Recorder) copyGlobals(s *db.Snapshot, l *Launch, set int) error {
 		if g.Managed {
 			continue // not in device memory we can restore; the shim warned
 		}
-		data := r.buffer(set, len(s.Blobs)+len(s.Globals), g.Size)
+		data := make([]byte, g.Size) // kept until the snapshot is written, maybe later
 		if err := r.proc.CopyToHost(data, g.Addr); err != nil {
 			return fmt.Errorf("copy global %s (%d bytes): %w", g.Name, g.Size, err)
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/mneme-gpu/mneme"
@@ -20,12 +21,74 @@ import (
 // back.
 type stagingGPU struct {
 	*simGPU
+	mu          sync.Mutex // the background writer stages while the test goes on
 	copied      int64
 	runs        int
 	released    map[int]int // per Stage call and run: Release calls
 	stages      int
 	failStage   error
 	fingerprint func([]fingerprint.Range) ([]fingerprint.Sum, error)
+	// Shadows: refused when noShadow; otherwise copies kept in host memory
+	// at addresses from shadowBase, counted while alive.
+	noShadow    bool
+	shadows     map[uint64][]byte
+	nextShadow  uint64
+	shadowsMade int
+}
+
+const shadowBase = 0x7e0000000000
+
+type simShadow struct {
+	g    *stagingGPU
+	runs []fingerprint.Range
+}
+
+func (s *simShadow) Runs() []fingerprint.Range { return s.runs }
+func (s *simShadow) Free() {
+	s.g.mu.Lock()
+	defer s.g.mu.Unlock()
+	for _, r := range s.runs {
+		delete(s.g.shadows, r.Addr)
+	}
+}
+
+func (g *stagingGPU) Shadow(runs []fingerprint.Range) (Shadow, error) {
+	if g.noShadow {
+		return nil, errors.New("no device memory to spare")
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.shadows == nil {
+		g.shadows = map[uint64][]byte{}
+	}
+	g.shadowsMade++
+	sh := &simShadow{g: g}
+	for _, r := range runs {
+		b := make([]byte, r.Len)
+		if err := g.CopyToHost(b, r.Addr); err != nil {
+			return nil, err
+		}
+		addr := shadowBase + g.nextShadow
+		g.nextShadow += r.Len + 4096
+		g.shadows[addr] = b
+		sh.runs = append(sh.runs, fingerprint.Range{Addr: addr, Len: r.Len})
+	}
+	return sh, nil
+}
+
+// read copies device bytes, or a shadow's.
+func (g *stagingGPU) read(dst []byte, addr uint64) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if addr >= shadowBase {
+		b, ok := g.shadows[addr]
+		if !ok || len(b) != len(dst) {
+			return fmt.Errorf("no shadow run at %#x", addr)
+		}
+		copy(dst, b)
+		return nil
+	}
+	return g.CopyToHost(dst, addr)
 }
 
 func (g *stagingGPU) Fingerprints(rs []fingerprint.Range) ([]fingerprint.Sum, error) {
@@ -54,6 +117,8 @@ func (g *stagingGPU) Stage(runs []fingerprint.Range) (Staging, error) {
 	if g.failStage != nil {
 		return nil, g.failStage
 	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	g.stages++
 	return &simStaging{g: g, runs: runs, stage: g.stages}, nil
 }
@@ -64,15 +129,21 @@ func (s *simStaging) Wait(i int) ([]byte, error) {
 	}
 	s.next++
 	b := make([]byte, s.runs[i].Len)
-	if err := s.g.CopyToHost(b, s.runs[i].Addr); err != nil {
+	if err := s.g.read(b, s.runs[i].Addr); err != nil {
 		return nil, err
 	}
+	s.g.mu.Lock()
 	s.g.copied += int64(len(b))
 	s.g.runs++
+	s.g.mu.Unlock()
 	return b, nil
 }
 
-func (s *simStaging) Release(i int) { s.g.released[s.stage<<16|i]++ }
+func (s *simStaging) Release(i int) {
+	s.g.mu.Lock()
+	s.g.released[s.stage<<16|i]++
+	s.g.mu.Unlock()
+}
 
 func (s *simStaging) Close() CopyStats {
 	var n int64
@@ -103,9 +174,9 @@ func touchLaunch(p, off uint64, v uint32) *Launch {
 // of random data, 3 MiB of zeros, 2 MiB + 100 bytes of data) and returns the
 // database directory. It is run once staged and once with full copies; both
 // must read back the same.
-func stagedScenario(t *testing.T, full bool) (string, *stagingGPU) {
+func stagedScenario(t *testing.T, full, noShadow bool) (string, *stagingGPU) {
 	t.Helper()
-	g := &stagingGPU{simGPU: newSimGPU(), released: map[int]int{}}
+	g := &stagingGPU{simGPU: newSimGPU(), released: map[int]int{}, noShadow: noShadow}
 	g.addTouch()
 	g.globals[0] = nil
 	dir := filepath.Join(t.TempDir(), "rdb")
@@ -166,8 +237,19 @@ func readAll(t *testing.T, dir string) map[string]*db.Snapshot {
 }
 
 func TestStagedSnapshotsCopyOnlyWhatIsNewAndReadBackAsFullOnes(t *testing.T) {
-	fullDir, _ := stagedScenario(t, true)
-	stagedDir, g := stagedScenario(t, false)
+	fullDir, _ := stagedScenario(t, true, false)
+	for _, noShadow := range []bool{true, false} {
+		t.Run(map[bool]string{true: "written at once", false: "written in the background"}[noShadow], func(t *testing.T) {
+			stagedMatchesFull(t, fullDir, noShadow)
+		})
+	}
+}
+
+func stagedMatchesFull(t *testing.T, fullDir string, noShadow bool) {
+	stagedDir, g := stagedScenario(t, false, noShadow)
+	if want := map[bool]int{true: 0, false: 3}[noShadow]; g.shadowsMade != want || len(g.shadows) != 0 {
+		t.Errorf("%d shadows made (%d not freed), want %d", g.shadowsMade, len(g.shadows), want)
+	}
 	want, got := readAll(t, fullDir), readAll(t, stagedDir)
 	if len(got) != 4 || len(want) != 4 {
 		t.Fatalf("%d and %d snapshots, want 4", len(got), len(want))
@@ -191,6 +273,9 @@ func TestStagedSnapshotsCopyOnlyWhatIsNewAndReadBackAsFullOnes(t *testing.T) {
 	st, err := ReadStatus(stagedDir)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if st.InstancesRecorded != 2 || st.KernelsRecorded != 1 {
+		t.Errorf("status says %d instances of %d kernels, want 2 of 1", st.InstancesRecorded, st.KernelsRecorded)
 	}
 	if st.ChunksCopied != 10 || st.ChunksZero != 12 || st.ChunksReferenced != 22 {
 		t.Errorf("chunks copied %d, zero %d, referenced %d; want 10, 12, 22", st.ChunksCopied, st.ChunksZero, st.ChunksReferenced)
@@ -228,7 +313,7 @@ func TestStagedFailuresForwardTheLaunch(t *testing.T) {
 		{"staging", func(g *stagingGPU) { g.failStage = errors.New("out of pinned memory") }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			g := &stagingGPU{simGPU: newSimGPU(), released: map[int]int{}}
+			g := &stagingGPU{simGPU: newSimGPU(), released: map[int]int{}, noShadow: true}
 			g.addTouch()
 			c.set(g)
 			dir := filepath.Join(t.TempDir(), "rdb")
@@ -250,5 +335,61 @@ func TestStagedFailuresForwardTheLaunch(t *testing.T) {
 				t.Errorf("log %q does not report the prologue", log.String())
 			}
 		})
+	}
+}
+
+// A snapshot that fails in the background loses its instance after the
+// launch: the kernel ran once (by the recorder), the error is reported,
+// and the database does not name the instance.
+func TestBackgroundFailureDropsTheInstance(t *testing.T) {
+	g := &stagingGPU{simGPU: newSimGPU(), released: map[int]int{}, failStage: errors.New("out of pinned memory")}
+	g.addTouch()
+	dir := filepath.Join(t.TempDir(), "rdb")
+	var log bytes.Buffer
+	rec, err := New(Config{DB: dir, VABase: arena.DefaultBase, VASize: 64 << 20, Log: &log}, g, g.simGPU)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := rec.Malloc(64)
+	g.write(p, []byte{1})
+	d, err := rec.Launch(touchLaunch(p, 0, 9))
+	if err != nil || d != Launched || g.launches != 1 {
+		t.Fatalf("decision %v, %v, %d launches; want Launched once", d, err, g.launches)
+	}
+	rec.Finish()
+	if !bytes.Contains(log.Bytes(), []byte("not recorded")) || !bytes.Contains(log.Bytes(), []byte("out of pinned memory")) {
+		t.Errorf("log %q does not say the instance was lost and why", log.String())
+	}
+	if st, err := ReadStatus(dir); err != nil || st.InstancesRecorded != 0 {
+		t.Errorf("status %+v, %v: want no instance recorded", st, err)
+	}
+	if d, err := db.Open(dir); err == nil && d.NumInstances() != 0 {
+		t.Errorf("the database names %d instances", d.NumInstances())
+	}
+}
+
+func TestCopyModesFromTheEnvironment(t *testing.T) {
+	for _, c := range []struct {
+		full, background string
+		wantFull, wantNo bool
+		bad              string
+	}{
+		{"", "", false, false, ""},
+		{"1", "0", true, true, ""},
+		{"0", "1", false, false, ""},
+		{"yes", "", false, false, EnvFullCopies},
+		{"", "off", false, false, EnvBackground},
+	} {
+		env := map[string]string{EnvDB: "/tmp/x", EnvFullCopies: c.full, EnvBackground: c.background}
+		cfg, err := ConfigFromEnv(func(k string) string { return env[k] })
+		if c.bad != "" {
+			if err == nil || !bytes.Contains([]byte(err.Error()), []byte(c.bad)) {
+				t.Errorf("%q %q: error %v, want one naming %s", c.full, c.background, err, c.bad)
+			}
+			continue
+		}
+		if err != nil || cfg.FullCopies != c.wantFull || cfg.NoBackground != c.wantNo {
+			t.Errorf("%q %q: %+v, %v", c.full, c.background, cfg, err)
+		}
 	}
 }

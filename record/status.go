@@ -44,6 +44,9 @@ type Status struct {
 	ChunksCopied        int64   `json:"chunks_copied"`
 	ChunksZero          int64   `json:"chunks_zero"`       // all zero: neither copied nor stored
 	ChunksReferenced    int64   `json:"chunks_referenced"` // already in the database: referenced, not copied
+	ShadowSeconds       float64 `json:"shadow_seconds"`     // device-side copies of the chunks to store
+	ShadowRefusals      int64   `json:"shadow_refusals"`    // snapshots written at once for want of device memory
+	BackgroundSeconds   float64 `json:"background_seconds"` // writing shadowed snapshots while the application ran
 	DBWriteSeconds float64  `json:"db_write_seconds"` // kernel JSON files
 	ArenaError     string   `json:"arena_error,omitempty"`
 	Errors         []string `json:"errors,omitempty"`

@@ -12,7 +12,8 @@
 # Narrowing a run: GPU_TEST_PACKAGES (Go packages, default cuda jit replay
 # record record/devicecopy), GPU_BENCH=1 (add the jit and replay benchmarks), EXAMPLES,
 # SKIP_E2E, SKIP_TUNE, SKIP_TUNE_CHECKS, TUNE_CHECKS, SKIP_FIDELITY (FIDELITY_EXAMPLES,
-# FIDELITY_TRIALS, SKIP_FIDELITY_TUNE), SKIP_DEPLOY (DEPLOY_EXAMPLES), SKIP_PYTHON, SKIP_RECORD_CHECKS,
+# FIDELITY_TRIALS, SKIP_FIDELITY_TUNE), SKIP_DEPLOY (DEPLOY_EXAMPLES), SKIP_RECORD_SCALE
+# (SCALE_APPS, SCALE_RUNS, SCALE_VARIANTS), SKIP_PYTHON, SKIP_RECORD_CHECKS,
 # OVERHEAD_RUNS (rounds of the overhead benchmark, default 31).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -139,6 +140,13 @@ if [ -z "${SKIP_E2E:-}" ]; then
     LOGS=$logs/deploy scripts/gpu-deploy.sh "$w" > "$logs/deploy.log" 2>&1
     grep -v '^==' "$logs/deploy.log"
     while read -r l; do note "${l#== }"; done < <(grep '^==' "$logs/deploy.log")
+  fi
+  # Recording at scale: copies against the pinned bandwidth, overhead on
+  # the big examples, the 1% check, MPI ranks (scripts/gpu-record-scale.sh).
+  if [ -z "${SKIP_RECORD_SCALE:-}" ]; then
+    LOGS=$logs/record-scale scripts/gpu-record-scale.sh "$w" > "$logs/record-scale.log" 2>&1
+    grep -v '^==' "$logs/record-scale.log"
+    while read -r l; do note "${l#== }"; done < <(grep '^==' "$logs/record-scale.log")
   fi
   # The Python API on the recorded vector add (python/gpu-checks.sh).
   if [ -z "${SKIP_PYTHON:-}" ] && [ -d "$w/rdb/vecadd" ]; then

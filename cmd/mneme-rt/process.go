@@ -88,6 +88,10 @@ func (p *process) Stage(runs []fingerprint.Range) (record.Staging, error) {
 	return p.reader().Stage(runs)
 }
 
+func (p *process) Shadow(runs []fingerprint.Range) (record.Shadow, error) {
+	return p.reader().Shadow(runs)
+}
+
 func newProcess() (*process, error) {
 	if err := cuda.Init(); err != nil {
 		return nil, err

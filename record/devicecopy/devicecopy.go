@@ -1,8 +1,12 @@
 // Package devicecopy reads device memory for the recorder the fast way
 // (record.DeviceReader over the CUDA driver): chunk fingerprints computed by
-// the fingerprint kernel on the GPU, and device-to-host copies through a
-// ring of pinned staging buffers, issued ahead on their own stream so the
-// bus stays busy while earlier chunks are encoded and written.
+// the fingerprint kernel on the GPU, device-side shadow copies of what a
+// snapshot stores (so it can be written while the application goes on),
+// and device-to-host copies through a ring of pinned staging buffers,
+// issued ahead on their own stream so the bus stays busy while earlier
+// chunks are encoded and written. Both streams are non-blocking: the
+// background copies neither wait for the application's kernels nor make
+// them wait.
 //
 // It is plain Go over package cuda; cmd/mneme-rt creates one per recording
 // in the application's context.
@@ -25,13 +29,20 @@ type Reader struct {
 	slotBytes int
 	nSlots    int
 
-	mu     sync.Mutex // one snapshot at a time
+	// mu guards the fingerprint kernel and the shadow copies, made on
+	// stream by the recording thread.
+	mu     sync.Mutex
 	fn     *cuda.Function
 	mod    *cuda.Module
 	stream cuda.Stream
 	desc   deviceBuffer
 	sums   deviceBuffer
-	slots  []*slot
+
+	// stageMu is held by one staging from Stage to Close; the drain runs
+	// on copyStream, possibly on the background writer's thread.
+	stageMu    sync.Mutex
+	copyStream cuda.Stream
+	slots      []*slot
 }
 
 type deviceBuffer struct {
@@ -74,6 +85,8 @@ func New(slotBytes int) *Reader {
 func (r *Reader) Close() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.stageMu.Lock()
+	defer r.stageMu.Unlock()
 	for _, s := range r.slots {
 		s.buf.Free()
 		s.start.Destroy()
@@ -90,21 +103,23 @@ func (r *Reader) Close() {
 		r.mod.Unload()
 		r.mod, r.fn = nil, nil
 	}
-	if r.stream != 0 {
-		r.stream.Destroy()
-		r.stream = 0
+	for _, s := range []*cuda.Stream{&r.stream, &r.copyStream} {
+		if *s != 0 {
+			s.Destroy()
+			*s = 0
+		}
 	}
 }
 
-func (r *Reader) ensureStream() error {
-	if r.stream != 0 {
+func ensureStream(s *cuda.Stream) error {
+	if *s != 0 {
 		return nil
 	}
-	s, err := cuda.NewStream()
+	n, err := cuda.NewStreamNonBlocking()
 	if err != nil {
 		return err
 	}
-	r.stream = s
+	*s = n
 	return nil
 }
 
@@ -115,7 +130,7 @@ func (r *Reader) Fingerprints(rs []fingerprint.Range) ([]fingerprint.Sum, error)
 	if len(rs) == 0 {
 		return nil, nil
 	}
-	if err := r.ensureStream(); err != nil {
+	if err := ensureStream(&r.stream); err != nil {
 		return nil, err
 	}
 	if r.fn == nil {
@@ -195,19 +210,19 @@ func (r *Reader) ensureSlots() error {
 // Stage starts copying runs (each at most the slot size) into the pinned
 // ring, as many at once as there are slots.
 func (r *Reader) Stage(runs []fingerprint.Range) (record.Staging, error) {
-	r.mu.Lock()
+	r.stageMu.Lock()
 	for i, run := range runs {
 		if run.Len > uint64(r.slotBytes) {
-			r.mu.Unlock()
+			r.stageMu.Unlock()
 			return nil, fmt.Errorf("run %d of %d bytes exceeds the %d-byte staging buffers", i, run.Len, r.slotBytes)
 		}
 	}
-	if err := r.ensureStream(); err != nil {
-		r.mu.Unlock()
+	if err := ensureStream(&r.copyStream); err != nil {
+		r.stageMu.Unlock()
 		return nil, err
 	}
 	if err := r.ensureSlots(); err != nil {
-		r.mu.Unlock()
+		r.stageMu.Unlock()
 		return nil, err
 	}
 	s := &staging{r: r, runs: runs, slotOf: make([]int, len(runs))}
@@ -255,13 +270,13 @@ func (s *staging) issue() error {
 		run, sl := s.runs[s.issued], s.r.slots[k]
 		s.slotOf[s.issued] = k
 		s.issued++
-		if err := sl.start.Record(s.r.stream); err != nil {
+		if err := sl.start.Record(s.r.copyStream); err != nil {
 			return err
 		}
-		if err := cuda.MemcpyDtoHAsync(sl.buf.Bytes()[:run.Len], run.Addr, s.r.stream); err != nil {
+		if err := cuda.MemcpyDtoHAsync(sl.buf.Bytes()[:run.Len], run.Addr, s.r.copyStream); err != nil {
 			return err
 		}
-		if err := sl.end.Record(s.r.stream); err != nil {
+		if err := sl.end.Record(s.r.copyStream); err != nil {
 			return err
 		}
 	}
@@ -321,8 +336,68 @@ func (s *staging) Release(i int) {
 // so no slot is reused under a running transfer, and gives the reader back.
 func (s *staging) Close() record.CopyStats {
 	if s.issued > s.waited {
-		s.r.stream.Synchronize()
+		s.r.copyStream.Synchronize()
 	}
-	s.r.mu.Unlock()
+	s.r.stageMu.Unlock()
 	return s.stats
+}
+
+// ShadowReserve is the device memory a shadow copy always leaves free: the
+// larger of 1 GiB and an eighth of the GPU, for the application's own
+// allocations outside the recorder's arena (library workspaces).
+func ShadowReserve(total uint64) uint64 { return max(1<<30, total/8) }
+
+// Shadow copies the runs, packed, into one new device allocation, on the
+// GPU. It refuses when that would leave less than ShadowReserve free.
+func (r *Reader) Shadow(runs []fingerprint.Range) (record.Shadow, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var need uint64
+	for _, run := range runs {
+		need += (run.Len + 255) &^ 255
+	}
+	free, total, err := cuda.MemGetInfo()
+	if err != nil {
+		return nil, err
+	}
+	if reserve := ShadowReserve(total); free < reserve || need > free-reserve {
+		return nil, fmt.Errorf("a shadow copy of %d bytes would leave less than %d of the %d bytes free", need, reserve, free)
+	}
+	if err := ensureStream(&r.stream); err != nil {
+		return nil, err
+	}
+	base, err := cuda.MemAlloc(need)
+	if err != nil {
+		return nil, err
+	}
+	sh := &shadow{addr: base}
+	at := base
+	for _, run := range runs {
+		if err := cuda.MemcpyDtoDAsync(at, run.Addr, run.Len, r.stream); err != nil {
+			r.stream.Synchronize()
+			cuda.MemFree(base)
+			return nil, err
+		}
+		sh.runs = append(sh.runs, fingerprint.Range{Addr: at, Len: run.Len})
+		at += (run.Len + 255) &^ 255
+	}
+	if err := r.stream.Synchronize(); err != nil {
+		cuda.MemFree(base)
+		return nil, err
+	}
+	return sh, nil
+}
+
+type shadow struct {
+	addr uint64
+	runs []fingerprint.Range
+}
+
+func (s *shadow) Runs() []fingerprint.Range { return s.runs }
+
+func (s *shadow) Free() {
+	if s.addr != 0 {
+		cuda.MemFree(s.addr)
+		s.addr = 0
+	}
 }

@@ -152,6 +152,48 @@ func TestGPUStagedCopiesDeliverEveryRun(t *testing.T) {
 	}
 }
 
+// A shadow holds a copy of the runs that outlives changes to the source,
+// and is refused when it would eat into the reserve.
+func TestGPUShadowCopiesOutliveTheSource(t *testing.T) {
+	gpu(t)
+	host := random(3<<20+100, 5)
+	addr := deviceData(t, host)
+	runs := []fingerprint.Range{{Addr: addr, Len: 1 << 20}, {Addr: addr + 2<<20, Len: 1<<20 + 100}}
+	r := New(8 << 20)
+	defer r.Close()
+	sh, err := r.Shadow(runs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sh.Free()
+	if err := cuda.MemsetD8(addr, 0, uint64(len(host))); err != nil {
+		t.Fatal(err)
+	}
+	st, err := r.Stage(sh.Runs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, run := range runs {
+		data, err := st.Wait(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		off := run.Addr - addr
+		if !bytes.Equal(data, host[off:off+run.Len]) {
+			t.Errorf("shadow run %d does not hold the bytes from before the change", i)
+		}
+		st.Release(i)
+	}
+	st.Close()
+	_, total, err := cuda.MemGetInfo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Shadow([]fingerprint.Range{{Addr: addr, Len: total}}); err == nil {
+		t.Error("a shadow as large as the GPU was made")
+	}
+}
+
 // BenchmarkGPUStagedCopy reports the staged copy rate of 1 GiB next to one
 // large copy into pinned memory (the bus's practical limit).
 func BenchmarkGPUStagedCopy(b *testing.B) {

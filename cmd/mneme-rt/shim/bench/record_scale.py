@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""Recording at scale: per application, the whole-process time plainly and
+under `mneme record`, and what the recording moved.
+
+For each APP given as NAME=PLAIN_BINARY:WRAPPED_BINARY[:ARGS], runs plain and
+recording variants interleaved round by round (so drift of the machine
+affects every variant alike) and prints one row per variant:
+
+  plain s      median wall time of the plain build
+  record s     median wall time of `mneme record --max-recordings N` around
+               the wrapped build (a fresh database each run)
+  ratio        record / plain (medians)
+  device       device memory the application held at its peak (the arena's)
+  copied       bytes moved from the device to the host by the snapshots
+  written      bytes the snapshot files take
+  copy GB/s    copied bytes over the GPU's time on the transfers
+  refs/zero    chunks referenced (already stored) / all zero, of all chunks
+
+Variants: "record" (the default: fingerprints, staged copies, snapshots
+written in the background), and with --variants also "sync"
+(MNEME_BACKGROUND=0: every snapshot written before the application goes on)
+and "full" (MNEME_FULL_COPIES=1: every allocation copied whole, as before
+fingerprints). The reference line is the pinned device-to-host bandwidth
+measured by pinned_bw (built from pinned_bw.cu) in the same run. With
+--replay the last recording of each application is replayed instance by
+instance (`mneme replay`, exit 0 = verified bitwise or within --verify auto).
+
+Usage: record_scale.py --mneme PATH --pinned-bw BIN [--runs 5]
+       [--max-recordings 2] [--variants record,sync,full] [--replay]
+       NAME=PLAIN:WRAPPED[:ARGS] ...
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+TARGET = 1.10
+
+
+def run(cmd, env=None):
+    start = time.perf_counter()
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    wall = time.perf_counter() - start
+    if p.returncode != 0:
+        sys.exit(f"record_scale: {' '.join(cmd)} exited {p.returncode}:\n{p.stderr.decode(errors='replace')[-3000:]}")
+    return wall, p.stdout.decode(errors="replace") + p.stderr.decode(errors="replace")
+
+
+def size(n):
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1024
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--mneme", default=shutil.which("mneme") or "mneme")
+    ap.add_argument("--pinned-bw", required=True, help="the pinned_bw binary")
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--max-recordings", type=int, default=2)
+    ap.add_argument("--variants", default="record")
+    ap.add_argument("--replay", action="store_true")
+    ap.add_argument("--json", help="write every sample here")
+    ap.add_argument("apps", nargs="+", metavar="NAME=PLAIN:WRAPPED[:ARGS]")
+    a = ap.parse_args()
+    env_of = {"record": {}, "sync": {"MNEME_BACKGROUND": "0"}, "full": {"MNEME_FULL_COPIES": "1"}}
+    variants = [v for v in a.variants.split(",") if v]
+    for v in variants:
+        if v not in env_of:
+            sys.exit(f"record_scale: --variants: unknown variant {v!r} (record, sync, full)")
+    apps = []
+    for spec in a.apps:
+        name, _, rest = spec.partition("=")
+        parts = rest.split(":")
+        if not name or len(parts) < 2:
+            sys.exit(f"record_scale: {spec!r}: want NAME=PLAIN:WRAPPED[:ARGS]")
+        apps.append((name, parts[0], parts[1], parts[2].split() if len(parts) > 2 and parts[2] else []))
+
+    _, bw_out = run([a.pinned_bw])
+    pinned = float(bw_out.split(":")[1].split()[0])
+    print(f"reference: pinned device-to-host {pinned:.1f} GB/s (pinned_bw, this run)")
+    work = tempfile.mkdtemp(prefix="record-scale-")
+    samples = {}
+    last_rdb = {}
+    try:
+        for r in range(a.runs):
+            for name, plain, wrapped, args in apps:
+                samples.setdefault((name, "plain"), []).append({"wall": run([plain] + args)[0]})
+                for v in variants:
+                    rdb = os.path.join(work, f"{name}-{v}-{r}")
+                    env = dict(os.environ, **env_of[v])
+                    wall, out = run([a.mneme, "record", "-rdb", rdb, "--max-recordings", str(a.max_recordings), "--", wrapped] + args, env)
+                    st = json.load(open(os.path.join(rdb, ".mneme-record.status")))
+                    samples.setdefault((name, v), []).append({"wall": wall, "status": st})
+                    if last_rdb.get((name, v)):
+                        shutil.rmtree(last_rdb[(name, v)], ignore_errors=True)
+                    last_rdb[(name, v)] = rdb
+        print(f"{'application':<12} {'variant':<7} {'plain s':>8} {'record s':>9} {'ratio':>6} {'device':>10} {'copied':>10} {'written':>10} {'copy GB/s':>9} {'of pinned':>9} {'refs/zero/copied chunks':>24}")
+        worst = {}
+        for name, plain, wrapped, args in apps:
+            p = statistics.median(s["wall"] for s in samples[(name, "plain")])
+            for v in variants:
+                ss = samples[(name, v)]
+                w = statistics.median(s["wall"] for s in ss)
+                st = ss[-1]["status"]
+                gbs = st.get("copied_bytes", 0) / 1e9 / st["copy_transfer_seconds"] if st.get("copy_transfer_seconds") else 0.0
+                chunks = f"{st.get('chunks_referenced', 0)}/{st.get('chunks_zero', 0)}/{st.get('chunks_copied', 0)}"
+                print(f"{name:<12} {v:<7} {p:8.3f} {w:9.3f} {w / p:6.3f} {size(st.get('arena_peak', 0)):>10} {size(st.get('copied_bytes', 0)):>10} "
+                      f"{size(st.get('snapshot_bytes', 0)):>10} {gbs:9.1f} {gbs / pinned:9.2f} {chunks:>24}")
+                worst[(name, v)] = w / p
+        if a.replay:
+            for name, *_ in apps:
+                rdb = last_rdb.get((name, variants[0]))
+                out = subprocess.run([a.mneme, "inspect", "--json", rdb], capture_output=True)
+                ids = [i["id"] for k in json.loads(out.stdout)["kernels"] for i in k["instances"]] if out.returncode == 0 else []
+                ok = sum(subprocess.run([a.mneme, "replay", "-rdb", rdb, "-rid", i, "--iterations", "3"], capture_output=True).returncode == 0 for i in ids)
+                print(f"replay {name} ({variants[0]}): {ok}/{len(ids)} instances verified")
+        over = [f"{n} {v} {x:.3f}" for (n, v), x in worst.items() if v == "record" and x > TARGET]
+        print(f"recording overhead target {TARGET}x: " + ("met by every application" if not over else "not met by " + ", ".join(over)))
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump({"pinned_gbs": pinned, "samples": {f"{k[0]}/{k[1]}": v for k, v in samples.items()}}, f, indent=1)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,114 @@
+package record
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/mneme-gpu/mneme/db"
+)
+
+// backgroundWriter writes shadowed snapshots (device-side copies of the
+// chunks a snapshot stores) while the application goes on: one goroutine,
+// jobs in the order they were planned, so a file is always written after
+// the files its references point into. The recorder adds an instance to its
+// kernel file only once both its snapshots are written (collect), so the
+// database is valid at every moment, whatever happens to the application.
+type backgroundWriter struct {
+	dr  DeviceReader
+	dir string
+
+	mu      sync.Mutex
+	cond    *sync.Cond
+	queue   []*writeJob
+	busy    bool // the goroutine holds a job
+	started bool
+	done    []*writeJob      // finished since the last collect
+	failed  map[string]error // files that could not be written
+}
+
+// writeJob is one shadowed snapshot to write.
+type writeJob struct {
+	plan   *snapshotPlan
+	shadow Shadow
+	opts   db.SnapshotOptions
+	// Results, set by the writer.
+	size    int64
+	stats   CopyStats
+	seconds float64
+	err     error
+}
+
+func newBackgroundWriter(dr DeviceReader, dir string) *backgroundWriter {
+	w := &backgroundWriter{dr: dr, dir: dir, failed: map[string]error{}}
+	w.cond = sync.NewCond(&w.mu)
+	return w
+}
+
+// add queues a job.
+func (w *backgroundWriter) add(j *writeJob) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.queue = append(w.queue, j)
+	if !w.started {
+		w.started = true
+		go w.run()
+	}
+	w.cond.Broadcast()
+}
+
+func (w *backgroundWriter) run() {
+	// CUDA calls of the drain need a thread; keep one for the goroutine's life.
+	runtime.LockOSThread()
+	w.mu.Lock()
+	for {
+		for len(w.queue) == 0 {
+			w.cond.Wait()
+		}
+		j := w.queue[0]
+		w.queue = w.queue[1:]
+		w.busy = true
+		// A file referencing one that could not be written cannot be read.
+		for f := range j.plan.refs {
+			if err := w.failed[f]; err != nil {
+				j.err = fmt.Errorf("it references %s, which could not be written: %w", f, err)
+			}
+		}
+		w.mu.Unlock()
+		if j.err == nil {
+			start := time.Now()
+			j.size, j.stats, j.err = writePlan(w.dr, w.dir, j.plan, j.shadow.Runs(), j.opts)
+			j.seconds = time.Since(start).Seconds()
+		}
+		j.shadow.Free()
+		w.mu.Lock()
+		if j.err != nil {
+			w.failed[j.plan.name] = j.err
+		}
+		w.done = append(w.done, j)
+		w.busy = false
+		w.cond.Broadcast()
+	}
+}
+
+// idle reports whether every job is written.
+func (w *backgroundWriter) idleLocked() bool { return len(w.queue) == 0 && !w.busy }
+
+// wait blocks until every queued job is written.
+func (w *backgroundWriter) wait() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for !w.idleLocked() {
+		w.cond.Wait()
+	}
+}
+
+// take returns the jobs finished since the last call.
+func (w *backgroundWriter) take() []*writeJob {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	d := w.done
+	w.done = nil
+	return d
+}

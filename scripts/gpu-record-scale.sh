@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Recording production-scale runs on the GPU (scripts/gpu-test.sh calls it):
+#  - record_scale.py: plain vs `mneme record` whole-process time, bytes
+#    copied and written, copy GB/s against the pinned bandwidth measured in
+#    the same run, for the 2000-launch scalarsweep, the 4 GiB tracer and the
+#    9 GiB bigmem, each recording replayed;
+#  - the 1% check: tracer's storm changes 1% of its 4 GiB allocation; its
+#    epilogue must copy and write about that much;
+#  - MPI: four processes with OMPI_COMM_WORLD_RANK set record vecadd into
+#    one folder, with --record-ranks all and with the default (rank 0).
+# Lines starting with "== " are summary lines.
+# Usage: scripts/gpu-record-scale.sh WORKDIR (holding plain/ and wrapper/ builds)
+set -uo pipefail
+w=${1:?usage: gpu-record-scale.sh WORKDIR}
+root=$(cd "$(dirname "$0")/.." && pwd)
+logs=${LOGS:-$w/record-scale-logs}; mkdir -p "$logs"
+clangxx=${CLANGXX:-$(command -v clang++-22 || command -v clang++)}
+cuda=${CUDA_PATH:-/usr/local/cuda}
+bench=$root/cmd/mneme-rt/shim/bench
+"$clangxx" -x cuda --cuda-path="$cuda" --cuda-gpu-arch="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n1 | tr -d . | sed 's/^/sm_/')" \
+  --no-offload-new-driver -Wno-unknown-cuda-version -O2 "$bench/pinned_bw.cu" -o "$logs/pinned_bw" \
+  -L"$cuda/lib64" -lcudart -Wl,-rpath,"$cuda/lib64" > "$logs/pinned_bw.build.log" 2>&1 || { echo "== record scale: pinned_bw does not build (pinned_bw.build.log)"; exit 0; }
+apps=()
+for spec in ${SCALE_APPS:-"scalarsweep tracer bigmem"}; do
+  [ -x "$w/plain/$spec/$spec" ] && [ -x "$w/wrapper/$spec/$spec" ] && apps+=("$spec=$w/plain/$spec/$spec:$w/wrapper/$spec/$spec")
+done
+python3 "$bench/record_scale.py" --mneme "$(command -v mneme)" --pinned-bw "$logs/pinned_bw" --runs "${SCALE_RUNS:-3}" \
+  --variants "${SCALE_VARIANTS:-record,full}" --replay --json "$logs/record-scale.json" "${apps[@]}" 2>&1 | tee "$logs/record-scale.txt"
+grep -q '^recording overhead target' "$logs/record-scale.txt" && echo "== $(grep '^recording overhead target' "$logs/record-scale.txt")"
+grep '^reference' "$logs/record-scale.txt" | sed 's/^/== /'
+
+# The 1% check: one recording of tracer, per instance the bytes copied.
+if [ -x "$w/wrapper/tracer/tracer" ]; then
+  rdb=$logs/tracer-rdb; rm -rf "$rdb"
+  mneme record -rdb "$rdb" --max-recordings 2 -- "$w/wrapper/tracer/tracer" > "$logs/tracer-record.log" 2>&1
+  python3 - "$rdb" <<'PY'
+import glob, json, os, sys
+rdb = sys.argv[1]
+for f in sorted(glob.glob(os.path.join(rdb, "*.json"))):
+    k = json.load(open(f))
+    for dh, inst in k["instances"].items():
+        print(f"   {k['DemangledName'][:40]:<40} {dh} prologue {inst.get('PrologueBytes', 0) / 2**20:9.1f} MiB  epilogue {inst.get('EpilogueBytes', 0) / 2**20:9.1f} MiB written (of 4096 MiB)")
+PY
+  tail -n 3 "$logs/tracer-record.log" | sed 's/^/   /'
+  n=0; okn=0
+  for id in $(mneme inspect --json "$rdb" | python3 -c 'import json,sys; [print(i["id"]) for k in json.load(sys.stdin)["kernels"] for i in k["instances"]]'); do
+    n=$((n+1)); mneme replay -rdb "$rdb" -rid "$id" --iterations 3 --verify bitwise > "$logs/tracer-replay-${id//\//_}.json" 2>&1 && okn=$((okn+1))
+  done
+  echo "== tracer: $okn/$n instances replay bitwise from the fingerprinted recording"
+fi
+
+# MPI ranks: four processes of one job, one folder.
+if [ -x "$w/wrapper/vecadd/vecadd" ]; then
+  for mode in all default; do
+    rdb=$logs/mpi-$mode; rm -rf "$rdb"
+    flags=(); [ $mode = all ] && flags=(--record-ranks all)
+    pids=()
+    for r in 0 1 2 3; do
+      OMPI_COMM_WORLD_RANK=$r OMPI_COMM_WORLD_SIZE=4 mneme record -rdb "$rdb" "${flags[@]}" -- "$w/wrapper/vecadd/vecadd" > "$logs/mpi-$mode-$r.log" 2>&1 &
+      pids+=($!)
+    done
+    rcs=""; for p in "${pids[@]}"; do wait "$p"; rcs="$rcs $?"; done
+    summary=$(python3 - "$rdb" <<'PY'
+import glob, json, os, sys
+rdb = sys.argv[1]
+ranks = {}
+for f in glob.glob(os.path.join(rdb, "**", "*.json"), recursive=True):
+    k = json.load(open(f))
+    ranks.setdefault(str(k.get("Rank")), 0)
+    ranks[str(k.get("Rank"))] += len(k["instances"])
+print(" ".join(f"rank {r}: {n} instance(s)" for r, n in sorted(ranks.items())))
+PY
+)
+    n=0; okn=0
+    for d in $(find "$rdb" -name '*.json' -exec dirname {} \; | sort -u); do
+      for id in $(mneme inspect --json "$d" | python3 -c 'import json,sys; [print(i["id"]) for k in json.load(sys.stdin)["kernels"] for i in k["instances"]]'); do
+        n=$((n+1)); mneme replay -rdb "$d" -rid "$id" --iterations 3 > /dev/null 2>&1 && okn=$((okn+1))
+      done
+    done
+    echo "== MPI $mode ranks: exit codes$rcs; $summary; $okn/$n replayed verified"
+  done
+fi
