@@ -22,7 +22,7 @@ export MNEME_RT_LIB=${MNEME_RT_LIB:-$prefix/lib/libmneme_rt.so}
 py() { python3 - "$@"; }
 app_time() { sed -n 's/^kernel [A-Za-z_][A-Za-z0-9_]*: median \([0-9.]*\) us over .*/\1/p' "$1" | head -1; }
 same_output() { cmp -s <(grep -v ': median ' "$1") <(grep -v ': median ' "$2") && echo same || echo DIFFERENT; }
-compiles() { grep -c ' deploy compiled ' "$1" 2>/dev/null || echo 0; }
+compiles() { local n; n=$(grep -c ' deploy compiled ' "$1" 2>/dev/null); echo "${n:-0}"; }
 ratio() { py "$1" "$2" <<'PY'
 import sys
 try: print(f"{float(sys.argv[1]) / float(sys.argv[2]):.3f}")

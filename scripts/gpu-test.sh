@@ -10,7 +10,8 @@
 # (cmd/mneme-rt/shim/bench/gpu-record.sh), and prints a summary. Logs go to ./gpu-test-logs
 # ($GPU_TEST_LOGS), and as one archive into $OUT when that is set.
 # Narrowing a run: GPU_TEST_PACKAGES (Go packages, default cuda jit replay
-# record record/devicecopy), GPU_BENCH=1 (add the jit and replay benchmarks), EXAMPLES,
+# record record/devicecopy), GPU_BENCH=1 (add the jit, replay and staged-copy benchmarks),
+# EXAMPLES (those recorded and replayed end to end; every example is built),
 # SKIP_E2E, SKIP_TUNE, SKIP_TUNE_CHECKS, TUNE_CHECKS, SKIP_FIDELITY (FIDELITY_EXAMPLES,
 # FIDELITY_TRIALS, SKIP_FIDELITY_TUNE), SKIP_DEPLOY (DEPLOY_EXAMPLES), SKIP_RECORD_SCALE
 # (SCALE_APPS, SCALE_RUNS, SCALE_VARIANTS), SKIP_PYTHON, SKIP_RECORD_CHECKS,
@@ -66,9 +67,9 @@ field() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); r=d["Resu
 if [ -z "${SKIP_E2E:-}" ]; then
   w=$logs/e2e; rm -rf "$w"; mkdir -p "$w"
   export MNEME=$prefix/bin/mneme CLANGXX=$(command -v clang++-22 || command -v clang++)
-  examples/build-all.sh plain "$w/plain" > "$logs/build-plain.log" 2>&1 && note "examples build plain: PASS" || note "examples build plain: FAIL"
-  examples/build-all.sh wrapper "$w/wrapper" > "$logs/build-wrapper.log" 2>&1 && note "examples build wrapper: PASS" || note "examples build wrapper: FAIL"
-  examples/run-all.sh "$w/plain" "$w/wrapper" > "$logs/run-all.log" 2>&1 && note "examples plain vs wrapper output: SAME" || note "examples plain vs wrapper: FAIL (run-all.log)"
+  EXAMPLES= examples/build-all.sh plain "$w/plain" > "$logs/build-plain.log" 2>&1 && note "examples build plain: PASS" || note "examples build plain: FAIL"
+  EXAMPLES= examples/build-all.sh wrapper "$w/wrapper" > "$logs/build-wrapper.log" 2>&1 && note "examples build wrapper: PASS" || note "examples build wrapper: FAIL"
+  EXAMPLES= examples/run-all.sh "$w/plain" "$w/wrapper" > "$logs/run-all.log" 2>&1 && note "examples plain vs wrapper output: SAME" || note "examples plain vs wrapper: FAIL (run-all.log)"
   for n in ${EXAMPLES:-vecadd stencil2d spmv devglobal dynshared saxpy_inplace scalarsweep pointers}; do
     rdb=$w/rdb/$n
     if ! mneme record -rdb "$rdb" --max-recordings 2 -- "$w/wrapper/$n/$n" > "$logs/record-$n.log" 2>&1; then

@@ -17,7 +17,7 @@
 #     (launch_bench.cu plain vs wrapped).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../../.." && pwd)
+root=$(cd "$here/../../../.." && pwd)
 cd "$root"
 out=${LOGS:-/tmp/gpu-record-logs}
 rm -rf "$out" && mkdir -p "$out"
