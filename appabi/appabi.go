@@ -34,6 +34,7 @@ var WrappedSymbols = []string{
 	"cudaFree",
 	"cudaFreeAsync",
 	"cudaFreeAsync_ptsz",
+	"cudaDeviceReset",
 }
 
 // WrapLinkFlag is the linker option that routes WrappedSymbols through the shim.

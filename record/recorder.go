@@ -905,6 +905,17 @@ func (r *Recorder) buffer(set, i int, n uint64) []byte {
 	return b
 }
 
+// Drain waits until every snapshot the background writer holds is written
+// and its instance recorded: before the application resets the device.
+func (r *Recorder) Drain() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.writer != nil {
+		r.writer.wait()
+		r.collect()
+	}
+}
+
 // Finish writes what changed since the last instance (occurrence counts)
 // and marks the status finished. It is called when the application exits.
 func (r *Recorder) Finish() {

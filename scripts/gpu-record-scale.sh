@@ -21,11 +21,11 @@ bench=$root/cmd/mneme-rt/shim/bench
   --no-offload-new-driver -Wno-unknown-cuda-version -O2 "$bench/pinned_bw.cu" -o "$logs/pinned_bw" \
   -L"$cuda/lib64" -lcudart -Wl,-rpath,"$cuda/lib64" > "$logs/pinned_bw.build.log" 2>&1 || { echo "== record scale: pinned_bw does not build (pinned_bw.build.log)"; exit 0; }
 apps=()
-for spec in ${SCALE_APPS:-"scalarsweep tracer bigmem"}; do
+for spec in ${SCALE_APPS:-scalarsweep tracer bigmem}; do
   [ -x "$w/plain/$spec/$spec" ] && [ -x "$w/wrapper/$spec/$spec" ] && apps+=("$spec=$w/plain/$spec/$spec:$w/wrapper/$spec/$spec")
 done
 python3 "$bench/record_scale.py" --mneme "$(command -v mneme)" --pinned-bw "$logs/pinned_bw" --runs "${SCALE_RUNS:-3}" \
-  --variants "${SCALE_VARIANTS:-record,full}" --replay --json "$logs/record-scale.json" "${apps[@]}" 2>&1 | tee "$logs/record-scale.txt"
+  --variants "${SCALE_VARIANTS:-record}" --replay --json "$logs/record-scale.json" "${apps[@]}" 2>&1 | tee "$logs/record-scale.txt"
 grep -q '^recording overhead target' "$logs/record-scale.txt" && echo "== $(grep '^recording overhead target' "$logs/record-scale.txt")"
 grep '^reference' "$logs/record-scale.txt" | sed 's/^/== /'
 

@@ -275,6 +275,18 @@ func errorCode(err error) C.cudaError_t {
 	return cudaErrorUnknown
 }
 
+//export mneme_rt_drain
+func mneme_rt_drain() {
+	if rec == nil {
+		return
+	}
+	rec.Drain()
+	if proc != nil {
+		proc.resetReader()
+	}
+	record.Trace("runtime", "drained before a device reset")
+}
+
 //export mneme_rt_finish
 func mneme_rt_finish() {
 	if rec == nil {

@@ -80,6 +80,15 @@ func (p *process) reader() *devicecopy.Reader {
 // stagedRunBytes is the recorder's largest staged copy: a run of chunks.
 const stagedRunBytes = record.StagedRunBytes
 
+// resetReader drops the reader's device resources before a device reset
+// takes them; the next snapshot makes new ones.
+func (p *process) resetReader() {
+	if p.copier != nil {
+		p.copier.Close()
+		p.copier = nil
+	}
+}
+
 func (p *process) Fingerprints(rs []fingerprint.Range) ([]fingerprint.Sum, error) {
 	return p.reader().Fingerprints(rs)
 }

@@ -202,6 +202,9 @@ typedef cudaError_t (*mneme_rt_deploy_launch_fn)(
     cudaStream_t stream, int ptsz, struct mneme_deploy_answer *answer);
 typedef void (*mneme_rt_managed_fn)(size_t size);
 typedef void (*mneme_rt_finish_fn)(void);
+/* mneme_rt_drain: the application is about to reset the device; snapshots
+ * still being written from device memory are finished first. */
+typedef void (*mneme_rt_drain_fn)(void);
 
 #ifdef __cplusplus
 }

@@ -109,3 +109,12 @@ cudaError_t __wrap_cudaFreeAsync_ptsz(void *ptr, cudaStream_t stream) {
   cudaError_t e = mneme_rt.free_(ptr, stream, 1);
   return e == MNEME_RT_FORWARD ? __real_cudaFreeAsync_ptsz(ptr, stream) : e;
 }
+
+/* A device reset frees every allocation, the recorder's shadow copies and
+ * staging buffers among them: snapshots still being written are finished
+ * before the reset reaches CUDA. */
+cudaError_t __wrap_cudaDeviceReset(void) {
+  if (mneme_recording && mneme_rt_ready > 0 && mneme_rt.drain)
+    mneme_rt.drain();
+  return __real_cudaDeviceReset();
+}

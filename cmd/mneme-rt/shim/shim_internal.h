@@ -74,6 +74,7 @@ cudaError_t __real_cudaMallocAsync_ptsz(void **ptr, size_t size,
 cudaError_t __real_cudaMallocManaged(void **ptr, size_t size,
                                      unsigned int flags);
 cudaError_t __real_cudaFree(void *ptr);
+cudaError_t __real_cudaDeviceReset(void);
 cudaError_t __real_cudaFreeAsync(void *ptr, cudaStream_t stream);
 cudaError_t __real_cudaFreeAsync_ptsz(void *ptr, cudaStream_t stream);
 
@@ -303,6 +304,7 @@ struct mneme_rt_entries {
   mneme_rt_deploy_launch_fn deploy_launch;
   mneme_rt_managed_fn managed;
   mneme_rt_finish_fn finish;
+  mneme_rt_drain_fn drain; /* NULL in libraries that predate it */
 };
 extern struct mneme_rt_entries mneme_rt;
 extern int mneme_rt_ready; /* 1: loaded, -1: failed (recording disabled) */

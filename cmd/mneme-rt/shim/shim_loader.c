@@ -30,6 +30,22 @@ static void *timed_dlopen(const char *path) {
   return lib;
 }
 
+static int finished;
+
+/* finish ends the recording once: the exit handler or the destructor,
+ * whichever runs first. */
+static void finish(void) {
+  if (__atomic_exchange_n(&finished, 1, __ATOMIC_ACQ_REL))
+    return;
+  mneme_rt.finish();
+}
+
+static void finish_at_exit(void) {
+  mneme_trace("exit handler");
+  finish();
+  mneme_trace("exit handler: runtime finished");
+}
+
 /* start_runtime resolves the library's entry points and initializes it. */
 static void start_runtime(void *lib, const char *path, int init_cuda) {
   mneme_rt_init_fn init = (mneme_rt_init_fn)dlsym(lib, "mneme_rt_init");
@@ -40,6 +56,7 @@ static void start_runtime(void *lib, const char *path, int init_cuda) {
       (mneme_rt_deploy_launch_fn)dlsym(lib, "mneme_rt_deploy_launch");
   mneme_rt.managed = (mneme_rt_managed_fn)dlsym(lib, "mneme_rt_managed");
   mneme_rt.finish = (mneme_rt_finish_fn)dlsym(lib, "mneme_rt_finish");
+  mneme_rt.drain = (mneme_rt_drain_fn)dlsym(lib, "mneme_rt_drain");
   if (!init || !mneme_rt.malloc_ || !mneme_rt.free_ || !mneme_rt.launch ||
       !mneme_rt.deploy_launch || !mneme_rt.managed || !mneme_rt.finish) {
     load_failed("the runtime library lacks an mneme_rt_* entry point", path);
@@ -62,10 +79,18 @@ static void start_runtime(void *lib, const char *path, int init_cuda) {
   mneme_host_api_table.mode =
       mneme_deploying ? MNEME_MODE_DEPLOY : MNEME_MODE_RECORD;
   mneme_host_api_table.rt_lib_path = path;
-  if (init(&mneme_host_api_table) != 0)
+  if (init(&mneme_host_api_table) != 0) {
     load_failed("the runtime library failed to start", NULL);
-  else
-    mneme_rt_ready = 1;
+    return;
+  }
+  mneme_rt_ready = 1;
+  /* Snapshots may still be in the background writer when the application
+   * exits, and draining them needs CUDA. The CUDA runtime tears itself down
+   * at exit from a handler registered when it initialized; a handler
+   * registered after that (here, after the context exists) runs before
+   * it, where the library's destructor would run after. */
+  if (init_cuda && !mneme_deploying)
+    atexit(finish_at_exit);
 }
 
 int mneme_load_runtime_once(int init_cuda) {
@@ -100,7 +125,7 @@ __attribute__((destructor)) static void mneme_finish(void) {
    * file still says how many kernels were registered. */
   mneme_trace("exit");
   if (load_runtime(0))
-    mneme_rt.finish();
+    finish();
   mneme_trace("exit: runtime finished");
 }
 

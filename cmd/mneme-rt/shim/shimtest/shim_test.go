@@ -222,9 +222,13 @@ func TestLaunchMemo(t *testing.T) {
 	app := b.link("memo_app", "testdata/memo_app.c", true)
 	out, stderr := runProgram(t, app, "MNEME_RECORD=1", "MNEME_RT_LIB="+lib)
 	var asked, counted []string
-	launches := 0
+	launches, finishes, drains := 0, 0, 0
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		switch {
+		case line == "finish":
+			finishes++
+		case line == "drain":
+			drains++
 		case strings.HasPrefix(line, "asked "):
 			asked = append(asked, strings.TrimPrefix(line, "asked "))
 		case strings.HasPrefix(line, "counted "):
@@ -232,6 +236,16 @@ func TestLaunchMemo(t *testing.T) {
 		case strings.HasPrefix(line, "launch "):
 			launches++
 		}
+	}
+	// Finished once: by the exit handler (before the CUDA runtime's own),
+	// not again by the library's destructor.
+	if finishes != 1 {
+		t.Errorf("the runtime was finished %d times, want once", finishes)
+	}
+	// The application's cudaDeviceReset first lets the recorder finish
+	// the snapshots it holds in device memory.
+	if drains != 1 {
+		t.Errorf("the runtime was drained %d times before the device reset, want once", drains)
 	}
 	wantAsked := []string{
 		"_Z6kernelPfi grid=1 arg0=0", "_Z6kernelPfi grid=1 arg0=1", "_Z6kernelPfi grid=1 arg0=2",

@@ -15,6 +15,7 @@ void __cudaRegisterFatBinaryEnd(void **h);
 void __cudaRegisterFunction(void **h, const char *hf, char *df, const char *dn,
                             int tl, void *t, void *b, dim3 *bd, dim3 *gd,
                             int *ws);
+int cudaDeviceReset(void);
 int cudaLaunchKernel(const void *f, dim3 g, dim3 b, void **a, size_t sh,
                      void *s);
 
@@ -58,5 +59,6 @@ int main(void) {
   void *big_args[] = {&large};
   for (int i = 0; i < 3; i++)
     cudaLaunchKernel(kernel_big, g, b, big_args, 0, 0);
+  cudaDeviceReset();
   return 0;
 }

@@ -139,6 +139,7 @@ cudaError_t mneme_rt_launch(const void *func, int index, unsigned gx,
 void mneme_rt_finish(void) {
   struct mneme_launch_count c[2];
   int n;
+  printf("finish\n");
   while ((n = api->memo_drain(c, 2)) > 0)
     for (int i = 0; i < n; i++) {
       struct mneme_kernel_reg reg;
@@ -147,3 +148,5 @@ void mneme_rt_finish(void) {
              c[i].repeat, (unsigned long long)c[i].launches);
     }
 }
+
+void mneme_rt_drain(void) { printf("drain\n"); }
