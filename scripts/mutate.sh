@@ -15,8 +15,12 @@ gremlins=${GREMLINS:?GREMLINS must name the gremlins binary (make mutate sets it
 out=${MUTATE_OUT:-.tools/mutate}
 mkdir -p "$out"
 # The tool times each mutant against its first, coverage run of the tests; a
-# cached result makes that run instant and every mutant a timeout.
-export GOFLAGS="${GOFLAGS:+$GOFLAGS }-count=1"
+# cached result makes that run instant and every mutant a timeout. It tests
+# each mutant in a copy of the module elsewhere: without -trimpath the build
+# cache keys packages by directory, so every copy rebuilds the cgo LLVM
+# bindings, which takes longer than the timeout: every mutant of jit (and of
+# any package that imports llvm) timed out.
+export GOFLAGS="${GOFLAGS:+$GOFLAGS }-count=1 -trimpath"
 scores=()
 for pkg in ${MUTATE_PACKAGES:-toolchain db tune jit llvm replay/internal/compare}; do
   name=${pkg//\//_}
