@@ -139,6 +139,8 @@ type Recorder struct {
 	// instances waiting for them, by snapshot file name.
 	writer  *backgroundWriter
 	pending map[string]*pendingInstance
+	// stagedMin is minStagedBytes (tests lower it).
+	stagedMin uint64
 }
 
 // repeatRef is the instance a Memo.Repeat names.
@@ -170,7 +172,7 @@ func New(cfg Config, p Process, vm arena.Backend) (*Recorder, error) {
 	if err := os.MkdirAll(cfg.DB, 0o755); err != nil {
 		return nil, fmt.Errorf("recording database %s: %w", cfg.DB, err)
 	}
-	r := &Recorder{cfg: cfg, proc: p, vm: vm, kernels: map[kernelKey]*kernelState{}, chunks: map[fingerprint.Sum]db.ChunkRef{}, pending: map[string]*pendingInstance{}}
+	r := &Recorder{cfg: cfg, proc: p, vm: vm, kernels: map[kernelKey]*kernelState{}, chunks: map[fingerprint.Sum]db.ChunkRef{}, pending: map[string]*pendingInstance{}, stagedMin: minStagedBytes}
 	r.status.PID = os.Getpid()
 	r.status.ArenaBase = db.FormatVAddr(cfg.VABase)
 	r.status.ArenaSize = cfg.VASize
@@ -558,6 +560,22 @@ func (r *Recorder) snapshotOptions(s *db.Snapshot) db.SnapshotOptions {
 	return db.SnapshotOptions{Compress: r.cfg.Compress && s.RawSize() >= minCompressedSnapshot, NoSync: true}
 }
 
+// minStagedBytes is the live device memory from which snapshots are taken
+// from fingerprints and staged copies: below it a whole copy takes less
+// than loading the fingerprint kernel (a driver JIT of tens of ms, once).
+const minStagedBytes = 64 << 20
+
+// liveBytes is the device memory the application holds in the arena.
+func (r *Recorder) liveBytes() uint64 {
+	var n uint64
+	if r.arena != nil {
+		for _, b := range r.arena.Live() {
+			n += b.Size
+		}
+	}
+	return n
+}
+
 // recordInstance performs the launch between two snapshots and writes the
 // instance. Files appear in an order that keeps the database valid at every
 // moment: snapshots (each written under a temporary name and renamed), then
@@ -588,7 +606,7 @@ func (r *Recorder) recordInstance(ks *kernelState, l *Launch, dh string) (Decisi
 	var d Decision
 	var err error
 	var pend *pendingInstance
-	if dr, isReader := r.proc.(DeviceReader); isReader && !r.cfg.FullCopies {
+	if dr, isReader := r.proc.(DeviceReader); isReader && !r.cfg.FullCopies && r.liveBytes() >= r.stagedMin {
 		ok, pend, d, err = r.recordStaged(dr, ks, l, dh, inst)
 	} else {
 		ok, d, err = r.recordCopied(l, dh, inst)
@@ -735,17 +753,27 @@ type pendingInstance struct {
 // device can spare the memory, otherwise at once from the live memory
 // after the queue has drained (the files must appear in plan order).
 func (r *Recorder) writeOrQueue(dr DeviceReader, p *snapshotPlan, pend *pendingInstance, which int) error {
-	if len(p.runs) > 0 && !r.cfg.NoBackground {
+	queue := func(sh Shadow) {
+		if r.writer == nil {
+			r.writer = newBackgroundWriter(dr, r.cfg.DB)
+		}
+		pend.jobs++
+		r.pending[p.name] = pend
+		r.writer.add(&writeJob{plan: p, shadow: sh, opts: r.stagedOptions(p)})
+	}
+	switch {
+	case r.cfg.NoBackground:
+	case len(p.runs) == 0 && r.writer != nil:
+		// Nothing to copy (zeros and references): behind the queued
+		// snapshots, whose files it may reference, without waiting.
+		queue(nil)
+		return nil
+	case len(p.runs) > 0:
 		start := time.Now()
 		sh, err := dr.Shadow(p.runs)
 		r.status.ShadowSeconds += time.Since(start).Seconds()
 		if err == nil {
-			if r.writer == nil {
-				r.writer = newBackgroundWriter(dr, r.cfg.DB)
-			}
-			pend.jobs++
-			r.pending[p.name] = pend
-			r.writer.add(&writeJob{plan: p, shadow: sh, opts: r.stagedOptions(p)})
+			queue(sh)
 			return nil
 		}
 		r.status.ShadowRefusals++

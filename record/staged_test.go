@@ -185,6 +185,7 @@ func stagedScenario(t *testing.T, full, noShadow bool) (string, *stagingGPU) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	rec.stagedMin = 0
 	const mib = 1 << 20
 	rnd := rand.New(rand.NewSource(5))
 	a, _ := rec.Malloc(5 * mib)
@@ -322,6 +323,7 @@ func TestStagedFailuresForwardTheLaunch(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			rec.stagedMin = 0
 			p, _ := rec.Malloc(64)
 			g.write(p, []byte{1})
 			d, err := rec.Launch(touchLaunch(p, 0, 9))
@@ -350,6 +352,7 @@ func TestBackgroundFailureDropsTheInstance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	rec.stagedMin = 0
 	p, _ := rec.Malloc(64)
 	g.write(p, []byte{1})
 	d, err := rec.Launch(touchLaunch(p, 0, 9))
@@ -391,5 +394,29 @@ func TestCopyModesFromTheEnvironment(t *testing.T) {
 		if err != nil || cfg.FullCopies != c.wantFull || cfg.NoBackground != c.wantNo {
 			t.Errorf("%q %q: %+v, %v", c.full, c.background, cfg, err)
 		}
+	}
+}
+
+// Below minStagedBytes of live memory an instance is copied whole: no
+// fingerprint kernel, no staging.
+func TestSmallRecordingsAreCopiedWhole(t *testing.T) {
+	g := &stagingGPU{simGPU: newSimGPU(), released: map[int]int{}}
+	g.addTouch()
+	g.fingerprint = func([]fingerprint.Range) ([]fingerprint.Sum, error) {
+		t.Error("a small recording fingerprinted its memory")
+		return nil, errors.New("unexpected")
+	}
+	dir := filepath.Join(t.TempDir(), "rdb")
+	rec, err := New(Config{DB: dir, VABase: arena.DefaultBase, VASize: 64 << 20}, g, g.simGPU)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := rec.Malloc(minStagedBytes - 1)
+	if d, err := rec.Launch(touchLaunch(p, 0, 9)); err != nil || d != Launched {
+		t.Fatalf("decision %v, %v", d, err)
+	}
+	rec.Finish()
+	if st, _ := ReadStatus(dir); st == nil || st.InstancesRecorded != 1 || st.CopiedBytes < 2*(minStagedBytes-1) || st.ChunksCopied+st.ChunksZero+st.ChunksReferenced != 0 {
+		t.Errorf("status %+v: want one instance copied whole", st)
 	}
 }

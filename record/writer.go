@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/mneme-gpu/mneme/db"
+	"github.com/mneme-gpu/mneme/record/fingerprint"
 )
 
 // backgroundWriter writes shadowed snapshots (device-side copies of the
@@ -28,7 +29,8 @@ type backgroundWriter struct {
 	failed  map[string]error // files that could not be written
 }
 
-// writeJob is one shadowed snapshot to write.
+// writeJob is one snapshot to write: its chunks to store from a shadow
+// copy, or none (zeros and references only, shadow nil).
 type writeJob struct {
 	plan   *snapshotPlan
 	shadow Shadow
@@ -78,10 +80,16 @@ func (w *backgroundWriter) run() {
 		w.mu.Unlock()
 		if j.err == nil {
 			start := time.Now()
-			j.size, j.stats, j.err = writePlan(w.dr, w.dir, j.plan, j.shadow.Runs(), j.opts)
+			var src []fingerprint.Range
+			if j.shadow != nil {
+				src = j.shadow.Runs()
+			}
+			j.size, j.stats, j.err = writePlan(w.dr, w.dir, j.plan, src, j.opts)
 			j.seconds = time.Since(start).Seconds()
 		}
-		j.shadow.Free()
+		if j.shadow != nil {
+			j.shadow.Free()
+		}
 		w.mu.Lock()
 		if j.err != nil {
 			w.failed[j.plan.name] = j.err
