@@ -2,8 +2,8 @@
 # Recording production-scale runs on the GPU (scripts/gpu-test.sh calls it):
 #  - record_scale.py: plain vs `mneme record` whole-process time, bytes
 #    copied and written, copy GB/s against the pinned bandwidth measured in
-#    the same run, for the 2000-launch scalarsweep, the 4 GiB tracer and the
-#    9 GiB bigmem, each recording replayed;
+#    the same run, for the 2000-launch scalarsweep, the 4 GiB tracer (600
+#    and 3000 steps) and the 9 GiB bigmem, each recording replayed;
 #  - the 1% check: tracer's storm changes 1% of its 4 GiB allocation; its
 #    epilogue must copy and write about that much;
 #  - MPI: four processes with OMPI_COMM_WORLD_RANK set record vecadd into
@@ -20,9 +20,12 @@ bench=$root/cmd/mneme-rt/shim/bench
 "$clangxx" -x cuda --cuda-path="$cuda" --cuda-gpu-arch="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n1 | tr -d . | sed 's/^/sm_/')" \
   --no-offload-new-driver -Wno-unknown-cuda-version -O2 "$bench/pinned_bw.cu" -o "$logs/pinned_bw" \
   -L"$cuda/lib64" -lcudart -Wl,-rpath,"$cuda/lib64" > "$logs/pinned_bw.build.log" 2>&1 || { echo "== record scale: pinned_bw does not build (pinned_bw.build.log)"; exit 0; }
+# SCALE_APPS: example names, NAME@ARG to pass the example one argument
+# (tracer@3000: 3000 steps instead of 600).
 apps=()
-for spec in ${SCALE_APPS:-scalarsweep tracer bigmem}; do
-  [ -x "$w/plain/$spec/$spec" ] && [ -x "$w/wrapper/$spec/$spec" ] && apps+=("$spec=$w/plain/$spec/$spec:$w/wrapper/$spec/$spec")
+for spec in ${SCALE_APPS:-scalarsweep tracer tracer@3000 bigmem}; do
+  n=${spec%@*} arg=; [ "$n" != "$spec" ] && arg=${spec#*@}
+  [ -x "$w/plain/$n/$n" ] && [ -x "$w/wrapper/$n/$n" ] && apps+=("${spec/@/-}=$w/plain/$n/$n:$w/wrapper/$n/$n:$arg")
 done
 python3 "$bench/record_scale.py" --mneme "$(command -v mneme)" --pinned-bw "$logs/pinned_bw" --runs "${SCALE_RUNS:-3}" \
   --variants "${SCALE_VARIANTS:-record}" --replay --json "$logs/record-scale.json" "${apps[@]}" 2>&1 | tee "$logs/record-scale.txt"

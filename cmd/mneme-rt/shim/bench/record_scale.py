@@ -119,7 +119,13 @@ def main():
                 rdb = last_rdb.get((name, variants[0]))
                 out = subprocess.run([a.mneme, "inspect", "--json", rdb], capture_output=True)
                 ids = [i["id"] for k in json.loads(out.stdout)["kernels"] for i in k["instances"]] if out.returncode == 0 else []
-                ok = sum(subprocess.run([a.mneme, "replay", "-rdb", rdb, "-rid", i, "--iterations", "3"], capture_output=True).returncode == 0 for i in ids)
+                ok = 0
+                for i in ids:
+                    p = subprocess.run([a.mneme, "replay", "-rdb", rdb, "-rid", i, "--iterations", "3"], capture_output=True)
+                    if p.returncode == 0:
+                        ok += 1
+                    else:
+                        print(f"replay {name} {i}: exit {p.returncode}: {p.stderr.decode(errors='replace')[-600:]}")
                 print(f"replay {name} ({variants[0]}): {ok}/{len(ids)} instances verified")
         over = [f"{n} {v} {x:.3f}" for (n, v), x in worst.items() if v == "record" and x > TARGET]
         print(f"recording overhead target {TARGET}x: " + ("met by every application" if not over else "not met by " + ", ".join(over)))
