@@ -24,6 +24,20 @@ var (
 	ErrAmbiguousInstance = errors.New("ambiguous instance id")
 )
 
+// rankDirs lists the rank-N subdirectories of dir that hold kernel files:
+// where `mneme record --record-ranks` put several ranks' recordings.
+func rankDirs(dir string) []string {
+	subs, _ := filepath.Glob(filepath.Join(dir, "rank-*"))
+	var out []string
+	for _, sd := range subs {
+		if k, _ := filepath.Glob(filepath.Join(sd, "*.json")); len(k) > 0 {
+			out = append(out, sd)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // Open reads a database directory (every <static-hash>.json in it) or one
 // kernel file. Any file that does not read back cleanly fails the whole open,
 // naming the file.
@@ -44,6 +58,9 @@ func Open(path string) (*DB, error) {
 			return nil, fmt.Errorf("recording database %s: %w", path, err)
 		}
 		if len(files) == 0 {
+			if ranks := rankDirs(path); len(ranks) > 0 {
+				return nil, fmt.Errorf("recording database %s: no kernel files (*.json) in the directory; it holds the recordings of several MPI ranks, one database each: %s", path, strings.Join(ranks, ", "))
+			}
 			return nil, fmt.Errorf("recording database %s: no kernel files (*.json) in the directory", path)
 		}
 	} else {

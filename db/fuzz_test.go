@@ -33,6 +33,38 @@ func smallSnapshots(t testing.TB) [][]byte {
 	return seeds
 }
 
+// refBase is the snapshot the reference seeds point into.
+const refBase = "DeviceState.prologue.0000000000000000.0000000000000001.mneme"
+
+// refSeeds writes refBase into dir and returns version 2 snapshots whose
+// blobs reference its chunks, next to zero and stored chunks: the
+// reference parser and resolver get explored.
+func refSeeds(t testing.TB, dir string) [][]byte {
+	base := &Snapshot{Blobs: []Blob{{Addr: 0x1000, Size: 3 * 4096, Data: randomData(3*4096, 5)}}}
+	if _, err := WriteSnapshot(filepath.Join(dir, refBase), base, SnapshotOptions{ChunkSize: 4096}); err != nil {
+		t.Fatal(err)
+	}
+	var seeds [][]byte
+	for _, plan := range [][]SourceChunk{
+		{{Ref: &ChunkRef{File: refBase, Chunk: 1}}, {Zero: true}, {Data: randomData(100, 6)}},
+		{{Ref: &ChunkRef{File: refBase, Chunk: 0}}, {Ref: &ChunkRef{File: refBase, Chunk: 2}}, {Ref: &ChunkRef{File: refBase, Chunk: 7}}},
+	} {
+		plan := plan
+		n := uint64(4096*(len(plan)-1)) + 4096
+		if plan[len(plan)-1].Data != nil {
+			n = uint64(4096*(len(plan)-1) + len(plan[len(plan)-1].Data))
+		}
+		s := &Snapshot{Globals: []Global{{Name: "g", Addr: 0x10, Size: 2, Data: []byte{1, 2}}},
+			Blobs: []Blob{{Addr: 0x9000, Size: n, Chunks: func(i int) (SourceChunk, error) { return plan[i], nil }}}}
+		var buf bytes.Buffer
+		if err := EncodeSnapshot(&buf, s, SnapshotOptions{ChunkSize: 4096}); err != nil {
+			t.Fatal(err)
+		}
+		seeds = append(seeds, buf.Bytes())
+	}
+	return seeds
+}
+
 // checkDecoded re-encodes what decoded and insists it decodes the same.
 func checkDecoded(t *testing.T, s *Snapshot) {
 	var buf bytes.Buffer
@@ -62,7 +94,7 @@ func FuzzDecodeSnapshot(f *testing.F) {
 // mutations almost never get past, so the fuzzer explores the structure
 // parser and the chunk decoders behind it as a crafted file could.
 func FuzzDecodeSnapshotUnchecked(f *testing.F) {
-	for _, s := range append(smallSnapshots(f), craftedSeeds(f)...) {
+	for _, s := range append(append(smallSnapshots(f), craftedSeeds(f)...), refSeeds(f, f.TempDir())...) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -76,12 +108,12 @@ func FuzzDecodeSnapshotUnchecked(f *testing.F) {
 }
 
 func FuzzReadSnapshot(f *testing.F) {
-	for _, s := range append(smallSnapshots(f), craftedSeeds(f)...) {
+	dir := f.TempDir()
+	for _, s := range append(append(smallSnapshots(f), craftedSeeds(f)...), refSeeds(f, dir)...) {
 		f.Add(s)
 	}
-	dir := f.TempDir()
 	f.Fuzz(func(t *testing.T, data []byte) {
-		path := filepath.Join(dir, "f.mneme")
+		path := filepath.Join(dir, "DeviceState.epilogue.0000000000000000.0000000000000001.mneme")
 		if err := os.WriteFile(path, data, 0o644); err != nil {
 			t.Fatal(err)
 		}

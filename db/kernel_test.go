@@ -269,6 +269,20 @@ func TestOpenAndFind(t *testing.T) {
 
 func TestOpenRejects(t *testing.T) {
 	empty := t.TempDir()
+	// A folder of several ranks' recordings names them.
+	multi := t.TempDir()
+	for _, r := range []string{"rank-0", "rank-3"} {
+		if err := os.MkdirAll(filepath.Join(multi, r), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(multi, r, "k.json"), []byte("{}"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.MkdirAll(filepath.Join(multi, "rank-9"), 0o755) // no kernel files: not named
+	if _, err := Open(multi); err == nil || !strings.Contains(err.Error(), filepath.Join(multi, "rank-0")+", "+filepath.Join(multi, "rank-3")) || strings.Contains(err.Error(), "rank-9") {
+		t.Errorf("a folder of rank recordings: %v", err)
+	}
 	if _, err := Open(empty); err == nil || !strings.Contains(err.Error(), "no kernel files") || !strings.Contains(err.Error(), empty) {
 		t.Fatalf("empty directory: %v", err)
 	}
