@@ -740,8 +740,8 @@ func (r *Recorder) recordStaged(dr DeviceReader, ks *kernelState, l *Launch, dh 
 // pendingInstance is an instance whose snapshots the background writer
 // has yet to write.
 type pendingInstance struct {
-	ks   *kernelState
-	inst *db.Instance
+	ks      *kernelState
+	inst    *db.Instance
 	jobs    int  // snapshots not yet written
 	planned bool // both snapshots are planned: collect may finish the instance
 	lost    bool // the instance will not be recorded (its files are still written)

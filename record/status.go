@@ -33,24 +33,24 @@ type Status struct {
 	SnapshotRawBytes   int64   `json:"snapshot_raw_bytes"`   // device data they hold, before compression
 	SnapshotSeconds    float64 `json:"snapshot_seconds"`     // spent writing them
 	// Where recording time went (seconds), for the overhead report.
-	LoadSeconds    float64  `json:"load_seconds"`     // loading this library into the application and starting it
-	ArenaSeconds   float64  `json:"arena_seconds"`    // reserving and mapping the arena, allocating
-	IRSeconds      float64  `json:"ir_seconds"`       // finding and extracting kernels' IR
-	CopySeconds    float64  `json:"copy_seconds"`     // device-to-host snapshot copies (with the writing they overlap, when staged)
+	LoadSeconds  float64 `json:"load_seconds"`  // loading this library into the application and starting it
+	ArenaSeconds float64 `json:"arena_seconds"` // reserving and mapping the arena, allocating
+	IRSeconds    float64 `json:"ir_seconds"`    // finding and extracting kernels' IR
+	CopySeconds  float64 `json:"copy_seconds"`  // device-to-host snapshot copies (with the writing they overlap, when staged)
 	// The device-to-host copies themselves and what fingerprints spared.
-	CopiedBytes         int64   `json:"copied_bytes"`          // moved from the device to the host
-	CopyTransferSeconds float64 `json:"copy_transfer_seconds"` // the GPU's time on staged transfers
-	FingerprintSeconds  float64 `json:"fingerprint_seconds"`   // hashing chunks on the GPU
-	ChunksCopied        int64   `json:"chunks_copied"`
-	ChunksZero          int64   `json:"chunks_zero"`       // all zero: neither copied nor stored
-	ChunksReferenced    int64   `json:"chunks_referenced"` // already in the database: referenced, not copied
-	ShadowSeconds       float64 `json:"shadow_seconds"`     // device-side copies of the chunks to store
-	ShadowRefusals      int64   `json:"shadow_refusals"`    // snapshots written at once for want of device memory
-	BackgroundSeconds   float64 `json:"background_seconds"` // writing shadowed snapshots while the application ran
-	DBWriteSeconds float64  `json:"db_write_seconds"` // kernel JSON files
-	ArenaError     string   `json:"arena_error,omitempty"`
-	Errors         []string `json:"errors,omitempty"`
-	ErrorsDropped  int      `json:"errors_dropped,omitempty"`
+	CopiedBytes         int64    `json:"copied_bytes"`          // moved from the device to the host
+	CopyTransferSeconds float64  `json:"copy_transfer_seconds"` // the GPU's time on staged transfers
+	FingerprintSeconds  float64  `json:"fingerprint_seconds"`   // hashing chunks on the GPU
+	ChunksCopied        int64    `json:"chunks_copied"`
+	ChunksZero          int64    `json:"chunks_zero"`        // all zero: neither copied nor stored
+	ChunksReferenced    int64    `json:"chunks_referenced"`  // already in the database: referenced, not copied
+	ShadowSeconds       float64  `json:"shadow_seconds"`     // device-side copies of the chunks to store
+	ShadowRefusals      int64    `json:"shadow_refusals"`    // snapshots written at once for want of device memory
+	BackgroundSeconds   float64  `json:"background_seconds"` // writing shadowed snapshots while the application ran
+	DBWriteSeconds      float64  `json:"db_write_seconds"`   // kernel JSON files
+	ArenaError          string   `json:"arena_error,omitempty"`
+	Errors              []string `json:"errors,omitempty"`
+	ErrorsDropped       int      `json:"errors_dropped,omitempty"`
 }
 
 // maxStatusErrors bounds the error list, so an application that fails the
