@@ -474,7 +474,9 @@ CUresult mn_cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t n,
   CTXCALL(cuMemcpyHtoDAsync, dst, src, n, (CUstream)s);
 }
 
-CUresult mn_cuMemAllocHost(void **p, size_t n) { CTXCALL(cuMemAllocHost, p, n); }
+CUresult mn_cuMemAllocHost(void **p, size_t n) {
+  CTXCALL(cuMemAllocHost, p, n);
+}
 
 CUresult mn_cuMemFreeHost(void *p) { CTXCALL(cuMemFreeHost, p); }
 CUresult mn_cuMemsetD8(CUdeviceptr dst, unsigned char v, size_t n) {

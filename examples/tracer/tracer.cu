@@ -81,8 +81,8 @@ int main(int argc, char **argv) {
   std::vector<double> host(blocks);
   double total = 0;
   for (int step = 0; step < steps; ++step) {
-    storm<<<unsigned((window + 255) / 256), 256>>>(c, lo_of(step), window,
-                                                   step, rate);
+    storm<<<unsigned((window + 255) / 256), 256>>>(c, lo_of(step), window, step,
+                                                   rate);
     CHECK(cudaGetLastError());
     diagnose<<<blocks, 256>>>(c, n, partial);
     CHECK(cudaGetLastError());

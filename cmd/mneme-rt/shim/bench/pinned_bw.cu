@@ -9,7 +9,7 @@
   do {                                                                         \
     cudaError_t e_ = (call);                                                   \
     if (e_ != cudaSuccess) {                                                   \
-      std::fprintf(stderr, "%s: %s\n", #call, cudaGetErrorString(e_));        \
+      std::fprintf(stderr, "%s: %s\n", #call, cudaGetErrorString(e_));         \
       return 2;                                                                \
     }                                                                          \
   } while (0)
