@@ -15,6 +15,7 @@ package devicecopy
 import (
 	"fmt"
 	"runtime"
+	"sort"
 	"sync"
 	"time"
 
@@ -39,9 +40,12 @@ type Reader struct {
 	sums   deviceBuffer
 
 	// stageMu is held by one staging from Stage to Close; the drain runs
-	// on copyStream, possibly on the background writer's thread.
+	// on copyStreams (slot k on stream k mod copyStreamCount: more than
+	// one copy engine keeps the bus busy beside an application's
+	// bandwidth-bound kernels), possibly on the background writer's thread.
 	stageMu    sync.Mutex
-	copyStream cuda.Stream
+	copyStreams [copyStreamCount]cuda.Stream
+	ref         *cuda.Event // recorded as each staging starts
 	slots      []*slot
 }
 
@@ -93,6 +97,10 @@ func (r *Reader) Close() {
 		s.end.Destroy()
 	}
 	r.slots = nil
+	if r.ref != nil {
+		r.ref.Destroy()
+		r.ref = nil
+	}
 	for _, b := range []*deviceBuffer{&r.desc, &r.sums} {
 		if b.addr != 0 {
 			cuda.MemFree(b.addr)
@@ -103,12 +111,23 @@ func (r *Reader) Close() {
 		r.mod.Unload()
 		r.mod, r.fn = nil, nil
 	}
-	for _, s := range []*cuda.Stream{&r.stream, &r.copyStream} {
+	for _, s := range append([]*cuda.Stream{&r.stream}, r.copyStreamPtrs()...) {
 		if *s != 0 {
 			s.Destroy()
 			*s = 0
 		}
 	}
+}
+
+// copyStreamCount is how many streams the staged copies alternate over.
+const copyStreamCount = 2
+
+func (r *Reader) copyStreamPtrs() []*cuda.Stream {
+	out := make([]*cuda.Stream, copyStreamCount)
+	for i := range out {
+		out[i] = &r.copyStreams[i]
+	}
+	return out
 }
 
 func ensureStream(s *cuda.Stream) error {
@@ -217,11 +236,25 @@ func (r *Reader) Stage(runs []fingerprint.Range) (record.Staging, error) {
 			return nil, fmt.Errorf("run %d of %d bytes exceeds the %d-byte staging buffers", i, run.Len, r.slotBytes)
 		}
 	}
-	if err := ensureStream(&r.copyStream); err != nil {
+	for _, cs := range r.copyStreamPtrs() {
+		if err := ensureStream(cs); err != nil {
+			r.stageMu.Unlock()
+			return nil, err
+		}
+	}
+	if err := r.ensureSlots(); err != nil {
 		r.stageMu.Unlock()
 		return nil, err
 	}
-	if err := r.ensureSlots(); err != nil {
+	if r.ref == nil {
+		ev, err := cuda.NewEvent()
+		if err != nil {
+			r.stageMu.Unlock()
+			return nil, err
+		}
+		r.ref = ev
+	}
+	if err := r.ref.Record(r.copyStreams[0]); err != nil {
 		r.stageMu.Unlock()
 		return nil, err
 	}
@@ -248,6 +281,10 @@ type staging struct {
 	issued int
 	waited int
 	stats  record.CopyStats
+	// busy are the transfers' intervals on the GPU, from the reader's
+	// reference event: their union is the time the bus was in use, however
+	// the copies overlapped on the streams.
+	busy [][2]float64
 
 	mu   sync.Mutex
 	free []int
@@ -270,13 +307,14 @@ func (s *staging) issue() error {
 		run, sl := s.runs[s.issued], s.r.slots[k]
 		s.slotOf[s.issued] = k
 		s.issued++
-		if err := sl.start.Record(s.r.copyStream); err != nil {
+		st := s.r.copyStreams[k%copyStreamCount]
+		if err := sl.start.Record(st); err != nil {
 			return err
 		}
-		if err := cuda.MemcpyDtoHAsync(sl.buf.Bytes()[:run.Len], run.Addr, s.r.copyStream); err != nil {
+		if err := cuda.MemcpyDtoHAsync(sl.buf.Bytes()[:run.Len], run.Addr, st); err != nil {
 			return err
 		}
-		if err := sl.end.Record(s.r.copyStream); err != nil {
+		if err := sl.end.Record(st); err != nil {
 			return err
 		}
 	}
@@ -312,8 +350,10 @@ func (s *staging) Wait(i int) ([]byte, error) {
 	if err := sl.end.Synchronize(); err != nil {
 		return nil, err
 	}
-	if d, err := cuda.Elapsed(sl.start, sl.end); err == nil {
-		s.stats.TransferSeconds += d.Seconds()
+	a, err1 := cuda.Elapsed(s.r.ref, sl.start)
+	b, err2 := cuda.Elapsed(s.r.ref, sl.end)
+	if err1 == nil && err2 == nil {
+		s.busy = append(s.busy, [2]float64{a.Seconds(), b.Seconds()})
 	}
 	s.stats.Bytes += int64(run.Len)
 	return sl.buf.Bytes()[:run.Len], nil
@@ -336,10 +376,34 @@ func (s *staging) Release(i int) {
 // so no slot is reused under a running transfer, and gives the reader back.
 func (s *staging) Close() record.CopyStats {
 	if s.issued > s.waited {
-		s.r.copyStream.Synchronize()
+		for _, st := range s.r.copyStreams {
+			st.Synchronize()
+		}
 	}
 	s.r.stageMu.Unlock()
+	s.stats.TransferSeconds += unionSeconds(s.busy)
 	return s.stats
+}
+
+// unionSeconds is the length of the union of intervals.
+func unionSeconds(iv [][2]float64) float64 {
+	sort.Slice(iv, func(i, j int) bool { return iv[i][0] < iv[j][0] })
+	var total, start, end float64
+	for i, v := range iv {
+		switch {
+		case i == 0:
+			start, end = v[0], v[1]
+		case v[0] > end:
+			total += end - start
+			start, end = v[0], v[1]
+		case v[1] > end:
+			end = v[1]
+		}
+	}
+	if len(iv) > 0 {
+		total += end - start
+	}
+	return total
 }
 
 // ShadowReserve is the device memory a shadow copy always leaves free: the
