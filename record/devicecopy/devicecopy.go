@@ -43,10 +43,10 @@ type Reader struct {
 	// on copyStreams (slot k on stream k mod copyStreamCount: more than
 	// one copy engine keeps the bus busy beside an application's
 	// bandwidth-bound kernels), possibly on the background writer's thread.
-	stageMu    sync.Mutex
+	stageMu     sync.Mutex
 	copyStreams [copyStreamCount]cuda.Stream
 	ref         *cuda.Event // recorded as each staging starts
-	slots      []*slot
+	slots       []*slot
 }
 
 type deviceBuffer struct {
