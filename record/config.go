@@ -125,28 +125,30 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	// stencil's snapshots were written at 13.8 GiB/s of device data instead
 	// of 2.1 GiB/s and 560x smaller; random floats (which zstd leaves
 	// almost as they are) at 1.57 GB/s instead of 1.67 GB/s.
-	switch getenv(EnvCompress) {
-	case "0":
-	case "", "1":
-		c.Compress = true
-	default:
-		return c, fmt.Errorf("%s %q: want 0 or 1", EnvCompress, getenv(EnvCompress))
+	var background bool
+	for _, sw := range []struct {
+		name string
+		def  bool
+		dst  *bool
+	}{{EnvCompress, true, &c.Compress}, {EnvFullCopies, false, &c.FullCopies}, {EnvBackground, true, &background}} {
+		if *sw.dst, err = switchEnv(getenv, sw.name, sw.def); err != nil {
+			return c, err
+		}
 	}
-	switch getenv(EnvFullCopies) {
-	case "", "0":
-	case "1":
-		c.FullCopies = true
-	default:
-		return c, fmt.Errorf("%s %q: want 0 or 1", EnvFullCopies, getenv(EnvFullCopies))
-	}
-	switch getenv(EnvBackground) {
-	case "", "1":
-	case "0":
-		c.NoBackground = true
-	default:
-		return c, fmt.Errorf("%s %q: want 0 or 1", EnvBackground, getenv(EnvBackground))
-	}
+	c.NoBackground = !background
 	return c, nil
+}
+
+// switchEnv reads a 0/1 variable; unset is def.
+func switchEnv(getenv func(string) string, name string, def bool) (bool, error) {
+	switch v := getenv(name); v {
+	case "":
+		return def, nil
+	case "0", "1":
+		return v == "1", nil
+	default:
+		return false, fmt.Errorf("%s %q: want 0 or 1", name, v)
+	}
 }
 
 func nonNegative(getenv func(string) string, name, flag string) (int, error) {

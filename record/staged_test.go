@@ -315,18 +315,8 @@ func TestStagedFailuresForwardTheLaunch(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			g := &stagingGPU{simGPU: newSimGPU(), released: map[int]int{}, noShadow: true}
-			g.addTouch()
 			c.set(g)
-			dir := filepath.Join(t.TempDir(), "rdb")
-			var log bytes.Buffer
-			rec, err := New(Config{DB: dir, VABase: arena.DefaultBase, VASize: 64 << 20, Log: &log}, g, g.simGPU)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rec.stagedMin = 0
-			p, _ := rec.Malloc(64)
-			g.write(p, []byte{1})
-			d, err := rec.Launch(touchLaunch(p, 0, 9))
+			_, log, d, err := touchOnce(t, g)
 			if err != nil || d != Forward {
 				t.Fatalf("decision %v, %v; want the launch forwarded", d, err)
 			}
@@ -340,15 +330,13 @@ func TestStagedFailuresForwardTheLaunch(t *testing.T) {
 	}
 }
 
-// A snapshot that fails in the background loses its instance after the
-// launch: the kernel ran once (by the recorder), the error is reported,
-// and the database does not name the instance.
-func TestBackgroundFailureDropsTheInstance(t *testing.T) {
-	g := &stagingGPU{simGPU: newSimGPU(), released: map[int]int{}, failStage: errors.New("out of pinned memory")}
+// touchOnce records one launch of touch over a 64-byte allocation, staged
+// whatever its size, and returns the recorder, its log and the decision.
+func touchOnce(t *testing.T, g *stagingGPU) (*Recorder, *bytes.Buffer, Decision, error) {
+	t.Helper()
 	g.addTouch()
-	dir := filepath.Join(t.TempDir(), "rdb")
-	var log bytes.Buffer
-	rec, err := New(Config{DB: dir, VABase: arena.DefaultBase, VASize: 64 << 20, Log: &log}, g, g.simGPU)
+	log := &bytes.Buffer{}
+	rec, err := New(Config{DB: filepath.Join(t.TempDir(), "rdb"), VABase: arena.DefaultBase, VASize: 64 << 20, Log: log}, g, g.simGPU)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -356,10 +344,20 @@ func TestBackgroundFailureDropsTheInstance(t *testing.T) {
 	p, _ := rec.Malloc(64)
 	g.write(p, []byte{1})
 	d, err := rec.Launch(touchLaunch(p, 0, 9))
+	return rec, log, d, err
+}
+
+// A snapshot that fails in the background loses its instance after the
+// launch: the kernel ran once (by the recorder), the error is reported,
+// and the database does not name the instance.
+func TestBackgroundFailureDropsTheInstance(t *testing.T) {
+	g := &stagingGPU{simGPU: newSimGPU(), released: map[int]int{}, failStage: errors.New("out of pinned memory")}
+	rec, log, d, err := touchOnce(t, g)
 	if err != nil || d != Launched || g.launches != 1 {
 		t.Fatalf("decision %v, %v, %d launches; want Launched once", d, err, g.launches)
 	}
 	rec.Finish()
+	dir := rec.cfg.DB
 	if !bytes.Contains(log.Bytes(), []byte("not recorded")) || !bytes.Contains(log.Bytes(), []byte("out of pinned memory")) {
 		t.Errorf("log %q does not say the instance was lost and why", log.String())
 	}
