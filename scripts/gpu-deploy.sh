@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Tuned kernels deployed into the applications (scripts/gpu-test.sh calls it
 # after scripts/gpu-fidelity.sh has recorded and tuned the examples). For
-# each example with a tuned file (WORKDIR/fidelity-tune/NAME or, for
-# jitspec, a tuning made here), the wrapped application runs
+# each example with a tuned file (WORKDIR/fidelity-tune/NAME, or a tuning
+# made here for the examples the fidelity step leaves out), the wrapped
+# application runs
 #   - with run-time JIT off (MNEME_JIT=off: the application's own code),
 #   - with MNEME_TUNED_KERNELS and an empty cache (cold: compiles, counted
 #     from MNEME_TRACE) and again with the filled cache (warm: must compile
@@ -16,7 +17,7 @@
 set -uo pipefail
 w=${1:?usage: gpu-deploy.sh WORKDIR}
 logs=${LOGS:-$w/deploy-logs}; mkdir -p "$logs"
-examples=${DEPLOY_EXAMPLES:-"jitspec microphys nbody_dp histo_atomic tiled_matmul"}
+examples=${DEPLOY_EXAMPLES:-"jitspec microphys nbody_dp histo_atomic tiled_matmul bigmem tracer"}
 prefix=$(dirname "$(dirname "$(command -v mneme)")")
 export MNEME_RT_LIB=${MNEME_RT_LIB:-$prefix/lib/libmneme_rt.so}
 py() { python3 - "$@"; }
@@ -30,12 +31,17 @@ except Exception: print("-")
 PY
 }
 
-# jitspec has no recording from the fidelity step: record and tune it here.
-if [ -x "$w/wrapper/jitspec/jitspec" ] && [ ! -f "$w/fidelity-tune/jitspec/mneme_tuned_kernels.json" ]; then
-  rm -rf "$w/fidelity-rdb/jitspec" "$w/fidelity-tune/jitspec"
-  mneme record -rdb "$w/fidelity-rdb/jitspec" --max-recordings 1 -- "$w/wrapper/jitspec/jitspec" > "$logs/jitspec.record.log" 2>&1
-  mneme tune -rdb "$w/fidelity-rdb/jitspec" --preset standard --sampler tpe --trials 30 --output "$w/fidelity-tune/jitspec" > "$logs/jitspec.tune.log" 2>&1
-fi
+# Examples the fidelity step does not tune (jitspec, tracer): record and
+# tune them here.
+for n in $examples; do
+  case " ${FIDELITY_EXAMPLES:-microphys nbody_dp histo_atomic tiled_matmul bigmem} " in *" $n "*) continue ;; esac
+  [ -x "$w/wrapper/$n/$n" ] && [ ! -f "$w/fidelity-tune/$n/summary.json" ] || continue
+  rm -rf "$w/fidelity-rdb/$n" "$w/fidelity-tune/$n"
+  # Only the kernel the example times, so tuning and its timer agree.
+  rflags=(); [ "$n" = tracer ] && rflags=(--kernels storm)
+  mneme record -rdb "$w/fidelity-rdb/$n" --max-recordings 1 "${rflags[@]}" -- "$w/wrapper/$n/$n" > "$logs/$n.record.log" 2>&1
+  mneme tune -rdb "$w/fidelity-rdb/$n" --preset standard --sampler tpe --trials 30 --output "$w/fidelity-tune/$n" > "$logs/$n.tune.log" 2>&1
+done
 
 printf '%-13s %9s | %9s %9s %9s | %8s %8s | %7s %7s | %s\n' example replay_x jit_off_us cold_us warm_us app_x warm/rep compiles warm_cmp output
 for n in $examples; do
