@@ -162,3 +162,20 @@ func TestPlanMappings(t *testing.T) {
 		t.Fatalf("allocation outside the arena: got %v, want an input error", err)
 	}
 }
+
+// Replay reserves the used part of the arena, not all of it.
+func TestReservationSize(t *testing.T) {
+	const base, gran = 0x153940000000, 2 << 20
+	for _, c := range []struct {
+		maps []span
+		want uint64
+	}{
+		{[]span{{base, 12 << 20}}, minReservation},
+		{[]span{{base, 2 << 20}, {base + 3<<30, 2 << 20}}, 3<<30 + 2<<20},
+		{[]span{{base + 1<<30, 1 << 20}}, 1<<30 + 2<<20},
+	} {
+		if got := reservationSize(c.maps, base, gran); got != c.want {
+			t.Errorf("reservationSize(%v) = %d, want %d", c.maps, got, c.want)
+		}
+	}
+}

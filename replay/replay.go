@@ -50,6 +50,16 @@ type Options struct {
 	CompileOnly bool
 }
 
+// reservationSize is the range replay reserves at base: up to the end of
+// the last mapping, at least minReservation, in granules.
+func reservationSize(maps []span, base, gran uint64) uint64 {
+	var end uint64
+	for _, m := range maps {
+		end = max(end, m.end())
+	}
+	return alignUp(max(end-base, minReservation), gran)
+}
+
 // minReservation is the smallest arena reservation replay asks for.
 const minReservation = 512 << 20
 
@@ -274,10 +284,13 @@ func (s *Session) mapArena() error {
 	if len(maps) == 0 {
 		return nil // the kernel touches no heap memory
 	}
-	// The driver honours a fixed address only for large reservations
-	// (measured: 256 MiB and more), so a small recorded arena is reserved
-	// with room to spare.
-	size := alignUp(max(k.VASize, minReservation), gran)
+	// Only the part of the arena the allocations use is reserved: the
+	// whole of it (by default as large as the GPU) collides more easily
+	// with what the driver has already placed in this process (measured: a
+	// context allocation 16 GB above the base refused a 79 GiB
+	// reservation). The driver honours a fixed address only for large
+	// reservations (256 MiB and more), so a small one gets room to spare.
+	size := reservationSize(maps, s.rec.VAddr, gran)
 	addr, err := cuda.AddressReserve(size, s.rec.VAddr)
 	if err != nil {
 		return fmt.Errorf("the recording's device memory lives at 0x%x..0x%x, and that address range cannot be reserved in this process (is another arena or allocation there?): %w",
