@@ -256,3 +256,53 @@ func TestExecutorSpreadsOverGPUs(t *testing.T) {
 		t.Fatalf("jobs per GPU: %v", used)
 	}
 }
+
+// Each run worker has its own id, 0..n-1 in GPU order, and keeps its GPU:
+// results can be told apart by worker in the trial log.
+func TestExecutorWorkersHaveDistinctIDsPerGPU(t *testing.T) {
+	e, _ := newTestExecutor(t)
+	e.GPUs, e.WorkersPerGPU = []int{0, 1}, 2
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	for i := range 24 {
+		e.Submit(job(i, "slow:30", 64))
+	}
+	gpuOf := map[int]int{}
+	for _, r := range collectResults(t, e, 24) {
+		if r.Worker < 0 || r.Worker > 3 {
+			t.Fatalf("job %d ran on worker %d, want 0..3", r.Job.ID, r.Worker)
+		}
+		if g, seen := gpuOf[r.Worker]; seen && g != r.GPU {
+			t.Fatalf("worker %d ran on GPUs %d and %d", r.Worker, g, r.GPU)
+		}
+		gpuOf[r.Worker] = r.GPU
+		if want := r.Worker / 2; r.GPU != want {
+			t.Errorf("worker %d ran on GPU %d, want %d (workers are numbered GPU by GPU)", r.Worker, r.GPU, want)
+		}
+	}
+}
+
+// Unset limits get their defaults; set ones are kept.
+func TestExecutorDefaults(t *testing.T) {
+	e := &Executor{Factory: ExecWorkerFactory{Path: testWorkerBin}, Open: OpenParams{DB: "testdb", Iterations: 1}}
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	e.Close()
+	if e.OpenTimeout != 2*time.Minute || e.CompileTimeout != 5*time.Minute || e.TrialTimeout != 10*time.Minute ||
+		e.MaxOpenFailures != 3 || e.WorkersPerGPU != 1 || len(e.GPUs) != 1 || e.GPUs[0] != 0 {
+		t.Errorf("defaults: open %v, compile %v, trial %v, open failures %d, workers per GPU %d, GPUs %v",
+			e.OpenTimeout, e.CompileTimeout, e.TrialTimeout, e.MaxOpenFailures, e.WorkersPerGPU, e.GPUs)
+	}
+	kept := &Executor{Factory: ExecWorkerFactory{Path: testWorkerBin}, Open: OpenParams{DB: "testdb", Iterations: 1},
+		OpenTimeout: time.Second, CompileTimeout: 2 * time.Second, TrialTimeout: 3 * time.Second, MaxOpenFailures: 1, WorkersPerGPU: 2, GPUs: []int{1}}
+	if err := kept.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	kept.Close()
+	if kept.OpenTimeout != time.Second || kept.CompileTimeout != 2*time.Second || kept.TrialTimeout != 3*time.Second || kept.MaxOpenFailures != 1 || kept.WorkersPerGPU != 2 {
+		t.Errorf("set limits were changed: %+v", kept)
+	}
+}
