@@ -141,6 +141,9 @@ type Recorder struct {
 	pending map[string]*pendingInstance
 	// stagedMin is minStagedBytes (tests lower it).
 	stagedMin uint64
+	// planned names every snapshot file planned from fingerprints, written
+	// or not: a name other snapshots may reference is never reused.
+	planned map[string]bool
 }
 
 // repeatRef is the instance a Memo.Repeat names.
@@ -172,7 +175,7 @@ func New(cfg Config, p Process, vm arena.Backend) (*Recorder, error) {
 	if err := os.MkdirAll(cfg.DB, 0o755); err != nil {
 		return nil, fmt.Errorf("recording database %s: %w", cfg.DB, err)
 	}
-	r := &Recorder{cfg: cfg, proc: p, vm: vm, kernels: map[kernelKey]*kernelState{}, chunks: map[fingerprint.Sum]db.ChunkRef{}, pending: map[string]*pendingInstance{}, stagedMin: minStagedBytes}
+	r := &Recorder{cfg: cfg, proc: p, vm: vm, kernels: map[kernelKey]*kernelState{}, chunks: map[fingerprint.Sum]db.ChunkRef{}, pending: map[string]*pendingInstance{}, stagedMin: minStagedBytes, planned: map[string]bool{}}
 	r.status.PID = os.Getpid()
 	r.status.ArenaBase = db.FormatVAddr(cfg.VABase)
 	r.status.ArenaSize = cfg.VASize
@@ -601,6 +604,12 @@ func (r *Recorder) recordInstance(ks *kernelState, l *Launch, dh string) (Decisi
 		Args:        db.EncodeArgs(l.Args),
 		Occurrences: 1,
 		RecordedAt:  time.Now().UTC().Format(time.RFC3339Nano),
+	}
+	if r.planned[inst.Prologue] || r.planned[inst.Epilogue] {
+		// An earlier attempt at this instance was lost after its snapshots
+		// were planned; other snapshots may reference their chunks, so the
+		// files must not be written again with other contents.
+		return Forward, nil
 	}
 	var ok bool
 	var d Decision

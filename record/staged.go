@@ -104,6 +104,7 @@ type snapshotPlan struct {
 func (r *Recorder) planSnapshot(dr DeviceReader, l *Launch, set int, name string) (*snapshotPlan, error) {
 	start := time.Now()
 	cs := uint64(db.DefaultChunkSize)
+	r.planned[name] = true
 	p := &snapshotPlan{name: name, skel: &db.Snapshot{Args: l.Args}, refs: map[string]bool{}}
 	if err := r.copyGlobals(p.skel, l, set); err != nil {
 		return nil, err

@@ -418,3 +418,38 @@ func TestSmallRecordingsAreCopiedWhole(t *testing.T) {
 		t.Errorf("status %+v: want one instance copied whole", st)
 	}
 }
+
+// An instance lost after its prologue was planned is not recorded again
+// under the same file names: other snapshots may reference that prologue's
+// chunks, and writing it again with other contents would change them.
+func TestLostInstanceIsNotRewritten(t *testing.T) {
+	g := &stagingGPU{simGPU: newSimGPU(), released: map[int]int{}, noShadow: true}
+	calls := 0
+	g.fingerprint = func(rs []fingerprint.Range) ([]fingerprint.Sum, error) {
+		calls++
+		if calls == 2 { // the first epilogue
+			return nil, errors.New("fingerprint kernel failed")
+		}
+		out := make([]fingerprint.Sum, len(rs))
+		for i, r := range rs {
+			b := make([]byte, r.Len)
+			if err := g.CopyToHost(b, r.Addr); err != nil {
+				return nil, err
+			}
+			out[i] = fingerprint.Chunk(b)
+		}
+		return out, nil
+	}
+	rec, log, d, err := touchOnce(t, g)
+	if err != nil || d != Launched || !bytes.Contains(log.Bytes(), []byte("epilogue snapshot")) {
+		t.Fatalf("first launch: %v, %v, log %q", d, err, log.String())
+	}
+	p := rec.arena.Live()[0].Addr
+	before := g.launches
+	if d, err := rec.Launch(touchLaunch(p, 0, 9)); err != nil || d != Forward {
+		t.Fatalf("the same launch again: %v, %v; want it forwarded, not recorded again", d, err)
+	}
+	if g.launches != before || calls != 2 {
+		t.Errorf("the recorder launched or fingerprinted again (%d launches, %d fingerprint calls)", g.launches-before, calls)
+	}
+}
