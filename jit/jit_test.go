@@ -297,3 +297,23 @@ func TestFoldArgsBounds(t *testing.T) {
 		}
 	}
 }
+
+// Every preparation step applies when several are asked for at once: dims
+// folded, launch bounds set and the module internalized, each visible in
+// the PTX (a step that returned early on success would drop the later ones).
+func TestPreparationStepsCombine(t *testing.T) {
+	cfg := baseConfig()
+	cfg.SpecializeDims = true
+	cfg.SetLaunchBounds, cfg.MaxThreads, cfg.MinBlocksPerSM = true, 256, 3
+	cfg.Internalize = true
+	ptx := compilePTX(t, NewCompiler(Options{}), cfg)
+	if strings.Contains(ptx, "%ntid.x") {
+		t.Errorf("dims not folded with launch bounds also set:\n%s", ptx)
+	}
+	if !regexp.MustCompile(`\.maxntid 256(, 1, 1)?\s`).MatchString(ptx) || !strings.Contains(ptx, ".minnctapersm 3") {
+		t.Errorf("launch bounds missing with dims folded:\n%s", ptx)
+	}
+	if n := strings.Count(ptx, ".entry"); n != 1 {
+		t.Errorf("%d entries after internalizing, want only the kernel's", n)
+	}
+}
