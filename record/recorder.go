@@ -706,7 +706,7 @@ func (r *Recorder) recordStaged(dr DeviceReader, ks *kernelState, l *Launch, dh 
 	name := l.Kernel.Demangled
 	pend = &pendingInstance{ks: ks, inst: inst}
 	start := time.Now()
-	pro, err := r.planSnapshot(dr, l, 0, inst.Prologue)
+	pro, err := r.planSnapshot(dr, l, inst.Prologue)
 	if err == nil {
 		err = r.writeOrQueue(dr, pro, pend, 0)
 	}
@@ -721,7 +721,7 @@ func (r *Recorder) recordStaged(dr DeviceReader, ks *kernelState, l *Launch, dh 
 		return false, nil, Launched, err
 	}
 	start = time.Now()
-	epi, err := r.planSnapshot(dr, l, 1, inst.Epilogue)
+	epi, err := r.planSnapshot(dr, l, inst.Epilogue)
 	if err == nil {
 		err = r.writeOrQueue(dr, epi, pend, 1)
 	}
@@ -913,7 +913,7 @@ func (r *Recorder) snapshot(l *Launch, set int) (*db.Snapshot, error) {
 			s.Blobs = append(s.Blobs, db.Blob{Addr: b.Addr, Size: b.Size, Data: data})
 		}
 	}
-	if err := r.copyGlobals(s, l, set); err != nil {
+	if err := r.copyGlobals(s, l); err != nil {
 		return nil, err
 	}
 	return s, nil

@@ -101,12 +101,12 @@ type snapshotPlan struct {
 // launch l to file name. The chunks it will store enter r.chunks at once,
 // so that snapshots planned before this one is written can reference them;
 // forgetChunks takes them back if the file is never written.
-func (r *Recorder) planSnapshot(dr DeviceReader, l *Launch, set int, name string) (*snapshotPlan, error) {
+func (r *Recorder) planSnapshot(dr DeviceReader, l *Launch, name string) (*snapshotPlan, error) {
 	start := time.Now()
 	cs := uint64(db.DefaultChunkSize)
 	r.planned[name] = true
 	p := &snapshotPlan{name: name, skel: &db.Snapshot{Args: l.Args}, refs: map[string]bool{}}
-	if err := r.copyGlobals(p.skel, l, set); err != nil {
+	if err := r.copyGlobals(p.skel, l); err != nil {
 		return nil, err
 	}
 	var ranges []fingerprint.Range
@@ -246,7 +246,7 @@ func (r *Recorder) stagedOptions(p *snapshotPlan) db.SnapshotOptions {
 }
 
 // copyGlobals copies the kernel module's device globals (small, copied whole).
-func (r *Recorder) copyGlobals(s *db.Snapshot, l *Launch, set int) error {
+func (r *Recorder) copyGlobals(s *db.Snapshot, l *Launch) error {
 	globals, err := r.proc.Globals(l.Kernel.Module)
 	if err != nil {
 		return fmt.Errorf("device globals: %w", err)

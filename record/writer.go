@@ -100,7 +100,7 @@ func (w *backgroundWriter) run() {
 	}
 }
 
-// idle reports whether every job is written.
+// idleLocked reports whether every job is written; w.mu is held.
 func (w *backgroundWriter) idleLocked() bool { return len(w.queue) == 0 && !w.busy }
 
 // wait blocks until every queued job is written.
