@@ -790,6 +790,10 @@ func (r *Recorder) writeOrQueue(dr DeviceReader, p *snapshotPlan, pend *pendingI
 	if r.writer != nil {
 		r.writer.wait()
 		r.collect()
+		if err := r.writer.failedReference(p.refs); err != nil {
+			r.forgetChunks(p)
+			return err
+		}
 	}
 	start := time.Now()
 	n, st, err := writePlan(dr, r.cfg.DB, p, p.runs, r.stagedOptions(p))

@@ -71,12 +71,7 @@ func (w *backgroundWriter) run() {
 		j := w.queue[0]
 		w.queue = w.queue[1:]
 		w.busy = true
-		// A file referencing one that could not be written cannot be read.
-		for f := range j.plan.refs {
-			if err := w.failed[f]; err != nil {
-				j.err = fmt.Errorf("it references %s, which could not be written: %w", f, err)
-			}
-		}
+		j.err = w.failedReferenceLocked(j.plan.refs)
 		w.mu.Unlock()
 		if j.err == nil {
 			start := time.Now()
@@ -98,6 +93,23 @@ func (w *backgroundWriter) run() {
 		w.busy = false
 		w.cond.Broadcast()
 	}
+}
+
+// failedReference says why a file referencing these files cannot be read:
+// one of them could not be written.
+func (w *backgroundWriter) failedReference(files map[string]bool) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.failedReferenceLocked(files)
+}
+
+func (w *backgroundWriter) failedReferenceLocked(files map[string]bool) error {
+	for f := range files {
+		if err := w.failed[f]; err != nil {
+			return fmt.Errorf("it references %s, which could not be written: %w", f, err)
+		}
+	}
+	return nil
 }
 
 // idleLocked reports whether every job is written; w.mu is held.
