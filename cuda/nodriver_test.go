@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/mneme-gpu/mneme"
 )
@@ -42,32 +43,37 @@ func TestNoDriverEveryCallFailsCleanly(t *testing.T) {
 		"Launch": func() error {
 			return f.Launch(mneme.Dim3{X: 1, Y: 1, Z: 1}, mneme.Dim3{X: 1, Y: 1, Z: 1}, 0, 0, [][]byte{{1, 2, 3, 4}})
 		},
-		"NewStream":       func() error { _, err := NewStream(); return err },
-		"Stream.Sync":     Stream(0).Synchronize,
-		"Stream.Destroy":  Stream(1).Destroy,
-		"NewEvent":        func() error { _, err := NewEvent(); return err },
-		"Event.Record":    func() error { return e.Record(0) },
-		"Event.Sync":      e.Synchronize,
-		"Elapsed":         func() error { _, err := Elapsed(e, e); return err },
-		"Event.Destroy":   (&Event{h: 1}).Destroy,
-		"MemAlloc":        func() error { _, err := MemAlloc(16); return err },
-		"MemFree":         func() error { return MemFree(16) },
-		"MemcpyHtoD":      func() error { return MemcpyHtoD(16, []byte{1}) },
-		"MemcpyDtoH":      func() error { return MemcpyDtoH(make([]byte, 1), 16) },
-		"MemcpyDtoD":      func() error { return MemcpyDtoD(16, 32, 1) },
-		"MemcpyDtoDAsync": func() error { return MemcpyDtoDAsync(16, 32, 1, 0) },
-		"MemsetD8":        func() error { return MemsetD8(16, 0, 1) },
-		"MemGetInfo":      func() error { _, _, err := MemGetInfo(); return err },
-		"IsManaged":       func() error { _, err := IsManaged(16); return err },
-		"Granularity":     func() error { _, err := AllocationGranularity(0); return err },
-		"AddressReserve":  func() error { _, err := AddressReserve(1<<21, 0x7f0000000000); return err },
-		"AddressFree":     func() error { return AddressFree(0x7f0000000000, 1<<21) },
-		"MemCreate":       func() error { _, err := MemCreate(0, 1<<21); return err },
-		"PhysMem.Release": PhysMem(1).Release,
-		"MemMap":          func() error { return MemMap(0x7f0000000000, 1<<21, 1) },
-		"MemUnmap":        func() error { return MemUnmap(0x7f0000000000, 1<<21) },
-		"MemSetAccess":    func() error { return MemSetAccess(0x7f0000000000, 1<<21, 0) },
-		"NewKernelTimer":  func() error { _, err := NewKernelTimer(); return err },
+		"NewStream":            func() error { _, err := NewStream(); return err },
+		"Stream.Sync":          Stream(0).Synchronize,
+		"Stream.Destroy":       Stream(1).Destroy,
+		"NewEvent":             func() error { _, err := NewEvent(); return err },
+		"Event.Record":         func() error { return e.Record(0) },
+		"Event.Sync":           e.Synchronize,
+		"Elapsed":              func() error { _, err := Elapsed(e, e); return err },
+		"Event.Destroy":        (&Event{h: 1}).Destroy,
+		"MemAlloc":             func() error { _, err := MemAlloc(16); return err },
+		"MemFree":              func() error { return MemFree(16) },
+		"MemcpyHtoD":           func() error { return MemcpyHtoD(16, []byte{1}) },
+		"MemcpyDtoH":           func() error { return MemcpyDtoH(make([]byte, 1), 16) },
+		"MemcpyDtoD":           func() error { return MemcpyDtoD(16, 32, 1) },
+		"MemcpyDtoDAsync":      func() error { return MemcpyDtoDAsync(16, 32, 1, 0) },
+		"MemsetD8":             func() error { return MemsetD8(16, 0, 1) },
+		"MemGetInfo":           func() error { _, _, err := MemGetInfo(); return err },
+		"IsManaged":            func() error { _, err := IsManaged(16); return err },
+		"Granularity":          func() error { _, err := AllocationGranularity(0); return err },
+		"AddressReserve":       func() error { _, err := AddressReserve(1<<21, 0x7f0000000000); return err },
+		"AddressFree":          func() error { return AddressFree(0x7f0000000000, 1<<21) },
+		"MemCreate":            func() error { _, err := MemCreate(0, 1<<21); return err },
+		"PhysMem.Release":      PhysMem(1).Release,
+		"MemMap":               func() error { return MemMap(0x7f0000000000, 1<<21, 1) },
+		"MemUnmap":             func() error { return MemUnmap(0x7f0000000000, 1<<21) },
+		"MemSetAccess":         func() error { return MemSetAccess(0x7f0000000000, 1<<21, 0) },
+		"NewKernelTimer":       func() error { _, err := NewKernelTimer(); return err },
+		"NewStreamNonBlocking": func() error { _, err := NewStreamNonBlocking(); return err },
+		"MemAllocHost":         func() error { _, err := MemAllocHost(4096); return err },
+		"HostBuffer.Free":      func() error { b := byte(0); return (&HostBuffer{p: unsafe.Pointer(&b), n: 1}).Free() },
+		"MemcpyDtoHAsync":      func() error { return MemcpyDtoHAsync(make([]byte, 1), 16, 0) },
+		"MemcpyHtoDAsync":      func() error { return MemcpyHtoDAsync(16, []byte{1}, 0) },
 	}
 	for name, call := range calls {
 		err := call()
