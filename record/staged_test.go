@@ -31,6 +31,8 @@ type stagingGPU struct {
 	// Shadows: refused when noShadow; otherwise copies kept in host memory
 	// at addresses from shadowBase, counted while alive.
 	noShadow    bool
+	shadowLimit int  // > 0: shadows after this many are refused
+	shadowStage bool // staging from a shadow fails
 	shadows     map[uint64][]byte
 	nextShadow  uint64
 	shadowsMade int
@@ -53,7 +55,7 @@ func (s *simShadow) Free() {
 }
 
 func (g *stagingGPU) Shadow(runs []fingerprint.Range) (Shadow, error) {
-	if g.noShadow {
+	if g.noShadow || g.shadowLimit > 0 && g.shadowsMade >= g.shadowLimit {
 		return nil, errors.New("no device memory to spare")
 	}
 	g.mu.Lock()
@@ -116,6 +118,9 @@ type simStaging struct {
 func (g *stagingGPU) Stage(runs []fingerprint.Range) (Staging, error) {
 	if g.failStage != nil {
 		return nil, g.failStage
+	}
+	if g.shadowStage && len(runs) > 0 && runs[0].Addr >= shadowBase {
+		return nil, errors.New("pinned staging failed")
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -451,5 +456,39 @@ func TestLostInstanceIsNotRewritten(t *testing.T) {
 	}
 	if g.launches != before || calls != 2 {
 		t.Errorf("the recorder launched or fingerprinted again (%d launches, %d fingerprint calls)", g.launches-before, calls)
+	}
+}
+
+// An epilogue written at once, after a queued prologue failed, is not
+// written with references into that missing prologue: the instance is lost
+// and says why.
+func TestWrittenAtOnceAfterAFailedQueuedSnapshot(t *testing.T) {
+	g := &stagingGPU{simGPU: newSimGPU(), released: map[int]int{}, shadowLimit: 1, shadowStage: true}
+	g.addTouch()
+	var log bytes.Buffer
+	rec, err := New(Config{DB: filepath.Join(t.TempDir(), "rdb"), VABase: arena.DefaultBase, VASize: 64 << 20, Log: &log}, g, g.simGPU)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.stagedMin = 0
+	// Three chunks of data; the launch changes the first, so the epilogue
+	// references the prologue's other two.
+	p, _ := rec.Malloc(3 << 20)
+	data := make([]byte, 3<<20)
+	rand.New(rand.NewSource(1)).Read(data)
+	g.write(p, data)
+	if d, err := rec.Launch(touchLaunch(p, 0, 9)); err != nil || d != Launched {
+		t.Fatalf("decision %v, %v", d, err)
+	}
+	rec.Finish()
+	if !bytes.Contains(log.Bytes(), []byte("which could not be written")) {
+		t.Errorf("log %q does not say the epilogue references a prologue that could not be written", log.String())
+	}
+	ents, _ := filepath.Glob(filepath.Join(rec.cfg.DB, "DeviceState.epilogue.*"))
+	if len(ents) != 0 {
+		t.Errorf("an epilogue referencing a missing prologue was written: %v", ents)
+	}
+	if st, _ := ReadStatus(rec.cfg.DB); st == nil || st.InstancesRecorded != 0 {
+		t.Errorf("status %+v: want no instance", st)
 	}
 }
