@@ -271,3 +271,26 @@ func TestEncodeReportsWriteErrors(t *testing.T) {
 		}
 	}
 }
+
+// The allocations of a snapshot together cannot exceed the recording
+// device's memory (Device.TotalMem), whatever the arena's size.
+func TestBlobsBoundedByDeviceMemory(t *testing.T) {
+	s := &Snapshot{Blobs: []Blob{
+		{Addr: 0x10000, Size: 3000, Data: randomData(3000, 1)},
+		{Addr: 0x20000, Size: 2000, Data: randomData(2000, 2)},
+	}}
+	path := filepath.Join(t.TempDir(), "s.mneme")
+	if _, err := WriteSnapshot(path, s, SnapshotOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadSnapshotLimited(path, SnapshotLimits{MaxBlobBytes: 5000}); err != nil {
+		t.Fatalf("allocations exactly at the device's memory: %v", err)
+	}
+	_, err := ReadSnapshotLimited(path, SnapshotLimits{MaxBlobBytes: 4999})
+	if err == nil || !strings.Contains(err.Error(), "blob 1: size 2000") || !strings.Contains(err.Error(), "Device.TotalMem") {
+		t.Fatalf("allocations past the device's memory: %v", err)
+	}
+	if k := (&Kernel{VASize: 1 << 30, Device: DeviceInfo{TotalMem: 80 << 30}}); KernelLimits(k).MaxBlobBytes != 80<<30 {
+		t.Errorf("KernelLimits does not bound the allocations by Device.TotalMem: %+v", KernelLimits(k))
+	}
+}

@@ -26,11 +26,15 @@ type SnapshotLimits struct {
 	// MaxGlobalBytes bounds the device globals together: a global cannot
 	// exceed the memory of the device it was recorded on (Device.TotalMem).
 	MaxGlobalBytes uint64
+	// MaxBlobBytes bounds the live allocations together: an application
+	// cannot have held more device memory than its GPU had
+	// (Device.TotalMem), however large the arena it reserved.
+	MaxBlobBytes uint64
 }
 
 // KernelLimits are the limits a snapshot of kernel k must respect.
 func KernelLimits(k *Kernel) SnapshotLimits {
-	l := SnapshotLimits{ArenaSize: k.VASize, MaxGlobalBytes: k.Device.TotalMem}
+	l := SnapshotLimits{ArenaSize: k.VASize, MaxGlobalBytes: k.Device.TotalMem, MaxBlobBytes: k.Device.TotalMem}
 	l.ArenaBase, _ = k.ParseVAddr()
 	if l.ArenaSize == 0 {
 		l.ArenaSize = 1 // no arena: no allocation fits
@@ -118,8 +122,9 @@ type metaReader struct {
 	winOff int64
 	hash   *xxh3.Hasher
 	lim    SnapshotLimits
-	// globalBytes sums the globals' sizes, for lim.MaxGlobalBytes.
-	globalBytes uint64
+	// globalBytes and blobBytes sum the globals' and the blobs' sizes, for
+	// lim.MaxGlobalBytes and lim.MaxBlobBytes.
+	globalBytes, blobBytes uint64
 	version     uint32
 	// dir is the database directory that referenced chunks (codecRef) are
 	// read from; empty when the snapshot is not read from a database.
@@ -462,6 +467,10 @@ func (m *metaReader) blob(i int, p *plan, idx int) (Blob, error) {
 	if l := m.lim; l.ArenaSize > 0 && b.Size > 0 && (b.Addr < l.ArenaBase || b.Addr-l.ArenaBase > l.ArenaSize || b.Size > l.ArenaSize-(b.Addr-l.ArenaBase)) {
 		return b, m.errf(at, "blob %d: size %d at address 0x%x lies outside the recording arena [0x%x, 0x%x) of the kernel file (VAddr, VASize)",
 			i, b.Size, b.Addr, l.ArenaBase, l.ArenaBase+l.ArenaSize)
+	}
+	m.blobBytes += min(b.Size, maxDecodedSize)
+	if m.lim.MaxBlobBytes > 0 && m.blobBytes > m.lim.MaxBlobBytes {
+		return b, m.errf(at, "blob %d: size %d takes the allocations past the %d bytes of the recording device (Device.TotalMem)", i, b.Size, m.lim.MaxBlobBytes)
 	}
 	if err := m.region(p, b.Size, regionRef{kind: 'b', idx: idx, size: b.Size, what: fmt.Sprintf("blob 0x%x", b.Addr)}); err != nil {
 		return b, err

@@ -195,6 +195,17 @@ var hostileCases = []hostileCase{
 		stderr: []string{"DeviceState.prologue.", "out of resources", "64.0 GiB"},
 	},
 	{
+		name: "snapshot declaring more live memory than the recording device had",
+		setup: func(h *hostileEnv) ([]string, string) {
+			h.rewriteKernel(h.Vecadd, func(k *db.Kernel) { k.VASize, k.Device.TotalMem = 128<<30, 80<<30 })
+			inst := h.instance(h.Vecadd)
+			h.plantPrologue(h.Vecadd, inst, bombSnapshot(testArena, 96<<30))
+			return []string{"replay", "-rdb", "db", "--kernel", "_Z6vecaddPfPKfif", "-rid", inst.DynamicHash}, ""
+		},
+		code:   2,
+		stderr: []string{"DeviceState.prologue.", "blob 0: size 103079215104", "Device.TotalMem"},
+	},
+	{
 		name: "snapshot bomb: the worker answers open with an error",
 		setup: func(h *hostileEnv) ([]string, string) {
 			inst := h.instance(h.Vecadd)
