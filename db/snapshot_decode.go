@@ -125,7 +125,7 @@ type metaReader struct {
 	// globalBytes and blobBytes sum the globals' and the blobs' sizes, for
 	// lim.MaxGlobalBytes and lim.MaxBlobBytes.
 	globalBytes, blobBytes uint64
-	version     uint32
+	version                uint32
 	// dir is the database directory that referenced chunks (codecRef) are
 	// read from; empty when the snapshot is not read from a database.
 	dir  string
