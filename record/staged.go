@@ -104,7 +104,6 @@ type snapshotPlan struct {
 func (r *Recorder) planSnapshot(dr DeviceReader, l *Launch, name string) (*snapshotPlan, error) {
 	start := time.Now()
 	cs := uint64(db.DefaultChunkSize)
-	r.planned[name] = true
 	p := &snapshotPlan{name: name, skel: &db.Snapshot{Args: l.Args}, refs: map[string]bool{}}
 	if err := r.copyGlobals(p.skel, l); err != nil {
 		return nil, err
@@ -135,6 +134,9 @@ func (r *Recorder) planSnapshot(dr DeviceReader, l *Launch, name string) (*snaps
 		}
 		r.status.FingerprintSeconds += time.Since(fstart).Seconds()
 	}
+	// From here on the plan's chunks enter the content store: the name is
+	// taken for good.
+	r.planned[name] = true
 	k := 0
 	for bi := range p.blobs {
 		b := &p.blobs[bi]
