@@ -14,7 +14,6 @@ import (
 // byte for the trailer.
 type snapWriter struct {
 	w        *bufio.Writer
-	off      int64 // bytes written so far: where the next byte lands
 	meta     *xxh3.Hasher
 	cs       int
 	version  uint32
@@ -25,8 +24,7 @@ type snapWriter struct {
 
 func (sw *snapWriter) writeMeta(b []byte) error {
 	sw.meta.Write(b)
-	n, err := sw.w.Write(b)
-	sw.off += int64(n)
+	_, err := sw.w.Write(b)
 	return err
 }
 
@@ -36,40 +34,42 @@ func (sw *snapWriter) u64(v uint64) error {
 	return sw.writeMeta(b[:])
 }
 
-// writeChunk writes one chunk's header and stored bytes and returns the
-// header's offset. A reference's stored bytes are metadata (hashed); a
-// payload is covered by its own checksum.
-func (sw *snapWriter) writeChunk(c *encodedChunk) (int64, error) {
-	at := sw.off
+// writeChunk writes one chunk's header and stored bytes. A reference's
+// stored bytes are metadata (hashed); a payload is covered by its own
+// checksum.
+func (sw *snapWriter) writeChunk(c *encodedChunk) error {
 	h := sw.scratch[:]
 	clear(h)
 	h[0] = c.codec
 	binary.LittleEndian.PutUint32(h[4:], uint32(len(c.stored)))
 	binary.LittleEndian.PutUint64(h[8:], c.sum)
 	if err := sw.writeMeta(h); err != nil {
-		return at, err
+		return err
 	}
 	var err error
 	if c.codec == codecRef {
 		err = sw.writeMeta(c.stored)
 	} else {
-		var n int
-		n, err = sw.w.Write(c.stored)
-		sw.off += int64(n)
+		_, err = sw.w.Write(c.stored)
 	}
 	c.release()
-	return at, err
+	return err
+}
+
+// dataChunks is the chunk source of bytes held in memory.
+func (sw *snapWriter) dataChunks(data []byte) func(int) (SourceChunk, error) {
+	return func(i int) (SourceChunk, error) {
+		return SourceChunk{Data: data[i*sw.cs : min(len(data), (i+1)*sw.cs)]}, nil
+	}
 }
 
 // region writes data as chunks.
 func (sw *snapWriter) region(data []byte) error {
-	return sw.chunks(uint64(len(data)), func(i int) (SourceChunk, error) {
-		return SourceChunk{Data: data[i*sw.cs : min(len(data), (i+1)*sw.cs)]}, nil
-	})
+	return sw.chunks(uint64(len(data)), sw.dataChunks(data))
 }
 
-// encodeSource turns one source chunk of rawLen bytes into what is written.
-func (sw *snapWriter) encodeSource(c SourceChunk, rawLen int) encodedChunk {
+// encodeSource turns one source chunk into what is written.
+func (sw *snapWriter) encodeSource(c SourceChunk) encodedChunk {
 	switch {
 	case c.Zero:
 		return encodedChunk{codec: codecZero}
@@ -105,10 +105,6 @@ func checkSource(c SourceChunk, i, rawLen int) error {
 func (sw *snapWriter) chunks(size uint64, src func(int) (SourceChunk, error)) error {
 	n := int((size + uint64(sw.cs) - 1) / uint64(sw.cs))
 	rawLen := func(i int) int { return int(min(uint64(sw.cs), size-uint64(i)*uint64(sw.cs))) }
-	write := func(_ int, c *encodedChunk) error {
-		_, err := sw.writeChunk(c)
-		return err
-	}
 	get := func(i int) (SourceChunk, error) {
 		c, err := src(i)
 		if err == nil {
@@ -125,8 +121,8 @@ func (sw *snapWriter) chunks(size uint64, src func(int) (SourceChunk, error)) er
 			if err != nil {
 				return err
 			}
-			e := sw.encodeSource(c, rawLen(i))
-			if err := write(i, &e); err != nil {
+			e := sw.encodeSource(c)
+			if err := sw.writeChunk(&e); err != nil {
 				return err
 			}
 		}
@@ -147,7 +143,7 @@ func (sw *snapWriter) chunks(size uint64, src func(int) (SourceChunk, error)) er
 			}
 			done[j] = make(chan struct{})
 			go func() {
-				results[j] = sw.encodeSource(c, rawLen(j))
+				results[j] = sw.encodeSource(c)
 				close(done[j])
 			}()
 		}
@@ -156,7 +152,7 @@ func (sw *snapWriter) chunks(size uint64, src func(int) (SourceChunk, error)) er
 		}
 		<-done[i]
 		if err == nil {
-			err = write(i, &results[i])
+			err = sw.writeChunk(&results[i])
 		} else {
 			results[i].release()
 		}
@@ -254,10 +250,7 @@ func (sw *snapWriter) blobs(s *Snapshot) error {
 		}
 		src := b.Chunks
 		if src == nil {
-			data := b.Data
-			src = func(i int) (SourceChunk, error) {
-				return SourceChunk{Data: data[i*sw.cs : min(len(data), (i+1)*sw.cs)]}, nil
-			}
+			src = sw.dataChunks(b.Data)
 		}
 		if err := sw.chunks(b.Size, src); err != nil {
 			return fmt.Errorf("blob 0x%x: %w", b.Addr, err)
