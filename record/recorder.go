@@ -559,8 +559,10 @@ func argMeta(ir *KernelIR, sizes []uint64) (names []string, kinds []mneme.ArgKin
 // 11 ms with zstd, while 512 MiB wrote at 13.8 GB/s with it and 2.1 raw).
 const minCompressedSnapshot = 16 << 20
 
-func (r *Recorder) snapshotOptions(s *db.Snapshot) db.SnapshotOptions {
-	return db.SnapshotOptions{Compress: r.cfg.Compress && s.RawSize() >= minCompressedSnapshot, NoSync: true}
+// snapshotOptions are the write options of a snapshot holding raw bytes of
+// data.
+func (r *Recorder) snapshotOptions(raw uint64) db.SnapshotOptions {
+	return db.SnapshotOptions{Compress: r.cfg.Compress && raw >= minCompressedSnapshot, NoSync: true}
 }
 
 // minStagedBytes is the live device memory from which snapshots are taken
@@ -677,10 +679,10 @@ func (r *Recorder) recordCopied(l *Launch, dh string, inst *db.Instance) (ok boo
 	// No fsync: the rename alone keeps the database valid if the
 	// application crashes, which is what recording must survive; an fsync
 	// per snapshot would cost more than the copy on many file systems.
-	pn, err := db.WriteSnapshot(filepath.Join(r.cfg.DB, inst.Prologue), pro, r.snapshotOptions(pro))
+	pn, err := db.WriteSnapshot(filepath.Join(r.cfg.DB, inst.Prologue), pro, r.snapshotOptions(pro.RawSize()))
 	if err == nil {
 		var en int64
-		en, err = db.WriteSnapshot(filepath.Join(r.cfg.DB, inst.Epilogue), epi, r.snapshotOptions(epi))
+		en, err = db.WriteSnapshot(filepath.Join(r.cfg.DB, inst.Epilogue), epi, r.snapshotOptions(epi.RawSize()))
 		inst.PrologueBytes, inst.EpilogueBytes = uint64(pn), uint64(en)
 	}
 	if err != nil {
@@ -708,7 +710,7 @@ func (r *Recorder) recordStaged(dr DeviceReader, ks *kernelState, l *Launch, dh 
 	start := time.Now()
 	pro, err := r.planSnapshot(dr, l, inst.Prologue)
 	if err == nil {
-		err = r.writeOrQueue(dr, pro, pend, 0)
+		err = r.writeOrQueue(dr, pro, pend)
 	}
 	if err != nil {
 		r.reportError(fmt.Sprintf("kernel %s: prologue snapshot: %v", name, err))
@@ -723,7 +725,7 @@ func (r *Recorder) recordStaged(dr DeviceReader, ks *kernelState, l *Launch, dh 
 	start = time.Now()
 	epi, err := r.planSnapshot(dr, l, inst.Epilogue)
 	if err == nil {
-		err = r.writeOrQueue(dr, epi, pend, 1)
+		err = r.writeOrQueue(dr, epi, pend)
 	}
 	if err != nil {
 		// The launch happened: the instance is lost, not the application's work.
@@ -757,18 +759,17 @@ type pendingInstance struct {
 	err     error
 }
 
-// writeOrQueue writes a planned snapshot (which is 0 for the prologue, 1
-// for the epilogue): into a shadow copy and the background queue where the
+// writeOrQueue writes a planned snapshot of the pending instance: into a shadow copy and the background queue where the
 // device can spare the memory, otherwise at once from the live memory
 // after the queue has drained (the files must appear in plan order).
-func (r *Recorder) writeOrQueue(dr DeviceReader, p *snapshotPlan, pend *pendingInstance, which int) error {
+func (r *Recorder) writeOrQueue(dr DeviceReader, p *snapshotPlan, pend *pendingInstance) error {
 	queue := func(sh Shadow) {
 		if r.writer == nil {
 			r.writer = newBackgroundWriter(dr, r.cfg.DB)
 		}
 		pend.jobs++
 		r.pending[p.name] = pend
-		r.writer.add(&writeJob{plan: p, shadow: sh, opts: r.stagedOptions(p)})
+		r.writer.add(&writeJob{plan: p, shadow: sh, opts: r.snapshotOptions(p.raw)})
 	}
 	switch {
 	case r.cfg.NoBackground:
@@ -796,7 +797,7 @@ func (r *Recorder) writeOrQueue(dr DeviceReader, p *snapshotPlan, pend *pendingI
 		}
 	}
 	start := time.Now()
-	n, st, err := writePlan(dr, r.cfg.DB, p, p.runs, r.stagedOptions(p))
+	n, st, err := writePlan(dr, r.cfg.DB, p, p.runs, r.snapshotOptions(p.raw))
 	r.status.CopiedBytes += st.Bytes
 	r.status.CopyTransferSeconds += st.TransferSeconds
 	r.status.CopySeconds += time.Since(start).Seconds() // the copies overlap the writing: one figure for both
@@ -805,12 +806,17 @@ func (r *Recorder) writeOrQueue(dr DeviceReader, p *snapshotPlan, pend *pendingI
 		return err
 	}
 	r.status.SnapshotBytes += n
-	if which == 0 {
+	pend.written(p.name, n)
+	return nil
+}
+
+// written records the size of one of the instance's snapshot files.
+func (pend *pendingInstance) written(name string, n int64) {
+	if name == pend.inst.Prologue {
 		pend.inst.PrologueBytes = uint64(n)
 	} else {
 		pend.inst.EpilogueBytes = uint64(n)
 	}
-	return nil
 }
 
 // collect takes what the background writer finished: sizes and figures
@@ -839,10 +845,8 @@ func (r *Recorder) collect() {
 		switch {
 		case j.err != nil && pend.err == nil:
 			pend.err = fmt.Errorf("write %s: %w", j.plan.name, j.err)
-		case j.err == nil && j.plan.name == pend.inst.Prologue:
-			pend.inst.PrologueBytes = uint64(j.size)
 		case j.err == nil:
-			pend.inst.EpilogueBytes = uint64(j.size)
+			pend.written(j.plan.name, j.size)
 		}
 		if pend.jobs > 0 || pend.lost || !pend.planned {
 			continue

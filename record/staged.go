@@ -86,15 +86,14 @@ type blobPlan struct {
 // arguments copied, each blob chunk zero, referenced or to copy, and the
 // runs of consecutive chunks to copy.
 type snapshotPlan struct {
-	name    string // file name in the database
-	skel    *db.Snapshot
-	blobs   []blobPlan
-	runs    []fingerprint.Range // device sources of the chunks to copy
-	runLen  []int32             // chunks per run
-	refs    map[string]bool     // files the references point into
-	added   []fingerprint.Sum   // chunks this file adds to the content store
-	raw     uint64
-	planned time.Duration
+	name   string // file name in the database
+	skel   *db.Snapshot
+	blobs  []blobPlan
+	runs   []fingerprint.Range // device sources of the chunks to copy
+	runLen []int32             // chunks per run
+	refs   map[string]bool     // files the references point into
+	added  []fingerprint.Sum   // chunks this file adds to the content store
+	raw    uint64
 }
 
 // planSnapshot fingerprints the live allocations and plans the snapshot of
@@ -102,7 +101,6 @@ type snapshotPlan struct {
 // so that snapshots planned before this one is written can reference them;
 // forgetChunks takes them back if the file is never written.
 func (r *Recorder) planSnapshot(dr DeviceReader, l *Launch, name string) (*snapshotPlan, error) {
-	start := time.Now()
 	cs := uint64(db.DefaultChunkSize)
 	p := &snapshotPlan{name: name, skel: &db.Snapshot{Args: l.Args}, refs: map[string]bool{}}
 	if err := r.copyGlobals(p.skel, l); err != nil {
@@ -176,7 +174,6 @@ func (r *Recorder) planSnapshot(dr DeviceReader, l *Launch, name string) (*snaps
 	for _, b := range p.blobs {
 		p.raw += b.size
 	}
-	p.planned = time.Since(start)
 	return p, nil
 }
 
@@ -241,10 +238,6 @@ func writePlan(dr DeviceReader, dir string, p *snapshotPlan, src []fingerprint.R
 		st = staging.Close()
 	}
 	return n, st, err
-}
-
-func (r *Recorder) stagedOptions(p *snapshotPlan) db.SnapshotOptions {
-	return db.SnapshotOptions{Compress: r.cfg.Compress && p.raw >= minCompressedSnapshot, NoSync: true}
 }
 
 // copyGlobals copies the kernel module's device globals (small, copied whole).

@@ -13,6 +13,7 @@
 package devicecopy
 
 import (
+	"encoding/binary"
 	"fmt"
 	"runtime"
 	"sort"
@@ -179,7 +180,8 @@ func (r *Reader) Fingerprints(rs []fingerprint.Range) ([]fingerprint.Sum, error)
 	}
 	grid := mneme.Dim3{X: uint32(min(len(rs), 1<<30)), Y: 1, Z: 1}
 	block := mneme.Dim3{X: fingerprint.Threads, Y: 1, Z: 1}
-	args := [][]byte{u64(r.desc.addr), u64(r.sums.addr), u32(uint32(len(rs)))}
+	args := [][]byte{binary.LittleEndian.AppendUint64(nil, r.desc.addr), binary.LittleEndian.AppendUint64(nil, r.sums.addr),
+		binary.LittleEndian.AppendUint32(nil, uint32(len(rs)))}
 	if err := r.fn.Launch(grid, block, 0, r.stream, args); err != nil {
 		return nil, err
 	}
@@ -192,16 +194,6 @@ func (r *Reader) Fingerprints(rs []fingerprint.Range) ([]fingerprint.Sum, error)
 	}
 	return fingerprint.DecodeSums(out, len(rs))
 }
-
-func u64(v uint64) []byte {
-	b := make([]byte, 8)
-	for i := range b {
-		b[i] = byte(v >> (8 * i))
-	}
-	return b
-}
-
-func u32(v uint32) []byte { return u64(uint64(v))[:4] }
 
 // ensureSlots allocates the pinned ring on first use.
 func (r *Reader) ensureSlots() error {
