@@ -2,8 +2,8 @@ package deploy
 
 import (
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/mneme-gpu/mneme"
@@ -32,12 +32,7 @@ type CheckReport struct {
 // another GPU, and what each entry will do at run time.
 func Check(plans Plans, kernels []string, gpu string) CheckReport {
 	var rep CheckReport
-	names := make([]string, 0, len(plans))
-	for n := range plans {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(plans)) {
 		p := plans[n]
 		row := CheckRow{Kernel: n, Source: p.Source}
 		var notes []string
@@ -122,15 +117,11 @@ type PrecompileJob struct {
 // launch are skipped: their variants are compiled at run time.
 func PrecompileJobs(plans Plans, kernels []string, launches map[string][]Launch) []PrecompileJob {
 	var jobs []PrecompileJob
-	names := make([]string, 0, len(plans))
-	for n, p := range plans {
-		if !p.Original && slices.Contains(kernels, n) {
-			names = append(names, n)
-		}
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(plans)) {
 		p := plans[n]
+		if p.Original || !slices.Contains(kernels, n) {
+			continue
+		}
 		folds := p.Config.Specialize || p.Config.SpecializeDims
 		if !folds {
 			ls := launches[n]

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -130,12 +131,7 @@ func readPlans(path string, entryPlan func(path, kernel string, raw json.RawMess
 	plans := make(map[string]*Plan, len(entries))
 	var errs []error
 	// Sorted, so the errors come in the same order every run.
-	keys := make([]string, 0, len(entries))
-	for k := range entries {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, kernel := range keys {
+	for _, kernel := range slices.Sorted(maps.Keys(entries)) {
 		raw := entries[kernel]
 		if kernel == "" {
 			errs = append(errs, mneme.BadInput(fmt.Errorf("%s: an entry has an empty kernel name", path)))
