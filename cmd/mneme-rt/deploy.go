@@ -211,13 +211,60 @@ func mneme_rt_deploy_launch(fn unsafe.Pointer, index C.int, gx, gy, gz, bx, by, 
 		return 0
 	}
 	answer.handled = C.MNEME_LAUNCH_DONE
-	if fast != nil {
-		C.rth_set_fast_path(answer, C.uintptr_t(fast.fn.Handle()), C.uintptr_t(dep.cuLaunch))
+	if fast.v != nil {
+		C.rth_set_fast_path(answer, C.uintptr_t(fast.v.fn.Handle()), C.uintptr_t(dep.cuLaunch))
 		tb, rb := dk.plan.TunedBlock, dk.plan.RecordedBlock
 		answer.block[0], answer.block[1], answer.block[2] = C.unsigned(tb.X), C.unsigned(tb.Y), C.unsigned(tb.Z)
 		answer.recorded_block[0], answer.recorded_block[1], answer.recorded_block[2] = C.unsigned(rb.X), C.unsigned(rb.Y), C.unsigned(rb.Z)
+		if fast.keyed {
+			answer.keyed = 1
+			if dk.plan.Config.SpecializeDims {
+				answer.dims_folded = 1
+			}
+			answer.nfolded = C.int(len(fast.folded))
+			for i, a := range fast.folded {
+				answer.folded[i] = C.int(a)
+				answer.folded_size[i] = C.unsigned(k.paramSizes[a])
+			}
+			answer.shared_max = C.unsigned(max(fast.v.sharedMax, defaultSharedLimit))
+		}
 	}
 	return 0
+}
+
+// fastPath is what the shim may run without asking again: nothing (v nil),
+// v for every launch, or (keyed) v for the launches whose block, grid when
+// dimensions are specialized, and folded arguments equal this launch's.
+type fastPath struct {
+	v      *variant
+	keyed  bool
+	folded []int
+}
+
+// maxKeyedArg bounds an argument the shim keys variants by (as the shim's
+// VARIANT_ARG_MAX does); kernels with larger specialized arguments keep
+// asking.
+const maxKeyedArg = 4096
+
+// fastPathFor says what the shim may remember of a launch that ran v.
+func (dk *deployedKernel) fastPathFor(v *variant, sizes []uint64) fastPath {
+	if len(v.copies) > 0 {
+		return fastPath{} // the __constant__ copies are refreshed here
+	}
+	cfg := dk.plan.Config
+	folded := deploy.FoldedArgs(cfg, *dk.facts)
+	if len(folded) == 0 && !cfg.SpecializeDims {
+		return fastPath{v: v}
+	}
+	if len(folded) > C.MNEME_DEPLOY_MAX_FOLDED {
+		return fastPath{}
+	}
+	for _, a := range folded {
+		if a < 0 || a >= len(sizes) || sizes[a] > maxKeyedArg {
+			return fastPath{}
+		}
+	}
+	return fastPath{v: v, keyed: true, folded: folded}
 }
 
 // kernel returns the deployment state of a tuned kernel, nil when the
@@ -253,10 +300,11 @@ func (d *deployer) disable(dk *deployedKernel, err error) {
 	}
 }
 
-// launch runs one launch of a tuned kernel. It returns the variant when
-// every later launch may run it straight from the shim: nothing is
-// specialized on the launch's values and no variable needs refreshing.
-func (d *deployer) launch(dk *deployedKernel, grid, block mneme.Dim3, params []unsafe.Pointer, sizes []uint64, shared uint32, stream uintptr) (*variant, error) {
+// launch runs one launch of a tuned kernel. It returns what later launches
+// may run straight from the shim: the variant, for every launch or for
+// those with this launch's specialized values, unless a variable needs
+// refreshing.
+func (d *deployer) launch(dk *deployedKernel, grid, block mneme.Dim3, params []unsafe.Pointer, sizes []uint64, shared uint32, stream uintptr) (fastPath, error) {
 	grid, block = dk.plan.Geometry(grid, block)
 	dk.mu.Lock()
 	// A launch like an earlier one finds its variant by the raw bytes that
@@ -280,17 +328,17 @@ func (d *deployer) launch(dk *deployedKernel, grid, block mneme.Dim3, params []u
 	}
 	dk.mu.Unlock()
 	if err != nil {
-		return nil, err
+		return fastPath{}, err
 	}
 	if int(shared) > defaultSharedLimit && int(shared) > v.sharedMax {
 		if err := v.fn.SetMaxDynamicShared(int(shared)); err != nil {
-			return nil, err
+			return fastPath{}, err
 		}
 		v.sharedMax = int(shared)
 	}
 	for _, c := range v.copies {
 		if err := cuda.MemcpyDtoDAsync(c.dst, c.src, c.size, cuda.Stream(stream)); err != nil {
-			return nil, fmt.Errorf("refreshing a __constant__ variable: %w", err)
+			return fastPath{}, fmt.Errorf("refreshing a __constant__ variable: %w", err)
 		}
 	}
 	var p unsafe.Pointer
@@ -298,13 +346,9 @@ func (d *deployer) launch(dk *deployedKernel, grid, block mneme.Dim3, params []u
 		p = unsafe.Pointer(&params[0])
 	}
 	if err := v.fn.LaunchParams(grid, block, shared, stream, p); err != nil {
-		return nil, err
+		return fastPath{}, err
 	}
-	cfg := dk.plan.Config
-	if len(deploy.FoldedArgs(cfg, *dk.facts)) > 0 || cfg.SpecializeDims || len(v.copies) > 0 {
-		return nil, nil
-	}
-	return v, nil
+	return dk.fastPathFor(v, sizes), nil
 }
 
 // maxHotLaunches bounds a kernel's table of launches seen: beyond the

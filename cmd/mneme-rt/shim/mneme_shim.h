@@ -45,7 +45,7 @@ enum {
 
 /* Bumped whenever a structure or signature below changes; the library
  * refuses a shim of another version instead of misreading it. */
-#define MNEME_RT_ABI_VERSION 5
+#define MNEME_RT_ABI_VERSION 6
 
 /* One __cudaRegisterFunction call. */
 struct mneme_kernel_reg {
@@ -148,11 +148,15 @@ enum {
   MNEME_MODE_DEPLOY = 1,
 };
 
+/* The most specialized arguments a variant the shim remembers may have. */
+#define MNEME_DEPLOY_MAX_FOLDED 32
+
 /* What mneme_rt_deploy_launch answers about a launch of a kernel in
  * deployment. handled is an MNEME_LAUNCH_* value. A non-NULL function is
- * the kernel's tuned code for every launch (no argument or dimension is
- * specialized): the shim then launches it itself with cu_launch (the
- * driver's cuLaunchKernel) without calling the library again. A launch
+ * the kernel's tuned code for every launch (keyed 0: no argument or
+ * dimension is specialized) or for every launch with this launch's key
+ * (keyed 1): the shim then launches it itself with cu_launch (the driver's
+ * cuLaunchKernel) without calling the library again. A launch
  * whose block is recorded_block (or any launch when that is zero) runs with
  * the tuned block (zero: the launch's own) and a grid derived so the
  * launch's threads stay covered, as deploy.Plan.Geometry does; one the
@@ -163,6 +167,19 @@ struct mneme_deploy_answer {
   void *cu_launch;
   unsigned block[3];
   unsigned recorded_block[3];
+  /* Non-zero: function is the code of this launch's variant only (arguments
+   * or dimensions are specialized). The shim remembers it under the
+   * launch's key: its block, its grid when dims_folded, and the bytes of the
+   * nfolded arguments listed in folded (folded_size bytes each); a later
+   * launch with the same key runs it without asking, any other asks. */
+  int keyed;
+  int dims_folded;
+  int nfolded;
+  int folded[MNEME_DEPLOY_MAX_FOLDED];
+  unsigned folded_size[MNEME_DEPLOY_MAX_FOLDED];
+  /* Dynamic shared memory the function accepts: a launch asking for more
+   * than this (and more than the default 48 KiB) asks the library. */
+  unsigned shared_max;
 };
 
 /* Allocation kinds passed to mneme_rt_malloc, for the status counters. */

@@ -137,13 +137,15 @@ struct fatbin_entry {
   const void *wrapper; /* what __cudaRegisterFatBinary was given */
 };
 struct launch_memo;
+struct variant_table;
 struct kernel_entry {
   struct mneme_kernel_reg reg;
   void **handle;
   char *demangled; /* owned; filled lazily */
   int forward_always;
-  int deploy;               /* DEPLOY_ASK, DEPLOY_FORWARD or DEPLOY_FAST */
+  int deploy;               /* DEPLOY_ASK, _FORWARD, _FAST or _KEYED */
   void *jit_fn;             /* CUfunction of the tuned code (DEPLOY_FAST) */
+  struct variant_table *variants; /* owned; DEPLOY_KEYED: code by launch key */
   unsigned jit_block[3];    /* tuned block, zero: the launch's own */
   unsigned jit_recorded[3]; /* the block tuning started from */
   struct launch_memo *memo; /* owned; NULL until the library enables it */
@@ -295,7 +297,9 @@ static inline cudaError_t api_launch(const void *func, dim3 grid, dim3 block,
 /* ---- the Go library, loaded on first use while recording (shim_loader.c) */
 
 /* The library's entry points, valid once mneme_rt_ready is 1. */
-enum { DEPLOY_ASK = 0, DEPLOY_FORWARD = 1, DEPLOY_FAST = 2 };
+/* A kernel's deployment state: not asked yet, its own code, one tuned code
+ * for every launch, or tuned code per launch key (specialized variants). */
+enum { DEPLOY_ASK = 0, DEPLOY_FORWARD = 1, DEPLOY_FAST = 2, DEPLOY_KEYED = 3 };
 
 struct mneme_rt_entries {
   mneme_rt_malloc_fn malloc_;

@@ -1,6 +1,7 @@
 /* Launches: forwarded at once when neither recording nor deploying; while
  * recording, decided by the launch memo when it can, else handed to the
- * library; while deploying, a tuned kernel runs its JIT-compiled code.
+ * library; while deploying, a tuned kernel runs its JIT-compiled code (the
+ * variant of its launch's values when they are specialized).
  * Everything a launch calls is in this file or inline in shim_internal.h. */
 #include "shim_internal.h"
 
@@ -148,6 +149,199 @@ static int fast_launch(void *fn, const unsigned tb[3], const unsigned rb[3],
                           (unsigned)shared, s, args, NULL);
 }
 
+/* ---- specialized variants: the tuned code of each launch key ---- */
+
+/* Beyond this many keys a kernel's new launches keep asking the library,
+ * which runs them with its unspecialized tuned code (its own variant bound
+ * is far lower). */
+#define VARIANT_KEYS_MAX 4096
+/* A specialized argument larger than this is not keyed in C. */
+#define VARIANT_ARG_MAX 4096
+/* Launches may use up to 48 KiB of dynamic shared memory without opting in. */
+#define DEFAULT_SHARED_LIMIT (48u << 10)
+
+struct variant_slot {
+  uint64_t hash;
+  unsigned char *key; /* owned; NULL: empty slot */
+  void *fn;           /* CUfunction of the variant */
+  unsigned shared_max;
+};
+
+/* variant_table maps a kernel's launch keys to the code of their variants
+ * (DEPLOY_KEYED), so a launch of a specialized kernel with values seen
+ * before runs in C: a call into the Go library costs microseconds, which a
+ * short kernel timed on its own feels. A key is the launch's block, its grid
+ * when dimensions are specialized, and the bytes of the specialized
+ * arguments: what the library's own table of launches seen is keyed by. */
+struct variant_table {
+  int dims;
+  int nfolded;
+  int folded[MNEME_DEPLOY_MAX_FOLDED];
+  unsigned folded_size[MNEME_DEPLOY_MAX_FOLDED];
+  size_t key_len;
+  struct variant_slot *slots; /* open addressing, at most half full */
+  size_t cap, used;
+};
+
+/* key_buffer is stack when len fits it, else a heap buffer (NULL without
+ * memory) that the caller frees. */
+static unsigned char *key_buffer(size_t len, unsigned char *stack) {
+  return len <= MEMO_STACK_KEY ? stack : malloc(len);
+}
+
+/* variant_key writes the launch's key into buf (t->key_len bytes); it fails
+ * (0) when the arguments cannot be read. */
+static int variant_key(const struct variant_table *t, dim3 grid, dim3 block,
+                       void **args, unsigned char *buf) {
+  if (t->nfolded > 0 && args == NULL)
+    return 0;
+  uint32_t dims[6] = {block.x, block.y, block.z, grid.x, grid.y, grid.z};
+  size_t off = t->dims ? sizeof dims : sizeof dims / 2;
+  memcpy(buf, dims, off);
+  for (int i = 0; i < t->nfolded; i++) {
+    const void *a = args[t->folded[i]];
+    if (a == NULL)
+      return 0;
+    memcpy(buf + off, a, t->folded_size[i]);
+    off += t->folded_size[i];
+  }
+  return 1;
+}
+
+static struct variant_slot *variant_find(const struct variant_table *t,
+                                         uint64_t h, const unsigned char *key) {
+  if (t->cap == 0)
+    return NULL;
+  for (size_t i = h & (t->cap - 1);; i = (i + 1) & (t->cap - 1)) {
+    struct variant_slot *s = &t->slots[i];
+    if (s->key == NULL)
+      return NULL;
+    if (s->hash == h && memcmp(s->key, key, t->key_len) == 0)
+      return s;
+  }
+}
+
+/* variant_lookup is the code remembered for this launch's key, or NULL:
+ * not seen, more shared memory than the code was opened up for, or no
+ * memory for a large key. Called with mneme_table_lock held. */
+static void *variant_lookup(const struct variant_table *t, dim3 grid,
+                            dim3 block, void **args, size_t shared) {
+  unsigned char stack[MEMO_STACK_KEY];
+  unsigned char *key = key_buffer(t->key_len, stack);
+  if (key == NULL)
+    return NULL;
+  void *fn = NULL;
+  if (variant_key(t, grid, block, args, key)) {
+    struct variant_slot *s = variant_find(t, key_hash(key, t->key_len), key);
+    if (s != NULL &&
+        (shared <= DEFAULT_SHARED_LIMIT || shared <= s->shared_max))
+      fn = s->fn;
+  }
+  if (key != stack)
+    free(key);
+  return fn;
+}
+
+/* variant_layout_matches tells whether an answer keys launches as t does. */
+static int variant_layout_matches(const struct variant_table *t,
+                                  const struct mneme_deploy_answer *a) {
+  if (t->dims != (a->dims_folded != 0) || t->nfolded != a->nfolded)
+    return 0;
+  for (int i = 0; i < t->nfolded; i++)
+    if (t->folded[i] != a->folded[i] || t->folded_size[i] != a->folded_size[i])
+      return 0;
+  return 1;
+}
+
+/* variant_table_new is an empty table keyed as the answer says, or NULL
+ * when the answer's key is not one the shim keeps. */
+static struct variant_table *
+variant_table_new(const struct mneme_deploy_answer *a) {
+  if (a->nfolded < 0 || a->nfolded > MNEME_DEPLOY_MAX_FOLDED)
+    return NULL;
+  struct variant_table *t = calloc(1, sizeof *t);
+  if (t == NULL)
+    return NULL;
+  t->dims = a->dims_folded != 0;
+  t->nfolded = a->nfolded;
+  t->key_len = (t->dims ? 6 : 3) * sizeof(uint32_t);
+  for (int i = 0; i < t->nfolded; i++) {
+    if (a->folded[i] < 0 || a->folded_size[i] > VARIANT_ARG_MAX) {
+      free(t);
+      return NULL;
+    }
+    t->folded[i] = a->folded[i];
+    t->folded_size[i] = a->folded_size[i];
+    t->key_len += a->folded_size[i];
+  }
+  return t;
+}
+
+/* variant_insert remembers fn under key (or updates what the key had);
+ * without memory, or beyond VARIANT_KEYS_MAX, it remembers nothing and the
+ * key keeps asking the library. */
+static void variant_insert(struct variant_table *t, const unsigned char *key,
+                           void *fn, unsigned shared_max) {
+  uint64_t h = key_hash(key, t->key_len);
+  struct variant_slot *s = variant_find(t, h, key);
+  if (s != NULL) {
+    s->fn = fn;
+    s->shared_max = shared_max;
+    return;
+  }
+  if (t->used >= VARIANT_KEYS_MAX)
+    return;
+  if ((t->used + 1) * 2 > t->cap) {
+    size_t cap = t->cap ? t->cap * 2 : 16;
+    struct variant_slot *slots = calloc(cap, sizeof *slots);
+    if (slots == NULL)
+      return;
+    for (size_t i = 0; i < t->cap; i++) {
+      if (t->slots[i].key == NULL)
+        continue;
+      size_t j = t->slots[i].hash & (cap - 1);
+      while (slots[j].key != NULL)
+        j = (j + 1) & (cap - 1);
+      slots[j] = t->slots[i];
+    }
+    free(t->slots);
+    t->slots = slots;
+    t->cap = cap;
+  }
+  unsigned char *copy = malloc(t->key_len);
+  if (copy == NULL)
+    return;
+  memcpy(copy, key, t->key_len);
+  size_t j = h & (t->cap - 1);
+  while (t->slots[j].key != NULL)
+    j = (j + 1) & (t->cap - 1);
+  t->slots[j] = (struct variant_slot){
+      .hash = h, .key = copy, .fn = fn, .shared_max = shared_max};
+  t->used++;
+}
+
+/* remember_variant files the variant the library answered under this
+ * launch's key. Called with mneme_table_lock held. */
+static void remember_variant(struct kernel_entry *k,
+                             const struct mneme_deploy_answer *a, dim3 grid,
+                             dim3 block, void **args) {
+  if (k->variants == NULL && (k->variants = variant_table_new(a)) == NULL)
+    return;
+  struct variant_table *t = k->variants;
+  if (!variant_layout_matches(t, a))
+    return;
+  unsigned char stack[MEMO_STACK_KEY];
+  unsigned char *key = key_buffer(t->key_len, stack);
+  if (key == NULL)
+    return;
+  if (variant_key(t, grid, block, args, key)) {
+    variant_insert(t, key, a->function, a->shared_max);
+    k->deploy = DEPLOY_KEYED;
+  }
+  if (key != stack)
+    free(key);
+}
+
 static cudaError_t deploy_launch(const void *func, dim3 grid, dim3 block,
                                  void **args, size_t shared,
                                  cudaStream_t stream, int ptsz) {
@@ -160,6 +354,10 @@ static cudaError_t deploy_launch(const void *func, dim3 grid, dim3 block,
     struct kernel_entry *k = &mneme_kernels[idx];
     state = k->deploy;
     fn = k->jit_fn;
+    if (state == DEPLOY_KEYED) {
+      fn = variant_lookup(k->variants, grid, block, args, shared);
+      state = fn != NULL ? DEPLOY_FAST : DEPLOY_ASK;
+    }
     memcpy(tb, k->jit_block, sizeof tb);
     memcpy(rb, k->jit_recorded, sizeof rb);
   }
@@ -201,10 +399,14 @@ static cudaError_t deploy_launch(const void *func, dim3 grid, dim3 block,
       k->deploy = DEPLOY_FORWARD;
     } else {
       deploy_cu_launch = (cu_launch_fn)a.cu_launch;
-      k->jit_fn = a.function;
       memcpy(k->jit_block, a.block, sizeof k->jit_block);
       memcpy(k->jit_recorded, a.recorded_block, sizeof k->jit_recorded);
-      k->deploy = DEPLOY_FAST;
+      if (a.keyed) {
+        remember_variant(k, &a, grid, block, args);
+      } else {
+        k->jit_fn = a.function;
+        k->deploy = DEPLOY_FAST;
+      }
     }
     pthread_mutex_unlock(&mneme_table_lock);
   }

@@ -249,15 +249,18 @@ func TestLaunchMemo(t *testing.T) {
 	}
 	wantAsked := []string{
 		"_Z6kernelPfi grid=1 arg0=0", "_Z6kernelPfi grid=1 arg0=1", "_Z6kernelPfi grid=1 arg0=2",
-		"_Z5otherv grid=1 arg0=0", "_Z3big5Large grid=1 arg0=9",
+		"_Z5otherv grid=1 arg0=0", "_Z3big5Large grid=1 arg0=9", "_Z3big5Large grid=1 arg0=10",
+		"_Z3big5Large grid=1 arg0=9",
 	}
 	if strings.Join(asked, "\n") != strings.Join(wantAsked, "\n") {
 		t.Errorf("the library was asked about:\n%s\nwant:\n%s", strings.Join(asked, "\n"), strings.Join(wantAsked, "\n"))
 	}
 	// Argument 0 repeats 3 times after it was recorded, 1 and 2 once each;
 	// 5, 5, 6 and the other geometry come after the cap; _Z5otherv is
-	// forwarded 4 times after the first; the large argument repeats twice.
+	// forwarded 4 times after the first; of the large argument's three keys
+	// (two values, two shared sizes) the first repeats twice, the last once.
 	wantCounted := []string{
+		"_Z3big5Large repeat=10 launches=1",
 		"_Z3big5Large repeat=10 launches=2",
 		"_Z5otherv repeat=0 launches=4",
 		"_Z6kernelPfi repeat=0 launches=4",
@@ -269,8 +272,8 @@ func TestLaunchMemo(t *testing.T) {
 	if strings.Join(counted, "\n") != strings.Join(wantCounted, "\n") {
 		t.Errorf("the shim counted:\n%s\nwant:\n%s", strings.Join(counted, "\n"), strings.Join(wantCounted, "\n"))
 	}
-	if launches != 20 {
-		t.Errorf("%d launches reached CUDA, want all 20\n%s", launches, out)
+	if launches != 23 {
+		t.Errorf("%d launches reached CUDA, want all 23\n%s", launches, out)
 	}
 	if stderr != "" {
 		t.Errorf("stderr: %q", stderr)
@@ -282,8 +285,10 @@ func TestLaunchMemo(t *testing.T) {
 // asked about once and then launched by the shim straight through the
 // driver's entry point with the tuned block and a grid that still covers
 // the launch's threads; an untuned kernel is asked once and then forwarded;
-// a kernel specialized per value is asked at every launch; and
-// MNEME_JIT=off leaves every launch to CUDA without loading the library.
+// a kernel specialized per value is asked once per value (and when a launch
+// needs more shared memory than its variant was opened up for) and its
+// repeats run in the shim; and MNEME_JIT=off leaves every launch to CUDA
+// without loading the library.
 func TestDeployFastPath(t *testing.T) {
 	b := newBuild(t)
 	lib := filepath.Join(b.dir, "librt_standin.so")
@@ -316,11 +321,25 @@ func TestDeployFastPath(t *testing.T) {
 	if n := count("asked deploy _Z5otherv"); n != 1 {
 		t.Errorf("the untuned kernel was asked about %d times, want once", n)
 	}
-	if n := count("asked deploy _Z3big5Large"); n != 3 {
-		t.Errorf("the specialized kernel was asked about %d times, want 3", n)
+	var askedBig []string
+	for _, l := range lines {
+		if strings.HasPrefix(l, "asked deploy _Z3big5Large") {
+			askedBig = append(askedBig, strings.TrimPrefix(l, "asked deploy _Z3big5Large "))
+		}
 	}
-	if n := count("jit launch specialized"); n != 3 {
-		t.Errorf("%d specialized launches by the library, want 3", n)
+	wantBig := []string{"grid=1 arg0=9 shared=0", "grid=1 arg0=10 shared=0", "grid=1 arg0=9 shared=65536"}
+	if strings.Join(askedBig, "\n") != strings.Join(wantBig, "\n") {
+		t.Errorf("the specialized kernel was asked about:\n%s\nwant:\n%s", strings.Join(askedBig, "\n"), strings.Join(wantBig, "\n"))
+	}
+	// Six launches run the variant: three by the library, three remembered.
+	if n := count("jit launch specialized grid=1 block=32 arg0=9 shared=0"); n != 3 {
+		t.Errorf("%d launches of value 9 without shared memory, want 3:\n%s", n, out)
+	}
+	if n := count("jit launch specialized grid=1 block=32 arg0=10"); n != 1 {
+		t.Errorf("%d launches of value 10, want 1:\n%s", n, out)
+	}
+	if n := count("jit launch specialized grid=1 block=32 arg0=9 shared=65536"); n != 2 {
+		t.Errorf("%d launches of value 9 with 64 KiB of shared memory, want 2:\n%s", n, out)
 	}
 	// Only the untuned kernel's 5 launches reach CUDA.
 	if n := count("launch f=kernel_b"); n != 5 || count("launch ") != 5 {
@@ -337,7 +356,7 @@ func TestDeployFastPath(t *testing.T) {
 	}
 
 	off, stderr := runProgram(t, app, "MNEME_TUNED_KERNELS=tuned.json", "MNEME_JIT=off", "MNEME_RT_LIB="+lib)
-	if strings.Contains(off, "deploy") || strings.Count(off, "launch ") != 20 || stderr != "" {
+	if strings.Contains(off, "deploy") || strings.Count(off, "launch ") != 23 || stderr != "" {
 		t.Errorf("with MNEME_JIT=off every launch must reach CUDA untouched:\n%s\nstderr: %s", off, stderr)
 	}
 }

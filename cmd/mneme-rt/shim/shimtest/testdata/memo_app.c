@@ -2,7 +2,8 @@
  * Launches that exercise the shim's launch memo: one kernel with repeated
  * and new scalar arguments past the point where its recorder is full, one
  * kernel the recorder never wants to see, and one with an argument too large
- * for the shim's stack buffer.
+ * for the shim's stack buffer, launched with two values and two sizes of
+ * dynamic shared memory.
  */
 #include <stddef.h>
 #include <string.h>
@@ -57,8 +58,13 @@ int main(void) {
   memset(&large, 7, sizeof large);
   large.first = 9;
   void *big_args[] = {&large};
-  for (int i = 0; i < 3; i++)
-    cudaLaunchKernel(kernel_big, g, b, big_args, 0, 0);
+  /* Value 9 thrice, 10 once, then 9 with 64 KiB of dynamic shared memory. */
+  const int firsts[] = {9, 9, 10, 9, 9, 9};
+  const size_t shareds[] = {0, 0, 0, 0, 65536, 65536};
+  for (int i = 0; i < 6; i++) {
+    large.first = firsts[i];
+    cudaLaunchKernel(kernel_big, g, b, big_args, shareds[i], 0);
+  }
   cudaDeviceReset();
   return 0;
 }

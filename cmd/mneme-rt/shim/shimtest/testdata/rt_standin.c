@@ -9,8 +9,10 @@
  * Deploying (MNEME_TUNED_KERNELS set), it plays the tuned-kernel runtime:
  * _Z6kernelPfi gets a fast path with block 16 (the shim then launches it
  * through the stand-in cuLaunchKernel below without asking again),
- * _Z5otherv is not tuned, and _Z3big5Large is specialized on its value, so
- * every launch of it is asked about and launched here.
+ * _Z5otherv is not tuned, and _Z3big5Large is specialized on its 2 KiB
+ * argument: the shim remembers its variant per value and asks about each
+ * new value, and about a launch asking for more dynamic shared memory than
+ * the variant was opened up for.
  */
 #include <stdio.h>
 #include <string.h>
@@ -35,15 +37,15 @@ static int standin_cu_launch(void *f, unsigned gx, unsigned gy, unsigned gz,
   (void)gz;
   (void)by;
   (void)bz;
-  (void)shared;
   (void)stream;
   (void)extra;
-  printf("jit launch %s grid=%u block=%u arg0=%d\n", (const char *)f, gx, bx,
-         *(int *)params[0]);
+  printf("jit launch %s grid=%u block=%u arg0=%d shared=%u\n", (const char *)f,
+         gx, bx, *(int *)params[0], shared);
   return 0;
 }
 
 static char tuned_code[] = "tuned_kernel";
+static char specialized_code[] = "specialized";
 
 cudaError_t mneme_rt_deploy_launch(const void *func, int index, unsigned gx,
                                    unsigned gy, unsigned gz, unsigned bx,
@@ -54,8 +56,8 @@ cudaError_t mneme_rt_deploy_launch(const void *func, int index, unsigned gx,
   (void)ptsz;
   struct mneme_kernel_reg reg;
   api->kernel_at(index, &reg);
-  printf("asked deploy %s grid=%u arg0=%d\n", reg.device_name, gx,
-         *(int *)args[0]);
+  printf("asked deploy %s grid=%u arg0=%d shared=%zu\n", reg.device_name, gx,
+         *(int *)args[0], shared);
   if (strcmp(reg.device_name, "_Z5otherv") == 0) {
     a->handled = MNEME_LAUNCH_FORWARD_ALWAYS;
     return 0;
@@ -73,8 +75,15 @@ cudaError_t mneme_rt_deploy_launch(const void *func, int index, unsigned gx,
     standin_cu_launch(tuned_code, (gx * bx + 15) / 16, gy, gz, 16, by, bz,
                       (unsigned)shared, stream, args, NULL);
   } else {
-    standin_cu_launch("specialized", gx, gy, gz, bx, by, bz, (unsigned)shared,
-                      stream, args, NULL);
+    a->function = specialized_code;
+    a->cu_launch = (void *)standin_cu_launch;
+    a->keyed = 1;
+    a->nfolded = 1;
+    a->folded[0] = 0;
+    a->folded_size[0] = 2048;
+    a->shared_max = shared > 49152 ? (unsigned)shared : 49152;
+    standin_cu_launch(specialized_code, gx, gy, gz, bx, by, bz,
+                      (unsigned)shared, stream, args, NULL);
   }
   a->handled = MNEME_LAUNCH_DONE;
   return 0;
