@@ -143,13 +143,13 @@ struct kernel_entry {
   void **handle;
   char *demangled; /* owned; filled lazily */
   int forward_always;
-  int deploy;               /* DEPLOY_ASK, _FORWARD, _FAST or _KEYED */
-  void *jit_fn;             /* CUfunction of the tuned code (DEPLOY_FAST) */
+  int deploy;   /* DEPLOY_ASK, _FORWARD, _FAST or _KEYED */
+  void *jit_fn; /* CUfunction of the tuned code (DEPLOY_FAST) */
   struct variant_table *variants; /* owned; DEPLOY_KEYED: code by launch key */
-  unsigned jit_block[3];    /* tuned block, zero: the launch's own */
-  unsigned jit_recorded[3]; /* the block tuning started from */
-  struct launch_memo *memo; /* owned; NULL until the library enables it */
-  uint64_t forwarded;       /* launches forwarded without asking, undrained */
+  unsigned jit_block[3];          /* tuned block, zero: the launch's own */
+  unsigned jit_recorded[3];       /* the block tuning started from */
+  struct launch_memo *memo;       /* owned; NULL until the library enables it */
+  uint64_t forwarded; /* launches forwarded without asking, undrained */
 };
 struct var_entry {
   struct mneme_var_reg reg;
