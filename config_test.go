@@ -182,7 +182,7 @@ func TestConfigJSONUnchanged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"grid":{"x":8,"y":1,"z":1},"block":{"x":32,"y":1,"z":1},"shared_mem":16,"specialize":false,"specialize_args":[1],"specialize_dims":false,"set_launch_bounds":false,"max_threads":0,"min_blocks_per_sm":0,"passes":"default\u003cO3\u003e","codegen_opt":3,"prune":true,"internalize":true}`
+	want := `{"grid":{"x":8,"y":1,"z":1},"block":{"x":32,"y":1,"z":1},"shared_mem":16,"specialize":false,"specialize_args":[1],"specialize_dims":false,"set_launch_bounds":false,"max_threads":0,"min_blocks_per_sm":0,"passes":"default\u003cO3\u003e","codegen_opt":3,"prune":true,"internalize":false}`
 	if string(b) != want {
 		t.Fatalf("JSON\n%s\nwant\n%s", b, want)
 	}

@@ -252,14 +252,23 @@ func TestEditedCacheEntryIsNotServed(t *testing.T) {
 func TestInternalizeKeepsNamedGlobals(t *testing.T) {
 	c := NewCompiler(Options{})
 	visible := regexp.MustCompile(`\.visible \.global .*g_total`)
-	hidden, err := c.Compile(&Request{IR: testIR(t), Kernel: "accumulate", Config: baseConfig()})
+	base, err := c.Compile(&Request{IR: testIR(t), Kernel: "accumulate", Config: baseConfig()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !visible.Match(base.PTX) {
+		t.Fatalf("the baseline does not internalize: the global must stay visible:\n%s", base.PTX)
+	}
+	cfg := baseConfig()
+	cfg.Internalize = true
+	hidden, err := c.Compile(&Request{IR: testIR(t), Kernel: "accumulate", Config: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if visible.Match(hidden.PTX) {
 		t.Fatalf("without Keep the global should be internal:\n%s", hidden.PTX)
 	}
-	kept, err := c.Compile(&Request{IR: testIR(t), Kernel: "accumulate", Config: baseConfig(), Keep: []string{"g_total"}})
+	kept, err := c.Compile(&Request{IR: testIR(t), Kernel: "accumulate", Config: cfg, Keep: []string{"g_total"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -186,14 +186,10 @@ func matchSnapshots(pro, epi *db.Snapshot, proPath, epiPath string) error {
 
 // Baseline is the configuration that reproduces the recorded launch as the
 // application compiled it: the recorded geometry, and the -O level and ptxas
-// options of its compile where the recording has them (CompileFlags). It
-// does not internalize: the application's compiler optimized the unit with
-// its device functions external, and internalizing first changes what the
-// inliner does (measured: a double-precision n-body kernel got another loop
-// structure and ran 9% slower; without it every example's PTX is clang's).
+// options of its compile where the recording has them (CompileFlags); like
+// mneme.Baseline it does not internalize.
 func (r *Recording) Baseline() mneme.Config {
 	cfg := mneme.Baseline(r.Instance.GridDims, r.Instance.BlockDims, r.Instance.SharedMem)
-	cfg.Internalize = false
 	return ApplyCompileFlags(cfg, r.Kernel.CompileFlags)
 }
 

@@ -24,7 +24,7 @@ type compileFlags struct {
 	arch                   string
 	ptxVersion             int
 	ptxasOpt, maxRegisters int
-	noPrune, noInternalize bool
+	noPrune, internalize, noInternalize bool
 	jsonOut, noGPU         bool
 	cacheDir               string
 }
@@ -70,7 +70,9 @@ func (f *compileFlags) register(fl *pflag.FlagSet) {
 	fl.IntVar(&f.ptxasOpt, "ptxas-opt", 0, "ptxas optimization level 1..4 (0: driver default)")
 	fl.IntVar(&f.maxRegisters, "max-registers", 0, "ptxas register cap per thread (0: none)")
 	fl.BoolVar(&f.noPrune, "no-prune", false, "keep the whole module instead of the kernel's closure")
-	fl.BoolVar(&f.noInternalize, "no-internalize", false, "keep non-kernel symbols external")
+	fl.BoolVar(&f.internalize, mneme.KeyInternalize, false, "give non-kernel symbols internal linkage before optimizing (the application's compile did not: off reproduces its code)")
+	fl.BoolVar(&f.noInternalize, "no-internalize", false, "keep non-kernel symbols external (the default)")
+	_ = fl.MarkDeprecated("no-internalize", "non-kernel symbols stay external unless --internalize is given")
 	fl.StringVar(&f.emit, "emit", "ptx", "what to write: ptx, ll (optimized IR) or cubin (needs a GPU)")
 	fl.StringVarP(&f.out, "output", "o", "-", "output file ('-' for stdout)")
 	fl.BoolVar(&f.jsonOut, "json", false, "print a JSON report (stage times, resources) instead of the code")
@@ -86,8 +88,11 @@ func compileJob(f *compileFlags) (jit.FileJob, error) {
 	if f.ir == "" {
 		return job, errors.New("--ir: an LLVM bitcode file is required")
 	}
+	if f.internalize && f.noInternalize {
+		return job, errors.New("--internalize and --no-internalize disagree: give one")
+	}
 	cfg := mneme.Config{Passes: f.passes, CodegenOpt: f.codegenOpt, SpecializeDims: f.specializeDims,
-		Prune: !f.noPrune, Internalize: !f.noInternalize, Arch: f.arch, PTXVersion: f.ptxVersion,
+		Prune: !f.noPrune, Internalize: f.internalize, Arch: f.arch, PTXVersion: f.ptxVersion,
 		PtxasOpt: f.ptxasOpt, MaxRegisters: f.maxRegisters}
 	var err error
 	if f.block != "" {

@@ -27,7 +27,7 @@ type replayFlags struct {
 	launchBounds               string
 	passes                     string
 	codegenOpt                 int
-	noPrune, noInternalize     bool
+	noPrune, internalize, noInternalize bool
 	ptxasOpt, maxRegisters     int
 	iterations, warmup, device int
 	emitIR, saveOutput         string
@@ -88,7 +88,9 @@ func (f *replayFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.passes, mneme.KeyPasses, mneme.DefaultPipeline, "new-pass-manager pipeline text")
 	fl.IntVar(&f.codegenOpt, "codegen-opt", 3, "NVPTX code generation level 0..3")
 	fl.BoolVar(&f.noPrune, "no-prune", false, "compile the whole module instead of the kernel's closure")
-	fl.BoolVar(&f.noInternalize, "no-internalize", false, "keep non-kernel symbols external")
+	fl.BoolVar(&f.internalize, mneme.KeyInternalize, false, "give non-kernel symbols internal linkage before optimizing (the application's compile did not: off reproduces its code)")
+	fl.BoolVar(&f.noInternalize, "no-internalize", false, "keep non-kernel symbols external (the default)")
+	_ = fl.MarkDeprecated("no-internalize", "non-kernel symbols stay external unless --internalize is given")
 	fl.IntVar(&f.ptxasOpt, "ptxas-opt", 0, "ptxas optimization level 1..4 (0: driver default)")
 	fl.IntVar(&f.maxRegisters, "max-registers", 0, "ptxas register cap per thread (0: none)")
 	fl.IntVar(&f.iterations, "iterations", replay.DefaultIterations, "timed launches")
@@ -145,9 +147,12 @@ func normalizeSingleDash(args []string, names ...string) []string {
 // replayConfig builds the configuration from the flags: the recorded launch
 // (resolved by the session) with every flag applied.
 func replayConfig(f *replayFlags, changed func(string) bool, positional []string) (mneme.Config, error) {
-	cfg := mneme.Config{Passes: f.passes, CodegenOpt: f.codegenOpt, Prune: !f.noPrune, Internalize: !f.noInternalize,
+	cfg := mneme.Config{Passes: f.passes, CodegenOpt: f.codegenOpt, Prune: !f.noPrune, Internalize: f.internalize,
 		SharedMem: f.sharedMem, Specialize: f.specialize, SpecializeDims: f.specializeDims,
 		PtxasOpt: f.ptxasOpt, MaxRegisters: f.maxRegisters, FPContract: f.fpContract}
+	if f.internalize && f.noInternalize {
+		return cfg, errors.New("--internalize and --no-internalize disagree: give one")
+	}
 	if !changed(mneme.KeyPasses) && !changed("codegen-opt") && len(positional) == 0 {
 		cfg.Passes = "" // the application's own -O level, resolved against the recording
 	}
