@@ -14,19 +14,19 @@ import (
 )
 
 type compileFlags struct {
-	ir, kernel, out, emit  string
-	args                   []string
-	block, grid            string
-	specializeDims         bool
-	passes                 string
-	codegenOpt             int
-	launchBounds           string
-	arch                   string
-	ptxVersion             int
-	ptxasOpt, maxRegisters int
+	ir, kernel, out, emit               string
+	args                                []string
+	block, grid                         string
+	specializeDims                      bool
+	passes                              string
+	codegenOpt                          int
+	launchBounds                        string
+	arch                                string
+	ptxVersion                          int
+	ptxasOpt, maxRegisters              int
 	noPrune, internalize, noInternalize bool
-	jsonOut, noGPU         bool
-	cacheDir               string
+	jsonOut, noGPU                      bool
+	cacheDir                            string
 }
 
 func init() {

@@ -18,25 +18,25 @@ import (
 )
 
 type replayFlags struct {
-	rdb, rid, kernel           string
-	grid, block                string
-	sharedMem                  uint32
-	specialize                 bool
-	specializeArgs             string
-	specializeDims             bool
-	launchBounds               string
-	passes                     string
-	codegenOpt                 int
+	rdb, rid, kernel                    string
+	grid, block                         string
+	sharedMem                           uint32
+	specialize                          bool
+	specializeArgs                      string
+	specializeDims                      bool
+	launchBounds                        string
+	passes                              string
+	codegenOpt                          int
 	noPrune, internalize, noInternalize bool
-	ptxasOpt, maxRegisters     int
-	iterations, warmup, device int
-	emitIR, saveOutput         string
-	verify, dtype, timer       string
-	tolerance                  float64
-	jsonOut, fullReset         bool
-	cacheDir                   string
-	original                   bool
-	fpContract                 string
+	ptxasOpt, maxRegisters              int
+	iterations, warmup, device          int
+	emitIR, saveOutput                  string
+	verify, dtype, timer                string
+	tolerance                           float64
+	jsonOut, fullReset                  bool
+	cacheDir                            string
+	original                            bool
+	fpContract                          string
 }
 
 func init() {
