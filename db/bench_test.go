@@ -2,8 +2,10 @@ package db
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"io"
+	"math"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -26,7 +28,8 @@ func reportCPU(b *testing.B, start time.Duration, bytesPerOp uint64) {
 }
 
 // benchSnapshots are 64 MiB of the contents a recorder meets: a smooth float
-// field, untouched (zero) memory and incompressible bytes.
+// field, one with structure at two scales whose chunks never repeat (as
+// examples/tracer's), untouched (zero) memory and incompressible bytes.
 func benchSnapshots() []struct {
 	name string
 	s    *Snapshot
@@ -40,6 +43,7 @@ func benchSnapshots() []struct {
 		s    *Snapshot
 	}{
 		{"floats", mk(floatData(size))},
+		{"field", mk(fieldData(size))},
 		{"zeros", mk(make([]byte, size))},
 		{"random", mk(randomData(size, 5))},
 	}
@@ -48,14 +52,18 @@ func benchSnapshots() []struct {
 // Run with -cpu 1,2 (or more) to see single-core and parallel throughput.
 func BenchmarkEncodeSnapshot(b *testing.B) {
 	for _, c := range benchSnapshots() {
-		for _, compress := range []bool{false, true} {
-			b.Run(fmt.Sprintf("%s/compress=%v", c.name, compress), func(b *testing.B) {
+		for _, opts := range []SnapshotOptions{{}, {Compress: true}, {Compress: true, FastPlanes: true}} {
+			name := fmt.Sprintf("%s/compress=%v", c.name, opts.Compress)
+			if opts.FastPlanes {
+				name += "/fast-planes"
+			}
+			b.Run(name, func(b *testing.B) {
 				cw := &countingWriter{w: io.Discard}
 				b.SetBytes(int64(c.s.RawSize()))
 				start := cpuTime()
 				for b.Loop() {
 					cw.n = 0
-					if err := EncodeSnapshot(cw, c.s, SnapshotOptions{Compress: compress}); err != nil {
+					if err := EncodeSnapshot(cw, c.s, opts); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -138,4 +146,16 @@ func BenchmarkChangedRanges(b *testing.B) {
 			b.Fatal(len(r))
 		}
 	}
+}
+
+// fieldData is examples/tracer's initial field from element 3e8 on: float32
+// values near 0.5 with a slow sine and a 7919-periodic cosine factor.
+func fieldData(n int) []byte {
+	b := make([]byte, n/4*4)
+	for k := 0; k < len(b)/4; k++ {
+		i := 300_000_000 + k
+		v := 0.5 + 0.25*float32(math.Sin(float64(float32(i)*1e-6)))*float32(math.Cos(float64(float32(i%7919)*7.9e-4)))
+		binary.LittleEndian.PutUint32(b[4*k:], math.Float32bits(v))
+	}
+	return b
 }

@@ -5,8 +5,10 @@ import (
 	"encoding/binary"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 
+	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"
 	"github.com/zeebo/xxh3"
 )
@@ -62,19 +64,39 @@ const (
 	shuffleHeader = shufflePlanes * 8
 )
 
-func encodeChunk(raw []byte, compress bool) encodedChunk {
+// compression is how a snapshot's chunks are compressed.
+type compression int
+
+const (
+	compressNone compression = iota
+	compressZstd
+	// compressFastPlanes: zstd for whole chunks, S2 for byte planes.
+	compressFastPlanes
+)
+
+func compressionOf(opts SnapshotOptions) compression {
+	switch {
+	case !opts.Compress:
+		return compressNone
+	case opts.FastPlanes:
+		return compressFastPlanes
+	}
+	return compressZstd
+}
+
+func encodeChunk(raw []byte, how compression) encodedChunk {
 	if isZero(raw) {
 		return encodedChunk{codec: codecZero}
 	}
 	c := encodedChunk{codec: codecRaw, sum: xxh3.Hash(raw), stored: raw}
-	if !compress || len(raw) < 256 {
+	if how == compressNone || len(raw) < 256 {
 		return c
 	}
 	if out, bp, ok := tryZstd(raw); ok {
 		c.codec, c.stored, c.buf = codecZstd, out, bp
 		return c
 	}
-	if out, bp, ok := tryShuffle(raw); ok {
+	if out, bp, ok := tryShuffle(raw, how == compressFastPlanes); ok {
 		c.codec, c.stored, c.buf = codecShuffle4, out, bp
 	}
 	return c
@@ -121,8 +143,9 @@ func unshuffle4(dst, src []byte) {
 	}
 }
 
-// tryShuffle stores raw as four byte planes, each compressed when that pays.
-func tryShuffle(raw []byte) ([]byte, *[]byte, bool) {
+// tryShuffle stores raw as four byte planes, each compressed (with zstd, or
+// with S2 when fast) when that pays.
+func tryShuffle(raw []byte, fast bool) ([]byte, *[]byte, bool) {
 	if len(raw)%4 != 0 || len(raw) < 4*probeSize {
 		return nil, nil, false
 	}
@@ -132,11 +155,17 @@ func tryShuffle(raw []byte) ([]byte, *[]byte, bool) {
 	// Probe: shuffle only the start and see whether any plane compresses.
 	probe := (*planes)[:probeSize]
 	shuffle4(probe, raw[:probeSize])
-	out := getBuf(len(raw) + shuffleHeader)
+	out := getBuf(s2.MaxEncodedLen(len(raw)) + shuffleHeader)
 	anyPays := false
 	for p := 0; p < shufflePlanes; p++ {
 		pl := probe[p*probeSize/4 : (p+1)*probeSize/4]
-		if z := enc.EncodeAll(pl, (*out)[:0]); pays(len(z), len(pl)) {
+		var z []byte
+		if fast {
+			z = appendS2((*out)[:0], pl)
+		} else {
+			z = enc.EncodeAll(pl, (*out)[:0])
+		}
+		if pays(len(z), len(pl)) {
 			anyPays = true
 			break
 		}
@@ -152,13 +181,18 @@ func tryShuffle(raw []byte) ([]byte, *[]byte, bool) {
 	for p := 0; p < shufflePlanes; p++ {
 		pl := all[p*n : (p+1)*n]
 		start := len(dst)
-		codec := uint32(codecRaw)
-		if z := enc.EncodeAll(pl[:min(probeSize, n)], dst); pays(len(z)-start, min(probeSize, n)) {
+		codec := uint32(planeRaw)
+		if fast {
+			// S2 costs less than a zstd probe: no probe.
+			if z := appendS2(dst, pl); pays(len(z)-start, n) {
+				dst, codec = z, planeS2
+			}
+		} else if z := enc.EncodeAll(pl[:min(probeSize, n)], dst); pays(len(z)-start, min(probeSize, n)) {
 			if z = enc.EncodeAll(pl, z[:start]); pays(len(z)-start, n) {
-				dst, codec = z, codecZstd
+				dst, codec = z, planeZstd
 			}
 		}
-		if codec == codecRaw {
+		if codec == planeRaw {
 			dst = append(dst[:start], pl...)
 		}
 		binary.LittleEndian.PutUint32(dst[8*p:], uint32(len(dst)-start))
@@ -170,6 +204,33 @@ func tryShuffle(raw []byte) ([]byte, *[]byte, bool) {
 		return nil, nil, false
 	}
 	return dst, out, true
+}
+
+// appendS2 appends src compressed in S2's block format to dst.
+func appendS2(dst, src []byte) []byte {
+	need := s2.MaxEncodedLen(len(src))
+	dst = slices.Grow(dst, need)
+	out := s2.Encode(dst[len(dst):len(dst)+need], src)
+	return dst[:len(dst)+len(out)]
+}
+
+// decodeS2 decompresses an S2 block into dst, which it must fill exactly.
+func decodeS2(dst, src []byte) error {
+	n, err := s2.DecodedLen(src)
+	if err != nil {
+		return fmt.Errorf("s2: %v", err)
+	}
+	if n != len(dst) {
+		return fmt.Errorf("s2 block decodes to %d bytes, want %d", n, len(dst))
+	}
+	out, err := s2.Decode(dst, src)
+	if err != nil {
+		return fmt.Errorf("s2: %v", err)
+	}
+	if len(out) > 0 && &out[0] != &dst[0] {
+		copy(dst, out)
+	}
+	return nil
 }
 
 // decodeZstd decompresses src into dst, which it must fill exactly.
@@ -210,13 +271,17 @@ func decodeShuffle(dst, src []byte, scratch *[]byte) error {
 		in, pl := body[:stored], planes[p*n:(p+1)*n:(p+1)*n]
 		body = body[stored:]
 		switch codec {
-		case codecRaw:
+		case planeRaw:
 			if len(in) != n {
 				return fmt.Errorf("raw plane %d holds %d bytes, want %d", p, len(in), n)
 			}
 			copy(pl, in)
-		case codecZstd:
+		case planeZstd:
 			if err := decodeZstd(pl, in); err != nil {
+				return fmt.Errorf("plane %d: %v", p, err)
+			}
+		case planeS2:
+			if err := decodeS2(pl, in); err != nil {
 				return fmt.Errorf("plane %d: %v", p, err)
 			}
 		default:

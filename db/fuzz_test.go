@@ -30,6 +30,16 @@ func smallSnapshots(t testing.TB) [][]byte {
 			seeds = append(seeds, buf.Bytes())
 		}
 	}
+	// Chunks of 128 KiB are the smallest that are tried as byte planes:
+	// float data stored as zstd planes and as S2 planes (version 3).
+	for _, fast := range []bool{false, true} {
+		var buf bytes.Buffer
+		s := &Snapshot{Blobs: []Blob{{Addr: 0x1000, Size: uint64(len(fl)), Data: fl}}}
+		if err := EncodeSnapshot(&buf, s, SnapshotOptions{Compress: true, FastPlanes: fast, ChunkSize: 128 << 10}); err != nil {
+			t.Fatal(err)
+		}
+		seeds = append(seeds, buf.Bytes())
+	}
 	return seeds
 }
 

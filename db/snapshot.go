@@ -90,6 +90,11 @@ type SnapshotOptions struct {
 	// atomically (safe if the application crashes) but not durable across
 	// a power loss.
 	NoSync bool
+	// FastPlanes (with Compress) compresses byte planes with S2 instead of
+	// zstd: about twice the encoding speed of the planes of a float chunk
+	// (and faster decoding) for about 8% more bytes, for writes that hold up
+	// an application. The file is a version 3 snapshot.
+	FastPlanes bool
 }
 
 // DefaultChunkSize is 1 MiB: large enough for zstd to find redundancy and
@@ -125,6 +130,13 @@ const (
 	// snapshotVersionRefs is the snapshot format version that may hold
 	// codecRef chunks; version 1 files (FormatVersion) may not.
 	snapshotVersionRefs = 2
+	// snapshotVersionS2 may also hold planes compressed with S2.
+	snapshotVersionS2 = 3
+
+	// Codecs of a codecShuffle4 chunk's planes.
+	planeRaw  = 0
+	planeZstd = 1
+	planeS2   = 2 // S2 block format (github.com/klauspost/compress/s2)
 	// refFixed is the fixed part of a reference's stored bytes.
 	refFixed = 8 + 2
 	// maxRefName bounds a referenced file's name.

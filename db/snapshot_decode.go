@@ -355,10 +355,10 @@ func (m *metaReader) header() (int, error) {
 		return 0, m.errf(0, "not a mneme snapshot (no %s header)", snapMagic)
 	}
 	switch v := binary.LittleEndian.Uint32(hdr[8:]); v {
-	case FormatVersion, snapshotVersionRefs:
+	case FormatVersion, snapshotVersionRefs, snapshotVersionS2:
 		m.version = v
 	default:
-		return 0, m.errf(8, "snapshot format version %d is not supported (this mneme reads %d and %d)", v, FormatVersion, snapshotVersionRefs)
+		return 0, m.errf(8, "snapshot format version %d is not supported (this mneme reads %d to %d)", v, FormatVersion, snapshotVersionS2)
 	}
 	if f := binary.LittleEndian.Uint32(hdr[12:]); f&^flagCompressed != 0 {
 		return 0, m.errf(12, "unknown flags 0x%x", f)

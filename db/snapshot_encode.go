@@ -17,7 +17,7 @@ type snapWriter struct {
 	meta     *xxh3.Hasher
 	cs       int
 	version  uint32
-	compress bool
+	compress compression
 	workers  int
 	scratch  [chunkHeader]byte
 }
@@ -185,10 +185,13 @@ func encodeWithWorkers(w io.Writer, s *Snapshot, opts SnapshotOptions, workers i
 	if err := s.validate(); err != nil {
 		return fmt.Errorf("snapshot: %w", err)
 	}
-	sw := &snapWriter{w: bufio.NewWriterSize(w, 256<<10), meta: xxh3.New(), cs: cs, compress: opts.Compress, workers: workers}
+	sw := &snapWriter{w: bufio.NewWriterSize(w, 256<<10), meta: xxh3.New(), cs: cs, compress: compressionOf(opts), workers: workers}
 	sw.version = FormatVersion
 	if s.hasChunkSources() {
 		sw.version = snapshotVersionRefs
+	}
+	if sw.compress == compressFastPlanes {
+		sw.version = snapshotVersionS2
 	}
 	for _, step := range []func(*Snapshot) error{sw.header, sw.globals, sw.blobs, sw.args, sw.trailer} {
 		if err := step(s); err != nil {
@@ -203,7 +206,7 @@ func (sw *snapWriter) header(*Snapshot) error {
 	var hdr [headerSize]byte
 	copy(hdr[:], snapMagic)
 	binary.LittleEndian.PutUint32(hdr[8:], sw.version)
-	if sw.compress {
+	if sw.compress != compressNone {
 		binary.LittleEndian.PutUint32(hdr[12:], flagCompressed)
 	}
 	binary.LittleEndian.PutUint32(hdr[16:], uint32(sw.cs))

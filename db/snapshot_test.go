@@ -85,7 +85,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	s := sampleSnapshot()
 	dir := t.TempDir()
 	sizes := map[string]int64{}
-	for _, opts := range []SnapshotOptions{{}, {Compress: true}, {Compress: true, ChunkSize: 4096}, {ChunkSize: 64 << 20, NoSync: true}} {
+	for _, opts := range []SnapshotOptions{{}, {Compress: true}, {Compress: true, FastPlanes: true}, {Compress: true, ChunkSize: 4096}, {ChunkSize: 64 << 20, NoSync: true}} {
 		path := filepath.Join(dir, "DeviceState.prologue.a.b.mneme")
 		n, err := WriteSnapshot(path, s, opts)
 		if err != nil {
@@ -100,10 +100,24 @@ func TestSnapshotRoundTrip(t *testing.T) {
 			t.Fatalf("%+v: %v", opts, err)
 		}
 		equalSnapshots(t, s, got)
+		header, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantVersion := uint32(FormatVersion)
+		if opts.FastPlanes {
+			wantVersion = snapshotVersionS2
+		}
+		if v := binary.LittleEndian.Uint32(header[8:]); v != wantVersion {
+			t.Errorf("%+v: format version %d, want %d", opts, v, wantVersion)
+		}
 		if opts.ChunkSize == 0 {
-			if opts.Compress {
+			switch {
+			case opts.FastPlanes:
+				sizes["s2"] = n
+			case opts.Compress:
 				sizes["zstd"] = n
-			} else {
+			default:
 				sizes["raw"] = n
 			}
 		}
@@ -115,6 +129,11 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	}
 	if sizes["zstd"] >= sizes["raw"] {
 		t.Errorf("compressed file %d bytes is not smaller than uncompressed %d", sizes["zstd"], sizes["raw"])
+	}
+	// S2 planes trade a little size for speed: smaller than raw, within a
+	// quarter of zstd's.
+	if sizes["s2"] >= sizes["raw"] || sizes["s2"] > sizes["zstd"]+sizes["zstd"]/4 {
+		t.Errorf("S2 planes: %d bytes, zstd %d, raw %d", sizes["s2"], sizes["zstd"], sizes["raw"])
 	}
 	entries, _ := os.ReadDir(dir)
 	if len(entries) != 1 {

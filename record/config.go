@@ -35,6 +35,15 @@ const (
 	EnvRuntimeLib    = "MNEME_RT_LIB"         // path of libmneme_rt.so
 	EnvFullCopies    = "MNEME_FULL_COPIES"    // 1: copy every allocation whole (no fingerprints, no staging)
 	EnvBackground    = "MNEME_BACKGROUND"     // 0: write every snapshot before the application goes on
+	EnvShadow        = "MNEME_SHADOW"         // where background snapshots are copied: auto, host or device
+)
+
+// Where the copies of snapshots written in the background are made
+// (Config.Shadow, MNEME_SHADOW).
+const (
+	ShadowAuto   = "auto"   // host memory when it can spare them, else device memory
+	ShadowHost   = "host"   // host memory only
+	ShadowDevice = "device" // device memory only
 )
 
 // VASSAuto is the default arena size (the -vass default): as large as the
@@ -59,6 +68,7 @@ type Config struct {
 	Compress      bool           // zstd-compress snapshot chunks where it pays
 	FullCopies    bool           // copy allocations whole even where the process can fingerprint and stage
 	NoBackground  bool           // write snapshots at once, never from shadow copies in the background
+	Shadow        string         // ShadowAuto (""), ShadowHost or ShadowDevice
 	Rank          *int           // the process's MPI rank; nil outside a job
 	Log           io.Writer      // where errors are reported as they happen (the application's stderr)
 }
@@ -136,6 +146,12 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		}
 	}
 	c.NoBackground = !background
+	switch v := getenv(EnvShadow); v {
+	case "", ShadowAuto, ShadowHost, ShadowDevice:
+		c.Shadow = v
+	default:
+		return c, fmt.Errorf("%s %q: want %s, %s or %s", EnvShadow, v, ShadowAuto, ShadowHost, ShadowDevice)
+	}
 	return c, nil
 }
 

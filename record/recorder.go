@@ -560,9 +560,11 @@ func argMeta(ir *KernelIR, sizes []uint64) (names []string, kinds []mneme.ArgKin
 const minCompressedSnapshot = 16 << 20
 
 // snapshotOptions are the write options of a snapshot holding raw bytes of
-// data.
+// data. Byte planes are compressed with S2 (db.SnapshotOptions.FastPlanes):
+// the application waits for these writes, or shares the CPU with them.
 func (r *Recorder) snapshotOptions(raw uint64) db.SnapshotOptions {
-	return db.SnapshotOptions{Compress: r.cfg.Compress && raw >= minCompressedSnapshot, NoSync: true}
+	compress := r.cfg.Compress && raw >= minCompressedSnapshot
+	return db.SnapshotOptions{Compress: compress, FastPlanes: compress, NoSync: true}
 }
 
 // minStagedBytes is the live device memory from which snapshots are taken
@@ -765,7 +767,7 @@ type pendingInstance struct {
 func (r *Recorder) writeOrQueue(dr DeviceReader, p *snapshotPlan, pend *pendingInstance) error {
 	queue := func(sh Shadow) {
 		if r.writer == nil {
-			r.writer = newBackgroundWriter(dr, r.cfg.DB)
+			r.writer = newBackgroundWriter(r.cfg.DB)
 		}
 		pend.jobs++
 		r.pending[p.name] = pend
@@ -779,10 +781,7 @@ func (r *Recorder) writeOrQueue(dr DeviceReader, p *snapshotPlan, pend *pendingI
 		queue(nil)
 		return nil
 	case len(p.runs) > 0:
-		start := time.Now()
-		sh, err := dr.Shadow(p.runs)
-		r.status.ShadowSeconds += time.Since(start).Seconds()
-		if err == nil {
+		if sh := r.shadow(dr, p.runs); sh != nil {
 			queue(sh)
 			return nil
 		}
@@ -797,7 +796,8 @@ func (r *Recorder) writeOrQueue(dr DeviceReader, p *snapshotPlan, pend *pendingI
 		}
 	}
 	start := time.Now()
-	n, st, err := writePlan(dr, r.cfg.DB, p, p.runs, r.snapshotOptions(p.raw))
+	live := func() (Staging, error) { return dr.Stage(p.runs) }
+	n, st, err := writePlan(live, r.cfg.DB, p, r.snapshotOptions(p.raw))
 	r.status.CopiedBytes += st.Bytes
 	r.status.CopyTransferSeconds += st.TransferSeconds
 	r.status.CopySeconds += time.Since(start).Seconds() // the copies overlap the writing: one figure for both
@@ -807,6 +807,33 @@ func (r *Recorder) writeOrQueue(dr DeviceReader, p *snapshotPlan, pend *pendingI
 	}
 	r.status.SnapshotBytes += n
 	pend.written(p.name, n)
+	return nil
+}
+
+// shadow copies runs for the background writer where the configuration
+// and the memory allow: into host memory first (copied now at the bus's
+// speed, then encoded without the GPU), else on the device (copied now at
+// the device's speed, drained later beside the application's kernels);
+// nil when neither can be had.
+func (r *Recorder) shadow(dr DeviceReader, runs []fingerprint.Range) Shadow {
+	start := time.Now()
+	defer func() { r.status.ShadowSeconds += time.Since(start).Seconds() }()
+	if r.cfg.Shadow != ShadowDevice {
+		sh, err := dr.HostShadow(runs)
+		if err == nil {
+			r.status.HostShadows++
+			return sh
+		}
+		Trace("runtime", "host shadow refused: %v", err)
+	}
+	if r.cfg.Shadow != ShadowHost {
+		sh, err := dr.Shadow(runs)
+		if err == nil {
+			r.status.DeviceShadows++
+			return sh
+		}
+		Trace("runtime", "device shadow refused: %v", err)
+	}
 	return nil
 }
 

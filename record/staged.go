@@ -24,6 +24,11 @@ type DeviceReader interface {
 	Fingerprints(rs []fingerprint.Range) ([]fingerprint.Sum, error)
 	// Stage starts copying the runs to the host, in order.
 	Stage(runs []fingerprint.Range) (Staging, error)
+	// HostShadow copies the runs into host memory of its own at once, at
+	// the bus's speed while the application waits, so they can be encoded
+	// and written later without touching the GPU again; an error (no host
+	// memory to spare) makes the caller try Shadow.
+	HostShadow(runs []fingerprint.Range) (Shadow, error)
 	// Shadow copies the runs into device memory of its own, so they can be
 	// drained to the host later; an error (no memory to spare) makes the
 	// caller copy from the live memory at once instead.
@@ -41,13 +46,36 @@ type Staging interface {
 	Close() CopyStats
 }
 
-// Shadow is a device-side copy of runs made by DeviceReader.Shadow.
+// Shadow is a copy of runs made by DeviceReader.HostShadow or Shadow.
 type Shadow interface {
-	// Runs says where each run's copy lies.
-	Runs() []fingerprint.Range
-	// Free releases the device memory.
+	// Stage hands the copied runs' bytes over as DeviceReader.Stage does
+	// those of live memory. The Staging's CopyStats count the copies from
+	// the device, whenever they were made.
+	Stage() (Staging, error)
+	// Free releases the copy's memory.
 	Free()
 }
+
+// HeldStaging is the Staging of runs already in host memory (a host
+// shadow's): Wait returns them at once, Release keeps them (the shadow
+// frees them all), Close reports stats, the copies that brought them.
+func HeldStaging(runs [][]byte, stats CopyStats) Staging {
+	return &heldStaging{runs: runs, stats: stats}
+}
+
+type heldStaging struct {
+	runs  [][]byte
+	stats CopyStats
+}
+
+func (h *heldStaging) Wait(i int) ([]byte, error) {
+	if i < 0 || i >= len(h.runs) {
+		return nil, fmt.Errorf("run %d of %d held", i, len(h.runs))
+	}
+	return h.runs[i], nil
+}
+func (h *heldStaging) Release(int)      {}
+func (h *heldStaging) Close() CopyStats { return h.stats }
 
 // CopyStats reports the device-to-host copies of one snapshot.
 type CopyStats struct {
@@ -187,23 +215,24 @@ func (r *Recorder) forgetChunks(p *snapshotPlan) {
 	}
 }
 
-// writePlan writes a planned snapshot to dir, staging its runs from src
-// (the live device memory, or a shadow copy of the runs). It touches no
-// recorder state, so the background writer can run it.
-func writePlan(dr DeviceReader, dir string, p *snapshotPlan, src []fingerprint.Range, opts db.SnapshotOptions) (int64, CopyStats, error) {
+// writePlan writes a planned snapshot to dir, its runs' bytes coming from
+// stage (copies from the live device memory, or from a shadow copy), which
+// is called only when the plan copies anything. It touches no recorder
+// state, so the background writer can run it.
+func writePlan(stage func() (Staging, error), dir string, p *snapshotPlan, opts db.SnapshotOptions) (int64, CopyStats, error) {
 	cs := uint64(db.DefaultChunkSize)
 	var staging Staging
-	if len(src) > 0 {
+	if len(p.runs) > 0 {
 		var err error
-		if staging, err = dr.Stage(src); err != nil {
+		if staging, err = stage(); err != nil {
 			return 0, CopyStats{}, fmt.Errorf("staging copies: %w", err)
 		}
 	}
-	pending := make([]atomic.Int32, len(src))
+	pending := make([]atomic.Int32, len(p.runs))
 	for i, n := range p.runLen {
 		pending[i].Store(n)
 	}
-	runData := make([][]byte, len(src))
+	runData := make([][]byte, len(p.runs))
 	s := *p.skel
 	s.Blobs = nil
 	for bi := range p.blobs {

@@ -29,8 +29,12 @@ type stagingGPU struct {
 	failStage   error
 	fingerprint func([]fingerprint.Range) ([]fingerprint.Sum, error)
 	// Shadows: refused when noShadow; otherwise copies kept in host memory
-	// at addresses from shadowBase, counted while alive.
+	// at addresses from shadowBase, counted while alive. Host shadows
+	// (staged at once through Stage, then held) only when hostShadow.
 	noShadow    bool
+	hostShadow  bool
+	hostMade    int
+	hostFreed   int
 	shadowLimit int  // > 0: shadows after this many are refused
 	shadowStage bool // staging from a shadow fails
 	shadows     map[uint64][]byte
@@ -45,13 +49,53 @@ type simShadow struct {
 	runs []fingerprint.Range
 }
 
-func (s *simShadow) Runs() []fingerprint.Range { return s.runs }
+func (s *simShadow) Stage() (Staging, error) { return s.g.Stage(s.runs) }
 func (s *simShadow) Free() {
 	s.g.mu.Lock()
 	defer s.g.mu.Unlock()
 	for _, r := range s.runs {
 		delete(s.g.shadows, r.Addr)
 	}
+}
+
+// simHostShadow holds runs copied through the staging path at once.
+type simHostShadow struct {
+	g     *stagingGPU
+	data  [][]byte
+	stats CopyStats
+}
+
+func (s *simHostShadow) Stage() (Staging, error) { return HeldStaging(s.data, s.stats), nil }
+func (s *simHostShadow) Free() {
+	s.g.mu.Lock()
+	s.g.hostFreed++
+	s.g.mu.Unlock()
+	s.data = nil
+}
+
+func (g *stagingGPU) HostShadow(runs []fingerprint.Range) (Shadow, error) {
+	if !g.hostShadow {
+		return nil, errors.New("no host memory to spare")
+	}
+	st, err := g.Stage(runs)
+	if err != nil {
+		return nil, err
+	}
+	sh := &simHostShadow{g: g}
+	for i := range runs {
+		b, err := st.Wait(i)
+		if err != nil {
+			st.Close()
+			return nil, err
+		}
+		sh.data = append(sh.data, b)
+		st.Release(i)
+	}
+	sh.stats = st.Close()
+	g.mu.Lock()
+	g.hostMade++
+	g.mu.Unlock()
+	return sh, nil
 }
 
 func (g *stagingGPU) Shadow(runs []fingerprint.Range) (Shadow, error) {
@@ -185,8 +229,11 @@ func touchLaunch(p, off uint64, v uint32) *Launch {
 // database directory. It is run once staged and once with full copies; both
 // must read back the same.
 func stagedScenario(t *testing.T, full, noShadow bool) (string, *stagingGPU) {
+	return stagedScenarioOn(t, &stagingGPU{simGPU: newSimGPU(), released: map[int]int{}, noShadow: noShadow}, full)
+}
+
+func stagedScenarioOn(t *testing.T, g *stagingGPU, full bool) (string, *stagingGPU) {
 	t.Helper()
-	g := &stagingGPU{simGPU: newSimGPU(), released: map[int]int{}, noShadow: noShadow}
 	g.addTouch()
 	g.globals[0] = nil
 	dir := filepath.Join(t.TempDir(), "rdb")
@@ -249,17 +296,31 @@ func readAll(t *testing.T, dir string) map[string]*db.Snapshot {
 
 func TestStagedSnapshotsCopyOnlyWhatIsNewAndReadBackAsFullOnes(t *testing.T) {
 	fullDir, _ := stagedScenario(t, true, false)
-	for _, noShadow := range []bool{true, false} {
-		t.Run(map[bool]string{true: "written at once", false: "written in the background"}[noShadow], func(t *testing.T) {
-			stagedMatchesFull(t, fullDir, noShadow)
+	for _, tc := range []struct {
+		name                 string
+		noShadow, hostShadow bool
+	}{{"written at once", true, false}, {"written in the background from device shadows", false, false},
+		{"written in the background from host shadows", false, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			stagedMatchesFull(t, fullDir, &stagingGPU{simGPU: newSimGPU(), released: map[int]int{}, noShadow: tc.noShadow, hostShadow: tc.hostShadow})
 		})
 	}
 }
 
-func stagedMatchesFull(t *testing.T, fullDir string, noShadow bool) {
-	stagedDir, g := stagedScenario(t, false, noShadow)
-	if want := map[bool]int{true: 0, false: 3}[noShadow]; g.shadowsMade != want || len(g.shadows) != 0 {
-		t.Errorf("%d shadows made (%d not freed), want %d", g.shadowsMade, len(g.shadows), want)
+func stagedMatchesFull(t *testing.T, fullDir string, g *stagingGPU) {
+	stagedDir, _ := stagedScenarioOn(t, g, false)
+	// Three snapshots copy chunks: each gets a shadow, on the host when it
+	// can spare the memory, else on the device; every one is freed.
+	wantHost, wantDevice := 0, 3
+	switch {
+	case g.noShadow && !g.hostShadow:
+		wantDevice = 0
+	case g.hostShadow:
+		wantHost, wantDevice = 3, 0
+	}
+	if g.shadowsMade != wantDevice || len(g.shadows) != 0 || g.hostMade != wantHost || g.hostFreed != wantHost {
+		t.Errorf("%d device shadows made (%d not freed), %d host shadows made (%d freed); want %d and %d",
+			g.shadowsMade, len(g.shadows), g.hostMade, g.hostFreed, wantDevice, wantHost)
 	}
 	want, got := readAll(t, fullDir), readAll(t, stagedDir)
 	if len(got) != 4 || len(want) != 4 {
@@ -284,6 +345,9 @@ func stagedMatchesFull(t *testing.T, fullDir string, noShadow bool) {
 	st, err := ReadStatus(stagedDir)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if st.HostShadows != int64(wantHost) || st.DeviceShadows != int64(wantDevice) {
+		t.Errorf("status says %d host and %d device shadows, want %d and %d", st.HostShadows, st.DeviceShadows, wantHost, wantDevice)
 	}
 	if st.InstancesRecorded != 2 || st.KernelsRecorded != 1 {
 		t.Errorf("status says %d instances of %d kernels, want 2 of 1", st.InstancesRecorded, st.KernelsRecorded)
@@ -381,26 +445,28 @@ func TestBackgroundFailureDropsTheInstance(t *testing.T) {
 
 func TestCopyModesFromTheEnvironment(t *testing.T) {
 	for _, c := range []struct {
-		full, background string
-		wantFull, wantNo bool
-		bad              string
+		full, background, shadow string
+		wantFull, wantNo         bool
+		bad                      string
 	}{
-		{"", "", false, false, ""},
-		{"1", "0", true, true, ""},
-		{"0", "1", false, false, ""},
-		{"yes", "", false, false, EnvFullCopies},
-		{"", "off", false, false, EnvBackground},
+		{"", "", "", false, false, ""},
+		{"1", "0", "", true, true, ""},
+		{"0", "1", ShadowHost, false, false, ""},
+		{"", "", ShadowDevice, false, false, ""},
+		{"yes", "", "", false, false, EnvFullCopies},
+		{"", "off", "", false, false, EnvBackground},
+		{"", "", "gpu", false, false, EnvShadow},
 	} {
-		env := map[string]string{EnvDB: "/tmp/x", EnvFullCopies: c.full, EnvBackground: c.background}
+		env := map[string]string{EnvDB: "/tmp/x", EnvFullCopies: c.full, EnvBackground: c.background, EnvShadow: c.shadow}
 		cfg, err := ConfigFromEnv(func(k string) string { return env[k] })
 		if c.bad != "" {
 			if err == nil || !bytes.Contains([]byte(err.Error()), []byte(c.bad)) {
-				t.Errorf("%q %q: error %v, want one naming %s", c.full, c.background, err, c.bad)
+				t.Errorf("%q %q %q: error %v, want one naming %s", c.full, c.background, c.shadow, err, c.bad)
 			}
 			continue
 		}
-		if err != nil || cfg.FullCopies != c.wantFull || cfg.NoBackground != c.wantNo {
-			t.Errorf("%q %q: %+v, %v", c.full, c.background, cfg, err)
+		if err != nil || cfg.FullCopies != c.wantFull || cfg.NoBackground != c.wantNo || cfg.Shadow != c.shadow {
+			t.Errorf("%q %q %q: %+v, %v", c.full, c.background, c.shadow, cfg, err)
 		}
 	}
 }
@@ -487,5 +553,46 @@ func TestWrittenAtOnceAfterAFailedQueuedSnapshot(t *testing.T) {
 	}
 	if st, _ := ReadStatus(rec.cfg.DB); st == nil || st.InstancesRecorded != 0 {
 		t.Errorf("status %+v: want no instance", st)
+	}
+}
+
+// MNEME_SHADOW chooses where background copies go: device only leaves host
+// memory unused even where it could be had; host only writes at once
+// rather than on the device when the host refuses.
+func TestShadowPlaceIsHonoured(t *testing.T) {
+	for _, tc := range []struct {
+		place              string
+		hostOK             bool
+		wantHost, wantDevs int
+	}{{ShadowDevice, true, 0, 3}, {ShadowHost, false, 0, 0}, {ShadowHost, true, 3, 0}, {ShadowAuto, false, 0, 3}} {
+		g := &stagingGPU{simGPU: newSimGPU(), released: map[int]int{}, hostShadow: tc.hostOK}
+		g.addTouch()
+		g.globals[0] = nil
+		dir := filepath.Join(t.TempDir(), "rdb")
+		var log bytes.Buffer
+		rec, err := New(Config{DB: dir, VABase: arena.DefaultBase, VASize: 64 << 20, Log: &log, Shadow: tc.place}, g, g.simGPU)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec.stagedMin = 0
+		a, _ := rec.Malloc(4 << 20)
+		b := make([]byte, 4<<20)
+		rand.New(rand.NewSource(9)).Read(b)
+		if err := g.write(a, b); err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range []uint32{1, 2} {
+			if d, err := rec.Launch(touchLaunch(a, uint64(v)*8, v)); err != nil || d != Launched {
+				t.Fatalf("%s: launch: %v, %v; %s", tc.place, d, err, log.String())
+			}
+		}
+		rec.Finish()
+		if g.hostMade != tc.wantHost || g.shadowsMade != tc.wantDevs {
+			t.Errorf("%s (host can spare: %v): %d host and %d device shadows, want %d and %d",
+				tc.place, tc.hostOK, g.hostMade, g.shadowsMade, tc.wantHost, tc.wantDevs)
+		}
+		if len(readAll(t, dir)) != 4 {
+			t.Errorf("%s: the two instances were not recorded", tc.place)
+		}
 	}
 }

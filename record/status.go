@@ -44,8 +44,10 @@ type Status struct {
 	ChunksCopied        int64    `json:"chunks_copied"`
 	ChunksZero          int64    `json:"chunks_zero"`        // all zero: neither copied nor stored
 	ChunksReferenced    int64    `json:"chunks_referenced"`  // already in the database: referenced, not copied
-	ShadowSeconds       float64  `json:"shadow_seconds"`     // device-side copies of the chunks to store
-	ShadowRefusals      int64    `json:"shadow_refusals"`    // snapshots written at once for want of device memory
+	ShadowSeconds       float64  `json:"shadow_seconds"`     // copies of the chunks to store, for the background writer
+	HostShadows         int64    `json:"host_shadows"`       // snapshots copied into host memory and written later
+	DeviceShadows       int64    `json:"device_shadows"`     // snapshots copied on the device and drained later
+	ShadowRefusals      int64    `json:"shadow_refusals"`    // snapshots written at once for want of memory
 	BackgroundSeconds   float64  `json:"background_seconds"` // writing shadowed snapshots while the application ran
 	DBWriteSeconds      float64  `json:"db_write_seconds"`   // kernel JSON files
 	ArenaError          string   `json:"arena_error,omitempty"`

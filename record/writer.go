@@ -1,23 +1,22 @@
 package record
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
 	"time"
 
 	"github.com/mneme-gpu/mneme/db"
-	"github.com/mneme-gpu/mneme/record/fingerprint"
 )
 
-// backgroundWriter writes shadowed snapshots (device-side copies of the
-// chunks a snapshot stores) while the application goes on: one goroutine,
+// backgroundWriter writes shadowed snapshots (host- or device-side copies
+// of the chunks a snapshot stores) while the application goes on: one goroutine,
 // jobs in the order they were planned, so a file is always written after
 // the files its references point into. The recorder adds an instance to its
 // kernel file only once both its snapshots are written (collect), so the
 // database is valid at every moment, whatever happens to the application.
 type backgroundWriter struct {
-	dr  DeviceReader
 	dir string
 
 	mu      sync.Mutex
@@ -42,8 +41,8 @@ type writeJob struct {
 	err     error
 }
 
-func newBackgroundWriter(dr DeviceReader, dir string) *backgroundWriter {
-	w := &backgroundWriter{dr: dr, dir: dir, failed: map[string]error{}}
+func newBackgroundWriter(dir string) *backgroundWriter {
+	w := &backgroundWriter{dir: dir, failed: map[string]error{}}
 	w.cond = sync.NewCond(&w.mu)
 	return w
 }
@@ -75,12 +74,17 @@ func (w *backgroundWriter) run() {
 		w.mu.Unlock()
 		if j.err == nil {
 			start := time.Now()
-			var src []fingerprint.Range
-			if j.shadow != nil {
-				src = j.shadow.Runs()
+			stage := func() (Staging, error) {
+				if j.shadow == nil {
+					return nil, errors.New("a snapshot with chunks to copy was queued without a shadow copy")
+				}
+				return j.shadow.Stage()
 			}
-			j.size, j.stats, j.err = writePlan(w.dr, w.dir, j.plan, src, j.opts)
+			Trace("runtime", "background %s begin", j.plan.name)
+			j.size, j.stats, j.err = writePlan(stage, w.dir, j.plan, j.opts)
 			j.seconds = time.Since(start).Seconds()
+			Trace("runtime", "background %s end: %d bytes copied (%.3f s on the bus), %d written in %.3f s",
+				j.plan.name, j.stats.Bytes, j.stats.TransferSeconds, j.size, j.seconds)
 		}
 		if j.shadow != nil {
 			j.shadow.Free()

@@ -97,6 +97,10 @@ func (p *process) Stage(runs []fingerprint.Range) (record.Staging, error) {
 	return p.reader().Stage(runs)
 }
 
+func (p *process) HostShadow(runs []fingerprint.Range) (record.Shadow, error) {
+	return p.reader().HostShadow(runs)
+}
+
 func (p *process) Shadow(runs []fingerprint.Range) (record.Shadow, error) {
 	return p.reader().Shadow(runs)
 }

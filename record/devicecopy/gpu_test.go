@@ -9,6 +9,7 @@ import (
 
 	"github.com/mneme-gpu/mneme/cuda"
 	"github.com/mneme-gpu/mneme/internal/gputest"
+	"github.com/mneme-gpu/mneme/record"
 	"github.com/mneme-gpu/mneme/record/fingerprint"
 )
 
@@ -152,8 +153,9 @@ func TestGPUStagedCopiesDeliverEveryRun(t *testing.T) {
 	}
 }
 
-// A shadow holds a copy of the runs that outlives changes to the source,
-// and is refused when it would eat into the reserve.
+// A shadow, on the device or on the host, holds a copy of the runs that
+// outlives changes to the source, reports the copies that made it, and is
+// refused when it would eat into the reserve.
 func TestGPUShadowCopiesOutliveTheSource(t *testing.T) {
 	gpu(t)
 	host := random(3<<20+100, 5)
@@ -161,36 +163,52 @@ func TestGPUShadowCopiesOutliveTheSource(t *testing.T) {
 	runs := []fingerprint.Range{{Addr: addr, Len: 1 << 20}, {Addr: addr + 2<<20, Len: 1<<20 + 100}}
 	r := New(8 << 20)
 	defer r.Close()
-	sh, err := r.Shadow(runs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sh.Free()
-	if err := cuda.MemsetD8(addr, 0, uint64(len(host))); err != nil {
-		t.Fatal(err)
-	}
-	st, err := r.Stage(sh.Runs())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, run := range runs {
-		data, err := st.Wait(i)
+	for _, kind := range []string{"device", "host"} {
+		if err := cuda.MemcpyHtoD(addr, host); err != nil {
+			t.Fatal(err)
+		}
+		newShadow := map[string]func([]fingerprint.Range) (record.Shadow, error){"device": r.Shadow, "host": r.HostShadow}[kind]
+		sh, err := newShadow(runs)
+		if err != nil {
+			t.Fatalf("%s: %v", kind, err)
+		}
+		if err := cuda.MemsetD8(addr, 0, uint64(len(host))); err != nil {
+			t.Fatal(err)
+		}
+		st, err := sh.Stage()
 		if err != nil {
 			t.Fatal(err)
 		}
-		off := run.Addr - addr
-		if !bytes.Equal(data, host[off:off+run.Len]) {
-			t.Errorf("shadow run %d does not hold the bytes from before the change", i)
+		for i, run := range runs {
+			data, err := st.Wait(i)
+			if err != nil {
+				t.Fatal(err)
+			}
+			off := run.Addr - addr
+			if !bytes.Equal(data, host[off:off+run.Len]) {
+				t.Errorf("%s shadow run %d does not hold the bytes from before the change", kind, i)
+			}
+			st.Release(i)
 		}
-		st.Release(i)
+		if stats := st.Close(); stats.Bytes != int64(runs[0].Len+runs[1].Len) || stats.TransferSeconds <= 0 {
+			t.Errorf("%s shadow: copy stats %+v, want %d bytes and a transfer time", kind, stats, runs[0].Len+runs[1].Len)
+		}
+		sh.Free()
+		if kind == "host" {
+			if _, err := sh.Stage(); err == nil {
+				t.Error("a freed host shadow staged its runs")
+			}
+		}
 	}
-	st.Close()
 	_, total, err := cuda.MemGetInfo()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := r.Shadow([]fingerprint.Range{{Addr: addr, Len: total}}); err == nil {
 		t.Error("a shadow as large as the GPU was made")
+	}
+	if _, err := r.HostShadow([]fingerprint.Range{{Addr: addr, Len: 1 << 62}}); err == nil {
+		t.Error("a host shadow larger than any host was made")
 	}
 }
 
@@ -246,4 +264,39 @@ func BenchmarkGPUStagedCopy(b *testing.B) {
 	b.ReportMetric(n/pinnedSec, "pinned-GB/s")
 	b.ReportMetric(n/stagedSec, "staged-GB/s")
 	b.ReportMetric(n/transferSec, "transfer-GB/s")
+}
+
+// BenchmarkGPUHostShadow reports the rate at which 1 GiB of device memory
+// becomes a host shadow: what an application waits for when a snapshot is
+// written in the background from host memory.
+func BenchmarkGPUHostShadow(b *testing.B) {
+	gpu(b)
+	const total = 1 << 30
+	addr, err := cuda.MemAlloc(total)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cuda.MemFree(addr)
+	if err := cuda.MemsetD8(addr, 1, total); err != nil {
+		b.Fatal(err)
+	}
+	const slot = 8 << 20
+	var runs []fingerprint.Range
+	for off := uint64(0); off < total; off += slot {
+		runs = append(runs, fingerprint.Range{Addr: addr + off, Len: slot})
+	}
+	r := New(slot)
+	defer r.Close()
+	b.SetBytes(total)
+	var sec float64
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		sh, err := r.HostShadow(runs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		sec += time.Since(start).Seconds()
+		sh.Free()
+	}
+	b.ReportMetric(float64(b.N)*total/1e9/sec, "host-shadow-GB/s")
 }
