@@ -19,6 +19,7 @@ import (
 	"runtime"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -224,6 +225,17 @@ func (r *Reader) ensureSlots() error {
 // Stage starts copying runs (each at most the slot size) into the pinned
 // ring, as many at once as there are slots.
 func (r *Reader) Stage(runs []fingerprint.Range) (record.Staging, error) {
+	s, err := r.stage(runs, false)
+	if err != nil {
+		return nil, err // not a nil *staging inside the interface
+	}
+	return s, nil
+}
+
+// stage is Stage; with blocking, a run waited for while every slot is held
+// waits for a slot to come back (other goroutines release them) instead of
+// being copied on the spare, synchronous path.
+func (r *Reader) stage(runs []fingerprint.Range, blocking bool) (*staging, error) {
 	r.stageMu.Lock()
 	for i, run := range runs {
 		if run.Len > uint64(r.slotBytes) {
@@ -253,7 +265,8 @@ func (r *Reader) Stage(runs []fingerprint.Range) (record.Staging, error) {
 		r.stageMu.Unlock()
 		return nil, err
 	}
-	s := &staging{r: r, runs: runs, slotOf: make([]int, len(runs))}
+	s := &staging{r: r, runs: runs, slotOf: make([]int, len(runs)), blocking: blocking}
+	s.freed = sync.NewCond(&s.mu)
 	for i := range s.slotOf {
 		s.slotOf[i] = -1
 	}
@@ -281,8 +294,10 @@ type staging struct {
 	// the copies overlapped on the streams.
 	busy [][2]float64
 
-	mu   sync.Mutex
-	free []int
+	mu       sync.Mutex
+	free     []int
+	blocking bool
+	freed    *sync.Cond // signalled by Release, for blocking stagings
 }
 
 // spareRun marks a run copied into the spare buffer instead of a slot.
@@ -323,6 +338,16 @@ func (s *staging) Wait(i int) ([]byte, error) {
 	s.waited++
 	if err := s.issue(); err != nil {
 		return nil, err
+	}
+	for s.blocking && s.issued <= i {
+		s.mu.Lock()
+		for len(s.free) == 0 {
+			s.freed.Wait()
+		}
+		s.mu.Unlock()
+		if err := s.issue(); err != nil {
+			return nil, err
+		}
 	}
 	run := s.runs[i]
 	k := s.slotOf[i]
@@ -365,6 +390,7 @@ func (s *staging) Release(i int) {
 	}
 	s.free = append(s.free, s.slotOf[i])
 	s.slotOf[i] = -1
+	s.freed.Signal()
 }
 
 // Close waits for copies still in flight (a snapshot that failed half way)
@@ -433,24 +459,31 @@ func (r *Reader) HostShadow(runs []fingerprint.Range) (record.Shadow, error) {
 	// Huge pages: 512 times fewer faults on first touch (a hint; may be off).
 	_ = syscall.Madvise(mem, 14 /* MADV_HUGEPAGE */)
 	sh := &hostShadow{mem: mem}
-	st, err := r.Stage(runs)
+	st, err := r.stage(runs, true)
 	if err != nil {
 		sh.Free()
 		return nil, err
 	}
+	// Each staged run is moved on in pieces of hostShadowPiece bytes, so
+	// every core copies (and takes first-touch page faults) even while
+	// only a few runs are staged; a run's slot goes back with its last
+	// piece.
 	type piece struct {
-		i    int
-		data []byte
+		run      int
+		dst, src []byte
+		left     *atomic.Int32
 	}
-	pieces := make(chan piece, r.nSlots)
+	pieces := make(chan piece, 4*runtime.GOMAXPROCS(0))
 	var wg sync.WaitGroup
 	for range runtime.GOMAXPROCS(0) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for p := range pieces {
-				copy(sh.runs[p.i], p.data)
-				st.Release(p.i)
+				copy(p.dst, p.src)
+				if p.left.Add(-1) == 0 {
+					st.Release(p.run)
+				}
 			}
 		}()
 	}
@@ -466,7 +499,17 @@ func (r *Reader) HostShadow(runs []fingerprint.Range) (record.Shadow, error) {
 			waitErr = err
 			break
 		}
-		pieces <- piece{i, data}
+		n := (len(data) + hostShadowPiece - 1) / hostShadowPiece
+		left := new(atomic.Int32)
+		left.Store(int32(max(n, 1)))
+		if n == 0 {
+			st.Release(i)
+			continue
+		}
+		for k := 0; k < n; k++ {
+			lo, hi := k*hostShadowPiece, min(len(data), (k+1)*hostShadowPiece)
+			pieces <- piece{run: i, dst: sh.runs[i][lo:hi], src: data[lo:hi], left: left}
+		}
 	}
 	close(pieces)
 	wg.Wait()
@@ -477,6 +520,10 @@ func (r *Reader) HostShadow(runs []fingerprint.Range) (record.Shadow, error) {
 	}
 	return sh, nil
 }
+
+// hostShadowPiece is the unit one goroutine moves from a staging slot
+// into a host shadow.
+const hostShadowPiece = 1 << 20
 
 // hostShadow is a HostShadow: the runs' bytes in one mapping.
 type hostShadow struct {
