@@ -117,13 +117,17 @@ func deployInit(api *C.struct_mneme_host_api) C.int {
 	if len(plans) == 0 {
 		return 0
 	}
-	p, err := newProcess()
-	if err != nil {
-		warnf("tuned kernels disabled: %v", err)
-		return 0
+	p := proc // a recording's, when deploying beside it
+	if p == nil {
+		var err error
+		if p, err = newProcess(); err != nil {
+			warnf("tuned kernels disabled: %v", err)
+			return 0
+		}
+		proc = p
 	}
-	proc = p
 	d := &deployer{plans: plans, cache: deploy.NewCache(deploy.DefaultCacheDir()), kernels: map[int]*deployedKernel{}}
+	var err error
 	if d.executable, err = os.Executable(); err != nil {
 		warnf("tuned kernels disabled: cannot locate the executable: %v", err)
 		return 0

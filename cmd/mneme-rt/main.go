@@ -95,6 +95,11 @@ func mneme_rt_init(api *C.struct_mneme_host_api) C.int {
 	}
 	proc, rec = p, r
 	registered()
+	if os.Getenv(record.EnvRecordTuned) == "1" {
+		// mneme record --with-tuned-kernels: the launches the recorder
+		// forwards run tuned code, in the recording's process.
+		deployInit(api)
+	}
 	rec.SetLoadSeconds(float64(api.load_seconds) + time.Since(start).Seconds())
 	return 0
 }

@@ -18,6 +18,7 @@ type recordFlags struct {
 	skip          int
 	overwrite     bool
 	compress      bool
+	withTuned     bool
 	recordRanks   string
 }
 
@@ -72,6 +73,7 @@ func (f *recordFlags) register(fl *pflag.FlagSet) {
 	fl.IntVar(&f.skip, "skip", 0, "let this many matching launches pass before recording")
 	fl.BoolVar(&f.overwrite, "overwrite", false, "replace a recording already in -rdb")
 	fl.BoolVar(&f.compress, "zstd", true, "zstd-compress snapshot chunks where that saves at least 1/8 of them (--zstd=false stores them raw)")
+	fl.BoolVar(&f.withTuned, "with-tuned-kernels", false, "let the launches it does not record run the tuned kernels that MNEME_TUNED_KERNELS or PROTEUS_TUNED_KERNELS names (recorded launches always run and record the application's own code); without it tuned files are ignored")
 	fl.StringVar(&f.recordRanks, "record-ranks", "0", "in an MPI job (rank from FLUX_TASK_RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, MPI_RANK, SLURM_PROCID, JSM_NAMESPACE_RANK, PMIX_RANK or PBS_TASKNUM): the ranks that record, all or a list such as 0,3,5; the others run untouched, and with several each records into -rdb/rank-N")
 	fl.BoolP("help", "h", false, "help for record")
 }
@@ -81,5 +83,5 @@ func runRecord(stderr io.Writer, args []string, f *recordFlags) error {
 		args = args[1:]
 	}
 	return session.Record(session.Options{DB: f.rdb, VASS: f.vass, Kernels: f.kernels, MaxRecordings: f.maxRecordings,
-		Skip: f.skip, Overwrite: f.overwrite, Compress: f.compress, RecordRanks: f.recordRanks, Command: args}, stderr)
+		Skip: f.skip, Overwrite: f.overwrite, Compress: f.compress, WithTunedKernels: f.withTuned, RecordRanks: f.recordRanks, Command: args}, stderr)
 }

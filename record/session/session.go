@@ -33,6 +33,11 @@ type Options struct {
 	Skip          int    // matching launches to let pass before recording
 	Overwrite     bool   // replace a recording already in DB
 	Compress      bool   // zstd-compress snapshot chunks where that pays
+	// WithTunedKernels lets the launches the recorder does not record run
+	// the tuned kernels the environment names (MNEME_TUNED_KERNELS,
+	// PROTEUS_TUNED_KERNELS); recorded launches run the application's own
+	// code. Off, the recorded process ignores tuned files.
+	WithTunedKernels bool
 	// RecordRanks is --record-ranks: in an MPI job (a launcher's rank
 	// variable is set) the ranks that record, "all" or a list; "" is rank 0.
 	// Other ranks run the application untouched; when several may record,
@@ -90,6 +95,7 @@ func Record(o Options, log io.Writer) error {
 		record.EnvCompress:      map[bool]string{false: "0", true: "1"}[o.Compress],
 		record.EnvRuntimeLib:    lib,
 		record.EnvRank:          rankEnv,
+		record.EnvRecordTuned:   map[bool]string{false: "0", true: "1"}[o.WithTunedKernels],
 	})
 	// The kernels' IR is analyzed while the application runs: the
 	// translation units the runtime writes are those embedded in the

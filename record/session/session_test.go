@@ -193,10 +193,25 @@ func TestRecordPassesTheOptionsToTheRuntime(t *testing.T) {
 	}
 	abs, _ := filepath.Abs(o.DB)
 	for _, want := range []string{record.EnvRecord + "=1", record.EnvDB + "=" + abs, record.EnvVASS + "=0.5", record.EnvKernels + "=^fill",
-		record.EnvMaxRecordings + "=3", record.EnvSkip + "=2", record.EnvCompress + "=0", record.EnvRuntimeLib + "=" + o.RuntimeLib} {
+		record.EnvMaxRecordings + "=3", record.EnvSkip + "=2", record.EnvCompress + "=0", record.EnvRuntimeLib + "=" + o.RuntimeLib,
+		record.EnvRecordTuned + "=0"} {
 		if !strings.Contains(string(env), want+"\n") {
 			t.Errorf("the application's environment lacks %s:\n%s", want, env)
 		}
+	}
+	// --with-tuned-kernels, and only it, lets the recorded process deploy
+	// tuned kernels (a MNEME_RECORD_TUNED=1 inherited from the user's
+	// environment is overridden above).
+	t.Setenv(record.EnvRecordTuned, "1")
+	o.Overwrite = true
+	_ = Record(o, &bytes.Buffer{})
+	if env, _ = os.ReadFile(filepath.Join(o.DB, "env.txt")); !strings.Contains(string(env), record.EnvRecordTuned+"=0\n") {
+		t.Errorf("an inherited %s=1 reached the application:\n%s", record.EnvRecordTuned, env)
+	}
+	o.WithTunedKernels = true
+	_ = Record(o, &bytes.Buffer{})
+	if env, _ = os.ReadFile(filepath.Join(o.DB, "env.txt")); !strings.Contains(string(env), record.EnvRecordTuned+"=1\n") {
+		t.Errorf("--with-tuned-kernels did not reach the application:\n%s", env)
 	}
 }
 

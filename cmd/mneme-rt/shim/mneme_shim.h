@@ -91,7 +91,9 @@ struct mneme_launch_count {
  * symbol, or it would intercept itself). */
 struct mneme_host_api {
   int abi_version;
-  /* MNEME_MODE_RECORD or MNEME_MODE_DEPLOY. */
+  /* MNEME_MODE_RECORD or MNEME_MODE_DEPLOY. A recording also deploys the
+   * tuned kernels, for the launches it does not record, when
+   * MNEME_RECORD_TUNED=1 (both sides read it). */
   int mode;
   /* The path the library was loaded from, to find the mneme prefix. */
   const char *rt_lib_path;

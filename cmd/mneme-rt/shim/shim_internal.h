@@ -120,7 +120,8 @@ static inline size_t mneme_jit_section_size(void) {
 extern int mneme_recording;
 /* Non-zero when tuned kernels are deployed (MNEME_TUNED_KERNELS or
  * PROTEUS_TUNED_KERNELS set, or annotate("jit") kernels linked in; MNEME_JIT
- * not off; not recording). */
+ * not off; not recording, unless MNEME_RECORD_TUNED=1: then the launches
+ * the recorder forwards run tuned code). */
 extern int mneme_deploying;
 /* mneme_recording || mneme_deploying: the one flag a launch tests. */
 extern int mneme_launch_hook;

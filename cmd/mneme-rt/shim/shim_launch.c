@@ -73,6 +73,20 @@ static void memo_learn(int idx, int handled,
     mneme_memo_insert(m, key_hash(*key, m->key_len), *key, memo->repeat);
 }
 
+static cudaError_t deploy_launch(const void *func, dim3 grid, dim3 block,
+                                 void **args, size_t shared,
+                                 cudaStream_t stream, int ptsz);
+
+/* forward_launch runs a launch the recorder does not record: the tuned
+ * code when recording with tuned kernels, else the application's. */
+static inline cudaError_t forward_launch(const void *func, dim3 grid,
+                                         dim3 block, void **args, size_t shared,
+                                         cudaStream_t stream, int ptsz) {
+  if (mneme_deploying)
+    return deploy_launch(func, grid, block, args, shared, stream, ptsz);
+  return api_launch(func, grid, block, args, shared, stream, ptsz);
+}
+
 static cudaError_t record_launch(const void *func, dim3 grid, dim3 block,
                                  void **args, size_t shared,
                                  cudaStream_t stream, int ptsz) {
@@ -88,7 +102,7 @@ static cudaError_t record_launch(const void *func, dim3 grid, dim3 block,
     key = stack_key;
   }
   if (forward)
-    return api_launch(func, grid, block, args, shared, stream, ptsz);
+    return forward_launch(func, grid, block, args, shared, stream, ptsz);
   int handled = MNEME_LAUNCH_FORWARD;
   struct mneme_launch_memo memo = {0, 0};
   cudaError_t e =
@@ -104,7 +118,7 @@ static cudaError_t record_launch(const void *func, dim3 grid, dim3 block,
   }
   if (handled == MNEME_LAUNCH_DONE)
     return e;
-  return api_launch(func, grid, block, args, shared, stream, ptsz);
+  return forward_launch(func, grid, block, args, shared, stream, ptsz);
 }
 
 typedef int (*cu_launch_fn)(void *f, unsigned gx, unsigned gy, unsigned gz,
@@ -420,9 +434,9 @@ cudaError_t __wrap_cudaLaunchKernel(const void *func, dim3 grid, dim3 block,
                                     cudaStream_t stream) {
   if (__builtin_expect(!mneme_launch_hook, 1))
     return __real_cudaLaunchKernel(func, grid, block, args, shared, stream);
-  if (mneme_deploying)
-    return deploy_launch(func, grid, block, args, shared, stream, 0);
-  return record_launch(func, grid, block, args, shared, stream, 0);
+  if (mneme_recording)
+    return record_launch(func, grid, block, args, shared, stream, 0);
+  return deploy_launch(func, grid, block, args, shared, stream, 0);
 }
 
 cudaError_t __wrap_cudaLaunchKernel_ptsz(const void *func, dim3 grid,
@@ -431,7 +445,7 @@ cudaError_t __wrap_cudaLaunchKernel_ptsz(const void *func, dim3 grid,
   if (__builtin_expect(!mneme_launch_hook, 1))
     return __real_cudaLaunchKernel_ptsz(func, grid, block, args, shared,
                                         stream);
-  if (mneme_deploying)
-    return deploy_launch(func, grid, block, args, shared, stream, 1);
-  return record_launch(func, grid, block, args, shared, stream, 1);
+  if (mneme_recording)
+    return record_launch(func, grid, block, args, shared, stream, 1);
+  return deploy_launch(func, grid, block, args, shared, stream, 1);
 }

@@ -12,9 +12,9 @@ static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void load_failed(const char *what, const char *detail) {
   fprintf(stderr, "mneme: %s: %s%s%s (MNEME_RT_LIB=%s)\n",
-          mneme_deploying ? "tuned kernels disabled, the application's own "
-                            "code runs"
-                          : "recording disabled",
+          !mneme_recording ? "tuned kernels disabled, the application's own "
+                             "code runs"
+                           : "recording disabled",
           what, detail ? ": " : "", detail ? detail : "",
           getenv("MNEME_RT_LIB") ? getenv("MNEME_RT_LIB") : "(unset)");
   mneme_rt_ready = -1;
@@ -77,7 +77,7 @@ static void start_runtime(void *lib, const char *path, int init_cuda) {
   mneme_trace("context ready");
   mneme_host_api_table.cuda_initialized = init_cuda;
   mneme_host_api_table.mode =
-      mneme_deploying ? MNEME_MODE_DEPLOY : MNEME_MODE_RECORD;
+      mneme_recording ? MNEME_MODE_RECORD : MNEME_MODE_DEPLOY;
   mneme_host_api_table.rt_lib_path = path;
   if (init(&mneme_host_api_table) != 0) {
     load_failed("the runtime library failed to start", NULL);
@@ -89,7 +89,7 @@ static void start_runtime(void *lib, const char *path, int init_cuda) {
    * at exit from a handler registered when it initialized; a handler
    * registered after that (here, after the context exists) runs before
    * it, where the library's destructor would run after. */
-  if (init_cuda && !mneme_deploying)
+  if (init_cuda && mneme_recording)
     atexit(finish_at_exit);
 }
 

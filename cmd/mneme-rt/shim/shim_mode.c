@@ -45,8 +45,10 @@ static int is_off(const char *name) {
 
 /* deployment_asked: a tuned file is named or kernels are annotated for
  * run-time specialization, and run-time JIT is not turned off
- * (MNEME_JIT=off, or Proteus's PROTEUS_DISABLE=1). A recording never
- * deploys: it records the application's own code. */
+ * (MNEME_JIT=off, or Proteus's PROTEUS_DISABLE=1). A recording deploys only
+ * when asked (MNEME_RECORD_TUNED=1, `mneme record --with-tuned-kernels`),
+ * and then only for the launches it does not record: what it records is
+ * always the application's own code. */
 static int deployment_asked(void) {
   if (is_off("MNEME_JIT"))
     return 0;
@@ -62,7 +64,9 @@ static int deployment_asked(void) {
 __attribute__((constructor(101))) static void mneme_read_environment(void) {
   const char *r = getenv("MNEME_RECORD");
   mneme_recording = r != NULL && r[0] != '\0' && strcmp(r, "0") != 0;
-  mneme_deploying = !mneme_recording && deployment_asked();
+  const char *rt = getenv("MNEME_RECORD_TUNED");
+  int record_tuned = rt != NULL && strcmp(rt, "1") == 0;
+  mneme_deploying = (!mneme_recording || record_tuned) && deployment_asked();
   mneme_launch_hook = mneme_recording || mneme_deploying;
   const char *t = getenv("MNEME_TRACE");
   trace_path = t != NULL && t[0] != '\0' ? t : NULL;

@@ -355,6 +355,22 @@ func TestDeployFastPath(t *testing.T) {
 		t.Errorf("recording with a tuned file set must record, not deploy:\n%s", rec)
 	}
 
+	// Asked to (mneme record --with-tuned-kernels), a recording runs the
+	// tuned code for the launches it does not record: the three new
+	// instances of _Z6kernelPfi are launched by the recorder with the
+	// application's code, its 9 other launches and the specialized
+	// kernel's 6 run tuned code, and the untuned kernel's 5 reach CUDA.
+	both, stderr := runProgram(t, app, "MNEME_RECORD=1", "MNEME_RECORD_TUNED=1", "MNEME_TUNED_KERNELS=tuned.json", "MNEME_RT_LIB="+lib)
+	for prefix, want := range map[string]int{"launch f=kernel_a": 3, "jit launch tuned_kernel": 9, "jit launch specialized": 6,
+		"launch f=kernel_b": 5, "asked _Z6kernelPfi": 3, "asked deploy _Z6kernelPfi": 1} {
+		if n := strings.Count("\n"+both, "\n"+prefix); n != want {
+			t.Errorf("recording with tuned kernels: %d lines %q, want %d:\n%s", n, prefix, want, both)
+		}
+	}
+	if stderr != "" {
+		t.Errorf("stderr: %q", stderr)
+	}
+
 	off, stderr := runProgram(t, app, "MNEME_TUNED_KERNELS=tuned.json", "MNEME_JIT=off", "MNEME_RT_LIB="+lib)
 	if strings.Contains(off, "deploy") || strings.Count(off, "launch ") != 23 || stderr != "" {
 		t.Errorf("with MNEME_JIT=off every launch must reach CUDA untouched:\n%s\nstderr: %s", off, stderr)
