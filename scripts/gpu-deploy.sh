@@ -22,6 +22,7 @@ prefix=$(dirname "$(dirname "$(command -v mneme)")")
 export MNEME_RT_LIB=${MNEME_RT_LIB:-$prefix/lib/libmneme_rt.so}
 py() { python3 - "$@"; }
 app_time() { sed -n 's/^kernel [A-Za-z_][A-Za-z0-9_]*: median \([0-9.]*\) us over .*/\1/p' "$1" | head -1; }
+app_kernel() { [ -x "$1" ] && "$1" 2>/dev/null | sed -n 's/^kernel \([A-Za-z_][A-Za-z0-9_]*\): median .*/\1/p' | head -1; }
 same_output() { cmp -s <(grep -v ': median ' "$1") <(grep -v ': median ' "$2") && echo same || echo DIFFERENT; }
 compiles() { local n; n=$(grep -c ' deploy compiled ' "$1" 2>/dev/null); echo "${n:-0}"; }
 ratio() { py "$1" "$2" <<'PY'
@@ -37,8 +38,10 @@ for n in $examples; do
   case " ${FIDELITY_EXAMPLES:-microphys nbody_dp histo_atomic tiled_matmul bigmem} " in *" $n "*) continue ;; esac
   [ -x "$w/wrapper/$n/$n" ] && [ ! -f "$w/fidelity-tune/$n/summary.json" ] || continue
   rm -rf "$w/fidelity-rdb/$n" "$w/fidelity-tune/$n"
-  # Only the kernel the example times, so tuning and its timer agree.
-  rflags=(); [ "$n" = tracer ] && rflags=(--kernels storm)
+  # Only the kernel the example times (its plain build's timer line names
+  # it), so tuning and its timer agree.
+  timed=$(app_kernel "$w/plain/$n/$n")
+  rflags=(); [ -n "$timed" ] && rflags=(--kernels "^$timed\\(")
   mneme record -rdb "$w/fidelity-rdb/$n" --max-recordings 1 "${rflags[@]}" -- "$w/wrapper/$n/$n" > "$logs/$n.record.log" 2>&1
   mneme tune -rdb "$w/fidelity-rdb/$n" --preset standard --sampler tpe --trials 30 --output "$w/fidelity-tune/$n" > "$logs/$n.tune.log" 2>&1
 done
@@ -72,6 +75,25 @@ PY
   grep -h 'mneme:' "$logs/$n.cold.err" | head -3 | sed 's/^/   warning: /'
   echo "== deploy $n: replay speedup $rep, in application $appx (JIT off ${off:--} us, warm ${warm:--} us), compiles cold $(compiles "$logs/$n.cold.trace") warm $(compiles "$logs/$n.warm.trace"), output $(same_output "$logs/$n.off.out" "$logs/$n.warm.out")"
 done
+
+# Recording beside deployment: tracer's diagnose recorded while storm runs
+# its tuned code (mneme record --with-tuned-kernels), and without the flag
+# the tuned file ignored.
+wapp=$w/wrapper/tracer/tracer tuned=$w/fidelity-tune/tracer/mneme_tuned_kernels.json
+if [ -x "$wapp" ] && [ -f "$tuned" ]; then
+  for mode in with without; do
+    rdb=$w/deploy-record-$mode; rm -rf "$rdb" "$logs/record-$mode.trace"
+    flags=(); [ $mode = with ] && flags=(--with-tuned-kernels)
+    MNEME_TUNED_KERNELS=$tuned MNEME_CACHE_DIR=$w/deploy-cache/tracer MNEME_TRACE=$logs/record-$mode.trace \
+      mneme record -rdb "$rdb" --kernels '^diagnose\(' --max-recordings 1 "${flags[@]}" -- "$wapp" > "$logs/record-$mode.out" 2>&1; rc=$?
+    ok=0 all=0
+    for id in $(mneme inspect --json "$rdb" 2>/dev/null | python3 -c 'import json,sys; [print(i["id"]) for k in json.load(sys.stdin)["kernels"] for i in k["instances"]]'); do
+      all=$((all+1)); mneme replay -rdb "$rdb" -rid "$id" --iterations 3 > /dev/null 2>&1 && ok=$((ok+1))
+    done
+    tuned_runs=$(grep -c ' deploy \(compiled\|cache hit\)' "$logs/record-$mode.trace" 2>/dev/null)
+    echo "== deploy record $mode --with-tuned-kernels: rc=$rc, storm's tuned code loaded ${tuned_runs:-0} time(s), $ok/$all recorded instance(s) replay verified, output $(same_output <(grep -v '^mneme' "$logs/tracer.off.out") <(grep -v '^mneme' "$logs/record-$mode.out"))"
+  done
+fi
 
 # Safety: a malformed tuned file and a configuration that cannot compile
 # leave the application's own code running, with one warning, exit 0.
