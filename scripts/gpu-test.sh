@@ -151,9 +151,16 @@ if [ -z "${SKIP_E2E:-}" ]; then
   fi
   # The Python API on the recorded vector add (python/gpu-checks.sh).
   if [ -z "${SKIP_PYTHON:-}" ] && [ -d "$w/rdb/vecadd" ]; then
-    python/gpu-checks.sh "$w/rdb/vecadd" "$(command -v mneme)" > "$logs/python-checks.log" 2>&1
+    python/gpu-checks.sh "$w/rdb/vecadd" "$(command -v mneme)" > "$logs/python-checks.log" 2>&1; rc=$?
     grep -E 'PASS|FAIL|configs/s|configurations/s' "$logs/python-checks.log" | head -12
-    note "python checks: $(grep -cE '\bPASS\b' "$logs/python-checks.log") passed, $(grep -cE '\bFAIL\b' "$logs/python-checks.log") failed (python-checks.log)"
+    passed=$(grep -cE '\bPASS\b' "$logs/python-checks.log") failed=$(grep -cE '\bFAIL\b' "$logs/python-checks.log")
+    # A check script that stopped before its checks (no optuna, no wheels)
+    # is a failure, never "0 passed, 0 failed".
+    if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then
+      note "python checks: FAIL (rc=$rc before any check: $(tail -n 1 "$logs/python-checks.log"))"
+    else
+      note "python checks: $passed passed, $failed failed (python-checks.log)"
+    fi
   fi
 fi
 # The recorder's own checks (allocation paths, managed memory, a crashing

@@ -39,10 +39,11 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | sed 's/^/GPU:
 mneme version 2>&1 | sed 's/^/  /'
 
 say "1. examples: plain vs wrapped build"
-examples/build-all.sh plain "$work/plain" >"$out/build-plain.log" 2>&1 || bad "plain build (build-plain.log)"
-examples/build-all.sh wrapper "$work/wrap" >"$out/build-wrap.log" 2>&1 || bad "wrapper build (build-wrap.log)"
+# Every example, whatever EXAMPLES the caller narrowed its own steps to.
+EXAMPLES= examples/build-all.sh plain "$work/plain" >"$out/build-plain.log" 2>&1 || bad "plain build (build-plain.log)"
+EXAMPLES= examples/build-all.sh wrapper "$work/wrap" >"$out/build-wrap.log" 2>&1 || bad "wrapper build (build-wrap.log)"
 tail -n 3 "$out/build-wrap.log"
-examples/run-all.sh "$work/plain" "$work/wrap" >"$out/run-all.log" 2>&1 || bad "plain and wrapped outputs (run-all.log)"
+EXAMPLES= examples/run-all.sh "$work/plain" "$work/wrap" >"$out/run-all.log" 2>&1 || bad "plain and wrapped outputs (run-all.log)"
 tail -n 1 "$out/run-all.log"
 
 say "2. mneme record + inspect on every example"
