@@ -62,6 +62,7 @@ const StatusFileName = ".mneme-record.status"
 type Config struct {
 	DB            string         // database directory
 	VABase        uint64         // arena base address
+	VABaseChosen  bool           // VABase was set (MNEME_VA_BASE): no other base is tried
 	VASize        uint64         // arena size in bytes; 0 means the GPU's memory (VASSAuto)
 	Kernels       *regexp.Regexp // selects kernels by mangled or demangled name; nil selects all
 	MaxRecordings int            // distinct instances per kernel; 0 means no cap
@@ -109,7 +110,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		if err != nil || n == 0 {
 			return c, fmt.Errorf("%s %q: want a hex device address such as 0x153940000000", EnvVABase, v)
 		}
-		c.VABase = n
+		c.VABase, c.VABaseChosen = n, true
 	}
 	if v := getenv(EnvKernels); v != "" {
 		re, err := regexp.Compile(v)

@@ -247,7 +247,7 @@ func (r *Recorder) Malloc(size uint64) (uint64, error) {
 	if r.arena == nil && r.arenaErr == nil {
 		Trace("runtime", "arena reserve")
 		start := time.Now()
-		r.arena, r.arenaErr = arena.NewReserving(r.vm, r.cfg.VABase, r.arenaSize(), r.reservation())
+		r.arena, r.arenaErr = r.reserveArena()
 		r.status.ArenaSeconds += time.Since(start).Seconds()
 		if r.arenaErr != nil {
 			r.status.ArenaError = r.arenaErr.Error()
@@ -297,6 +297,32 @@ func (r *Recorder) reservation() uint64 {
 	}
 	const unit = 2 << 20
 	return max((r.arenaSize()+unit-1)/unit*unit, MinReservation)
+}
+
+// Fallback arena bases: arenaBaseRetries more, arenaBaseStride apart.
+const (
+	arenaBaseRetries = 4
+	arenaBaseStride  = 1 << 40
+)
+
+// reserveArena reserves the arena at the configured base or, when the
+// driver already holds part of that range and the base was not chosen
+// (MNEME_VA_BASE), at the next bases a TiB apart: a whole-GPU reservation
+// at the default base once met a driver mapping 2.5 GiB into it (H100,
+// about one recording in a hundred). The recording names the base it got,
+// and replays reserve that one.
+func (r *Recorder) reserveArena() (*arena.Arena, error) {
+	a, err := arena.NewReserving(r.vm, r.cfg.VABase, r.arenaSize(), r.reservation())
+	for k := uint64(1); err != nil && !r.cfg.VABaseChosen && k <= arenaBaseRetries; k++ {
+		base := r.cfg.VABase + k*arenaBaseStride
+		if b, e := arena.NewReserving(r.vm, base, r.arenaSize(), r.reservation()); e == nil {
+			Trace("runtime", "arena at %#x: %v", base, err)
+			a, err = b, nil
+			r.cfg.VABase = base
+			r.status.ArenaBase = db.FormatVAddr(base)
+		}
+	}
+	return a, err
 }
 
 // arenaSize is -vass, or the GPU's memory when -vass is auto.

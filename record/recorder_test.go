@@ -32,6 +32,7 @@ type simGPU struct {
 	globals  map[int][]Global
 	syncErr  error
 	launches int
+	busyBase uint64 // a reservation at this base fails, as one the driver holds part of
 }
 
 func newSimGPU() *simGPU {
@@ -40,6 +41,9 @@ func newSimGPU() *simGPU {
 
 func (g *simGPU) Granularity() (uint64, error) { return g.gran, nil }
 func (g *simGPU) Reserve(base, size uint64) error {
+	if g.busyBase != 0 && base == g.busyBase {
+		return fmt.Errorf("cuMemAddressReserve: asked for %d bytes at %#x, the driver could only give another (the range is in use)", size, base)
+	}
 	g.base, g.size = base, size
 	return nil
 }
@@ -586,14 +590,14 @@ func TestConfigFromEnv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.DB != "/tmp/x" || c.VASize != 512<<20 || c.VABase != 0x7f0000000000 || c.MaxRecordings != 4 || c.Skip != 2 || !c.Compress || !c.Selects("_Z5saxpyv", "") || c.Selects("_Z3addv", "add()") {
+	if c.DB != "/tmp/x" || c.VASize != 512<<20 || c.VABase != 0x7f0000000000 || !c.VABaseChosen || c.MaxRecordings != 4 || c.Skip != 2 || !c.Compress || !c.Selects("_Z5saxpyv", "") || c.Selects("_Z3addv", "add()") {
 		t.Errorf("config %+v", c)
 	}
 	if c, err := ConfigFromEnv(env(EnvDB, "d", EnvCompress, "0")); err != nil || c.Compress {
 		t.Errorf("%s=0: compress %v, %v", EnvCompress, c.Compress, err)
 	}
 	c, err = ConfigFromEnv(env(EnvDB, "d"))
-	if err != nil || c.VASize != 0 /* auto: the GPU's memory */ || c.VABase != arena.DefaultBase || !c.Selects("anything", "") || !c.Compress {
+	if err != nil || c.VASize != 0 /* auto: the GPU's memory */ || c.VABase != arena.DefaultBase || c.VABaseChosen || !c.Selects("anything", "") || !c.Compress {
 		t.Errorf("defaults %+v %v", c, err)
 	}
 	for _, bad := range [][]string{
@@ -699,5 +703,33 @@ func TestDeviceCodeAndCompileFlagsAreRecorded(t *testing.T) {
 	matches, _ := filepath.Glob(filepath.Join(dir, "DeviceCode_*"))
 	if len(matches) != 1 {
 		t.Errorf("%d device code files, want 1 shared by the instances", len(matches))
+	}
+}
+
+// An arena whose default base the driver holds part of moves a TiB up, and
+// the recording names the base it got; a base the user chose is not moved.
+func TestArenaMovesOffABusyBase(t *testing.T) {
+	f := newFixture(t, nil)
+	f.gpu.busyBase = arena.DefaultBase
+	f.setup()
+	moved := uint64(arena.DefaultBase + arenaBaseStride)
+	if f.x < moved || f.x >= moved+64<<20 {
+		t.Fatalf("allocation at %#x, want one in the arena at %#x", f.x, moved)
+	}
+	if d := f.launch(saxpyLaunch(2, f.x, f.y, 4)); d != Launched {
+		t.Fatalf("decision %v, want Launched", d)
+	}
+	k, _, err := f.open().Find("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k.VAddr != db.FormatVAddr(moved) {
+		t.Errorf("the kernel file names the arena at %s, want %s", k.VAddr, db.FormatVAddr(moved))
+	}
+
+	chosen := newFixture(t, func(c *Config) { c.VABaseChosen = true })
+	chosen.gpu.busyBase = arena.DefaultBase
+	if _, err := chosen.rec.Malloc(16); err == nil || !strings.Contains(err.Error(), "in use") {
+		t.Errorf("with MNEME_VA_BASE the arena moved, or failed without saying why: %v", err)
 	}
 }
