@@ -217,25 +217,13 @@ func TestGPUShadowCopiesOutliveTheSource(t *testing.T) {
 func BenchmarkGPUStagedCopy(b *testing.B) {
 	gpu(b)
 	const total = 1 << 30
-	addr, err := cuda.MemAlloc(total)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer cuda.MemFree(addr)
-	if err := cuda.MemsetD8(addr, 1, total); err != nil {
-		b.Fatal(err)
-	}
+	addr, runs := benchRuns(b, total, 8<<20)
 	pinned, err := cuda.MemAllocHost(total)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer pinned.Free()
-	const slot = 8 << 20
-	var runs []fingerprint.Range
-	for off := uint64(0); off < total; off += slot {
-		runs = append(runs, fingerprint.Range{Addr: addr + off, Len: slot})
-	}
-	r := New(slot)
+	r := New(8 << 20)
 	defer r.Close()
 	var pinnedSec, stagedSec, transferSec float64
 	b.SetBytes(total)
@@ -272,20 +260,8 @@ func BenchmarkGPUStagedCopy(b *testing.B) {
 func BenchmarkGPUHostShadow(b *testing.B) {
 	gpu(b)
 	const total = 1 << 30
-	addr, err := cuda.MemAlloc(total)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer cuda.MemFree(addr)
-	if err := cuda.MemsetD8(addr, 1, total); err != nil {
-		b.Fatal(err)
-	}
-	const slot = 8 << 20
-	var runs []fingerprint.Range
-	for off := uint64(0); off < total; off += slot {
-		runs = append(runs, fingerprint.Range{Addr: addr + off, Len: slot})
-	}
-	r := New(slot)
+	_, runs := benchRuns(b, total, 8<<20)
+	r := New(8 << 20)
 	defer r.Close()
 	b.SetBytes(total)
 	var sec float64
@@ -299,4 +275,22 @@ func BenchmarkGPUHostShadow(b *testing.B) {
 		sh.Free()
 	}
 	b.ReportMetric(float64(b.N)*total/1e9/sec, "host-shadow-GB/s")
+}
+
+// benchRuns allocates total bytes of device memory filled with ones, freed
+// when the benchmark ends, and splits it into runs of slot bytes.
+func benchRuns(b *testing.B, total, slot uint64) (uint64, []fingerprint.Range) {
+	addr, err := cuda.MemAlloc(total)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cuda.MemFree(addr) })
+	if err := cuda.MemsetD8(addr, 1, total); err != nil {
+		b.Fatal(err)
+	}
+	var runs []fingerprint.Range
+	for off := uint64(0); off < total; off += slot {
+		runs = append(runs, fingerprint.Range{Addr: addr + off, Len: slot})
+	}
+	return addr, runs
 }
