@@ -5,6 +5,10 @@
 #   scripts/gpu-bundle.sh               .gpu/mneme-bundle.tar.xz: the mneme prefix
 #       and the GPU test binaries, linked against libLLVM-22.so (which
 #       .gpu/env.sh provides there with clang-22), for scripts/gpu-test.sh.
+#   scripts/gpu-bundle.sh python        .gpu-py/: what the Python API's GPU
+#       checks need (python/gpu-checks.sh: optuna's wheels, libLLVM without
+#       clang, vecadd prebuilt with the wrapper); carry .gpu-py and run
+#       .gpu-py/run.sh there.
 #   scripts/gpu-bundle.sh record-bench  .gpu/record-bench.tar.xz: what the
 #       recording-overhead benchmark needs and nothing else, so it travels
 #       without clang: the prefix as `make` ships it (LLVM linked statically),
@@ -46,6 +50,38 @@ RUN
   tar cf - -C "$b" . | xz -T0 -6 > .gpu/record-bench.tar.xz
   rm -rf "$b"
   du -sh .gpu/record-bench.tar.xz
+  exit 0
+fi
+
+if [ "${1:-}" = python ]; then
+  # The Python API's GPU checks (python/gpu-checks.sh) need optuna's wheels,
+  # which do not fit the transfer limit beside clang: .gpu-py carries
+  # libLLVM without clang, the mneme bundle, the wheels and vecadd built
+  # here with the wrapper for sm_90. Run there: .gpu-py/run.sh
+  [ -f .gpu/env.sh ] && [ -f .gpu/mneme-bundle.tar.xz ] || { echo "run ../shared/gpu/bundle.sh and scripts/gpu-bundle.sh first" >&2; exit 1; }
+  b=.gpu-py; rm -rf "$b"; mkdir -p "$b/debs"
+  cp .gpu/env.sh .gpu/mneme-bundle.tar.xz "$b/"
+  cp .gpu/debs/libllvm22_* .gpu/debs/libz3-* .gpu/debs/libedit* "$b/debs/"
+  python/bundle-wheels.sh "$PWD/$b/wheels" >/dev/null
+  make all >/dev/null # the shim vecadd links must speak this runtime's interface
+  cuda=${CUDA_PATH:-/usr/local/cuda}
+  [ -f "$cuda/include/cuda_runtime.h" ] || cuda=$(toolchain/scripts/local-cuda.sh "$PWD/build/cuda")
+  rm -rf "$b/build"
+  CUDA_PATH=$cuda make -s -C examples/vecadd BUILD="$PWD/$b/build" CUDA="$cuda" ARCH=sm_90 CXX="$PWD/build/bin/mneme-cxx" >/dev/null
+  mv "$b/build/vecadd" "$b/vecadd" && rm -rf "$b/build"
+  cat > "$b/run.sh" <<'RUN'
+#!/usr/bin/env bash
+# The Python API's GPU checks on a GPU machine without clang (scripts/gpu-bundle.sh python).
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/env.sh"
+[ -d "$here/prefix" ] || xz -dc "$here/mneme-bundle.tar.xz" | tar xf - -C "$here"
+export PATH=$here/prefix/bin:$PATH
+rdb=${TMPDIR:-/tmp}/mneme-py-rdb; rm -rf "$rdb"
+mneme record -rdb "$rdb" --max-recordings 2 -- "$here/vecadd" || exit 1
+MNEME_WHEELS=$here/wheels exec "$here/../python/gpu-checks.sh" "$rdb" "$(command -v mneme)"
+RUN
+  chmod +x "$b/run.sh"
+  du -sh "$b"
   exit 0
 fi
 
