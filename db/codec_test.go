@@ -132,7 +132,7 @@ func TestProcValue(t *testing.T) {
 	if before, ok := procValue("/proc/meminfo", "MemAvailable:"); ok {
 		// Other processes change the figure between reads: bound the budget
 		// by the larger of the readings around it.
-		b := hostMemoryBudget()
+		b := HostMemoryBudget()
 		after, _ := procValue("/proc/meminfo", "MemAvailable:")
 		if avail := max(before, after); b > avail/4*3 {
 			t.Errorf("budget %d exceeds three quarters of the available %d", b, avail)

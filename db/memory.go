@@ -14,9 +14,7 @@ import (
 // memory cgroup (v2) leaves below its limit, and what the address-space
 // limit (ulimit -v) leaves beside the process's current size, with a
 // quarter kept back for the runtime and for the work that follows.
-func HostMemoryBudget() uint64 { return hostMemoryBudget() }
-
-func hostMemoryBudget() uint64 {
+func HostMemoryBudget() uint64 {
 	budget := ^uint64(0)
 	if avail, ok := procValue("/proc/meminfo", "MemAvailable:"); ok {
 		budget = avail

@@ -296,7 +296,7 @@ func decodeSnapshotIn(dir, name string, ra io.ReaderAt, size int64, lim Snapshot
 	// The whole structure is consistent and its checksum matched: only now
 	// allocate what it declares, and only what this process can hold (a
 	// failed allocation would end the process, not return an error).
-	if budget := hostMemoryBudget(); p.raw > budget {
+	if budget := HostMemoryBudget(); p.raw > budget {
 		return nil, fmt.Errorf("%s: %w: its data takes %s, more than the %s of memory this process can still use",
 			name, mneme.ErrOutOfResources, FormatSize(p.raw), FormatSize(budget))
 	}
