@@ -34,6 +34,23 @@ inline void CUDART_CB hold_stream(void *open) {
   }
 }
 
+// gated_ms times one launch() between start and stop behind the gate and
+// returns its milliseconds.
+template <class Launch>
+float gated_ms(cudaEvent_t start, cudaEvent_t stop, Launch &&launch) {
+  std::atomic<bool> open{false};
+  CHECK(cudaLaunchHostFunc(0, hold_stream, &open));
+  CHECK(cudaEventRecord(start));
+  launch();
+  CHECK(cudaGetLastError());
+  CHECK(cudaEventRecord(stop));
+  open = true;
+  CHECK(cudaEventSynchronize(stop));
+  float ms = 0;
+  CHECK(cudaEventElapsedTime(&ms, start, stop));
+  return ms;
+}
+
 // launch() enqueues exactly one launch of the kernel on the default stream.
 template <class Launch>
 double time_kernel(const char *name, int warmup, int launches,
@@ -47,17 +64,8 @@ double time_kernel(const char *name, int warmup, int launches,
   CHECK(cudaEventCreate(&start));
   CHECK(cudaEventCreate(&stop));
   std::vector<float> ms(launches > 0 ? launches : 1);
-  for (float &t : ms) {
-    std::atomic<bool> open{false};
-    CHECK(cudaLaunchHostFunc(0, hold_stream, &open));
-    CHECK(cudaEventRecord(start));
-    launch();
-    CHECK(cudaGetLastError());
-    CHECK(cudaEventRecord(stop));
-    open = true;
-    CHECK(cudaEventSynchronize(stop));
-    CHECK(cudaEventElapsedTime(&t, start, stop));
-  }
+  for (float &t : ms)
+    t = gated_ms(start, stop, launch);
   CHECK(cudaEventDestroy(start));
   CHECK(cudaEventDestroy(stop));
   std::sort(ms.begin(), ms.end());

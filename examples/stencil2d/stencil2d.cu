@@ -51,18 +51,11 @@ int main() {
     CHECK(cudaEventCreate(&start));
     CHECK(cudaEventCreate(&stop));
     std::vector<float> ms(20);
-    for (float &t : ms) {
-      // Behind the gate of common/timer.h: the events bracket the kernel,
-      // not the host's launch latency.
-      std::atomic<bool> open{false};
-      CHECK(cudaLaunchHostFunc(0, hold_stream, &open));
-      CHECK(cudaEventRecord(start));
-      stencil5<<<grid, block>>>(d_in, d_out, nx, ny);
-      CHECK(cudaEventRecord(stop));
-      open = true;
-      CHECK(cudaEventSynchronize(stop));
-      CHECK(cudaEventElapsedTime(&t, start, stop));
-    }
+    // Behind the gate of common/timer.h: the events bracket the kernel, not
+    // the host's launch latency.
+    for (float &t : ms)
+      t = gated_ms(start, stop,
+                   [&] { stencil5<<<grid, block>>>(d_in, d_out, nx, ny); });
     std::sort(ms.begin(), ms.end());
     std::fprintf(stderr,
                  "stencil5 in-application median of 20 (events): %.2f us\n",
