@@ -73,6 +73,7 @@ func collectResults(t *testing.T, e *Executor, n int) map[int]JobResult {
 }
 
 func TestExecutorSurvivesCrashesHangsAndNoise(t *testing.T) {
+	t.Parallel() // waits on timeouts, not the CPU
 	e, logPath := newTestExecutor(t)
 	e.WorkersPerGPU = 2
 	if err := e.Start(context.Background()); err != nil {
@@ -235,6 +236,7 @@ func TestExecutorOpenFailureIsReported(t *testing.T) {
 }
 
 func TestExecutorSpreadsOverGPUs(t *testing.T) {
+	t.Parallel() // waits on timeouts, not the CPU
 	e, _ := newTestExecutor(t)
 	e.GPUs = []int{0, 1}
 	if err := e.Start(context.Background()); err != nil {
@@ -260,6 +262,7 @@ func TestExecutorSpreadsOverGPUs(t *testing.T) {
 // Each run worker has its own id, 0..n-1 in GPU order, and keeps its GPU:
 // results can be told apart by worker in the trial log.
 func TestExecutorWorkersHaveDistinctIDsPerGPU(t *testing.T) {
+	t.Parallel() // waits on timeouts, not the CPU
 	e, _ := newTestExecutor(t)
 	e.GPUs, e.WorkersPerGPU = []int{0, 1}, 2
 	if err := e.Start(context.Background()); err != nil {

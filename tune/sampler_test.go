@@ -178,6 +178,7 @@ func TestTPEBeatsRandomOnSmooth2D(t *testing.T) {
 }
 
 func TestTPEBeatsRandomOnDiscreteSpace(t *testing.T) {
+	t.Parallel()
 	// An integer grid with a categorical: 32*20*5 = 3200 points.
 	f := func(pt Point) float64 {
 		b := float64(pt["block"].(int))

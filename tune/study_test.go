@@ -71,6 +71,7 @@ func runStudy(t *testing.T, opts Options, res *Results, prior []Trial, stopAfter
 }
 
 func TestStudyEveryConfigurationOneTrialAndResume(t *testing.T) {
+	t.Parallel() // waits on timeouts, not the CPU
 	dir := t.TempDir()
 	opts := studyOptions(dir)
 	res, err := CreateResults(dir, opts)

@@ -124,11 +124,18 @@ func (t *TPE) Ask() (Point, bool) {
 	if len(t.obs) >= t.opts.NStartupTrials && len(t.obs) > 0 {
 		below, above := t.split()
 		ests := make([][2]*parzen, len(t.space.Params))
+		// A discrete value's score is the same on every attempt of this
+		// Ask: once TPE has converged it proposes the same seen values
+		// again and again, and scoring each again was nearly all its time.
+		scores := make([]map[float64]float64, len(t.space.Params))
 		for i, p := range t.space.Params {
 			if p.Kind == KindFixed || p.Cardinality() == 1 {
 				continue
 			}
 			ests[i] = [2]*parzen{t.estimator(p, below), t.estimator(p, above)}
+			if p.Kind != KindReal {
+				scores[i] = map[float64]float64{}
+			}
 		}
 		for range maxTPEAttempts {
 			pt := Point{}
@@ -137,7 +144,7 @@ func (t *TPE) Ask() (Point, bool) {
 					pt[p.Name] = p.ValueAt(0)
 					continue
 				}
-				pt[p.Name] = t.proposeParam(p, ests[i][0], ests[i][1])
+				pt[p.Name] = t.proposeParam(ests[i][0], ests[i][1], scores[i])
 			}
 			k := pt.Key()
 			if t.seen[k] {
@@ -186,12 +193,19 @@ func (t *TPE) split() (below, above []observation) {
 }
 
 // proposeParam draws NEICandidates values from l(x) and returns the one with
-// the largest log l(x) - log g(x).
-func (t *TPE) proposeParam(p Param, l, g *parzen) any {
+// the largest log l(x) - log g(x); memo (nil for reals) keeps the scores of
+// discrete values already scored in this Ask.
+func (t *TPE) proposeParam(l, g *parzen, memo map[float64]float64) any {
 	best, bestScore := 0.0, math.Inf(-1)
 	for range t.opts.NEICandidates {
 		x := l.sample(t.rng)
-		score := l.logPDF(x) - g.logPDF(x)
+		score, known := memo[x]
+		if !known {
+			score = l.logPDF(x) - g.logPDF(x)
+			if memo != nil {
+				memo[x] = score
+			}
+		}
 		if score > bestScore {
 			best, bestScore = x, score
 		}
