@@ -2,7 +2,10 @@ package db
 
 import (
 	"bytes"
+	"cmp"
+	"slices"
 	"sort"
+	"sync"
 )
 
 // DiffGranule is the unit ChangedRanges compares in: 64 KiB keeps the list
@@ -54,6 +57,44 @@ func ChangedRanges(pro, epi *Snapshot) []Range {
 		return out[i].Addr < out[j].Addr
 	})
 	return out
+}
+
+// ChangedRangesStream is ChangedRanges of two streamed snapshots of the
+// same allocations. Their blobs are decoded window by window on all cores,
+// never whole, so this also verifies every chunk of both files.
+func ChangedRangesStream(pro, epi *SnapshotStream) ([]Range, error) {
+	var (
+		mu    sync.Mutex
+		blobs []Range
+	)
+	err := WalkBlobPairs(pro, epi, func(w BlobWindow) error {
+		if w.ProZero && w.EpiZero {
+			return nil
+		}
+		r := appendDiff(nil, w.Pro, w.Epi, pro.Snapshot.Blobs[w.Blob].Addr+w.Off, "")
+		for i := range r {
+			r[i].Offset += w.Off
+		}
+		mu.Lock()
+		blobs = append(blobs, r...)
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(blobs, func(a, b Range) int { return cmp.Compare(a.Addr, b.Addr) })
+	// Windows split runs of changed granules: join them again, within a blob.
+	var out []Range
+	for _, r := range blobs {
+		if n := len(out); n > 0 && out[n-1].Addr+out[n-1].Size == r.Addr && out[n-1].Offset+out[n-1].Size == r.Offset {
+			out[n-1].Size += r.Size
+			continue
+		}
+		out = append(out, r)
+	}
+	// The blobs carry no data here: ChangedRanges adds the globals only.
+	return append(out, ChangedRanges(pro.Snapshot, epi.Snapshot)...), nil
 }
 
 // region is a heap block or a device global as ChangedRanges compares them.

@@ -596,14 +596,24 @@ func decodeChunks(m *metaReader, p *plan, datas [][]byte) error {
 }
 
 func decodeChunk(m *metaReader, p *plan, datas [][]byte, c *chunkPlan, scratch *[]byte) error {
-	ref := p.regions[c.region]
+	if c.codec == codecZero {
+		return nil // make() zeroed it
+	}
 	end := c.rawOff + uint64(c.rawLen)
 	// Capped so an overlong zstd frame cannot spill into the next chunk.
-	dst := datas[c.region][c.rawOff:end:end]
+	return decodeChunkTo(m, p, c, datas[c.region][c.rawOff:end:end], scratch)
+}
+
+// decodeChunkTo decodes chunk c into dst (exactly its raw length) and
+// verifies its checksum.
+func decodeChunkTo(m *metaReader, p *plan, c *chunkPlan, dst []byte, scratch *[]byte) error {
+	ref := p.regions[c.region]
+	dst = dst[:c.rawLen:c.rawLen]
 	idx := c.rawOff / uint64(p.cs)
 	switch c.codec {
 	case codecZero:
-		return nil // make() zeroed it
+		clear(dst)
+		return nil
 	case codecRef:
 		sum, err := m.readRef(dst, c, ref.what, idx, scratch)
 		if err != nil {

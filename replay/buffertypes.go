@@ -6,6 +6,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/mneme-gpu/mneme/db"
 	"github.com/mneme-gpu/mneme/llvm"
 	"github.com/mneme-gpu/mneme/replay/internal/compare"
 )
@@ -180,7 +181,7 @@ var autoBounds = map[compare.ElemType]compare.Bounds{
 // cancel to near zero keep the error of their large summands, so the bound
 // is also absolute, relative to the largest recorded magnitude in the
 // buffer.
-func atomicSumBounds(base compare.Bounds, threads uint64, elements uint64, want []byte, t compare.ElemType) compare.Bounds {
+func atomicSumBounds(base compare.Bounds, threads uint64, elements uint64, magnitude float64) compare.Bounds {
 	n := 1.0
 	if elements > 0 && threads > elements {
 		n = float64(threads) / float64(elements)
@@ -188,9 +189,35 @@ func atomicSumBounds(base compare.Bounds, threads uint64, elements uint64, want 
 	widen := math.Min(math.Sqrt(n), 100)
 	b := base
 	b.Rel = base.Rel * widen
-	b.Abs = b.Rel * maxMagnitude(want, t)
+	b.Abs = b.Rel * magnitude
 	return b
 }
+
+// blobMagnitude is maxMagnitude of allocation i as the snapshot holds it,
+// read window by window.
+func blobMagnitude(st *db.SnapshotStream, i int, t compare.ElemType) (float64, error) {
+	if t == compare.Untyped {
+		return 0, nil
+	}
+	size := st.Snapshot.Blobs[i].Size
+	buf := make([]byte, min(size, magnitudeWindow))
+	var m float64
+	for off := uint64(0); off < size; off += magnitudeWindow {
+		w := buf[:min(magnitudeWindow, size-off)]
+		zero, err := st.ReadBlob(i, off, w)
+		if err != nil {
+			return 0, err
+		}
+		if !zero {
+			m = max(m, maxMagnitude(w, t))
+		}
+	}
+	return m, nil
+}
+
+// magnitudeWindow is what blobMagnitude reads at once (a multiple of every
+// element size).
+const magnitudeWindow = 4 << 20
 
 // maxMagnitude is the largest finite |value| among the elements of data.
 func maxMagnitude(data []byte, t compare.ElemType) float64 {

@@ -87,14 +87,14 @@ func TestAtomicSumBounds(t *testing.T) {
 	want := binary.LittleEndian.AppendUint32(nil, math.Float32bits(-300))
 	want = binary.LittleEndian.AppendUint32(want, math.Float32bits(float32(math.Inf(1))))
 	base := autoBounds[compare.F32]
-	b := atomicSumBounds(base, 400, 4, want, compare.F32) // 100 threads per element
+	b := atomicSumBounds(base, 400, 4, maxMagnitude(want, compare.F32)) // 100 threads per element
 	if math.Abs(b.Rel-10*base.Rel) > 1e-12 || math.Abs(b.Abs-300*b.Rel) > 1e-9 || b.ULP != base.ULP {
 		t.Errorf("100 contributions: %+v", b)
 	}
-	if b := atomicSumBounds(base, 1<<40, 1, want, compare.F32); b.Rel != 100*base.Rel {
+	if b := atomicSumBounds(base, 1<<40, 1, maxMagnitude(want, compare.F32)); b.Rel != 100*base.Rel {
 		t.Errorf("the widening must stop at 100x: %+v", b)
 	}
-	if b := atomicSumBounds(base, 1, 1000, want, compare.F32); b.Rel != base.Rel {
+	if b := atomicSumBounds(base, 1, 1000, maxMagnitude(want, compare.F32)); b.Rel != base.Rel {
 		t.Errorf("fewer threads than elements: %+v", b)
 	}
 }
@@ -105,11 +105,15 @@ func TestPlanTypedFromRecordedIR(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer rec.Close()
 	if rec.Writes == nil {
 		t.Fatal("no write analysis of the recorded IR")
 	}
 	lay := planLayout(rec.Prologue, rec.Epilogue)
-	p := planTyped(rec, lay, mneme.VerifyOptions{Mode: mneme.VerifyAuto})
+	p, err := planTyped(rec, lay, mneme.VerifyOptions{Mode: mneme.VerifyAuto})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(p.blobs) != 3 {
 		t.Fatalf("%d blobs planned", len(p.blobs))
 	}
@@ -121,10 +125,10 @@ func TestPlanTypedFromRecordedIR(t *testing.T) {
 	if b := p.blobs[2].bounds; b != autoBounds[compare.F32] {
 		t.Errorf("c's bounds %+v", b)
 	}
-	if p := planTyped(rec, lay, mneme.VerifyOptions{Mode: mneme.VerifyULP, ULP: 3}); p.blobs[2].bounds != (compare.Bounds{ULP: 3}) || p.blobs[0].bounds != (compare.Bounds{}) {
+	if p, _ := planTyped(rec, lay, mneme.VerifyOptions{Mode: mneme.VerifyULP, ULP: 3}); p.blobs[2].bounds != (compare.Bounds{ULP: 3}) || p.blobs[0].bounds != (compare.Bounds{}) {
 		t.Errorf("ulp 3 plan: %+v", p.blobs)
 	}
-	if p := planTyped(rec, lay, mneme.VerifyOptions{Mode: mneme.VerifyBitwise}); len(p.blobs) != 0 {
+	if p, _ := planTyped(rec, lay, mneme.VerifyOptions{Mode: mneme.VerifyBitwise}); len(p.blobs) != 0 {
 		t.Errorf("bitwise mode planned typed buffers: %+v", p)
 	}
 }
@@ -135,10 +139,10 @@ func TestTypedFiguresOf(t *testing.T) {
 	binary.LittleEndian.PutUint32(got[4*3:], math.Float32bits(math.Nextafter32(3.5, 4)))
 	binary.LittleEndian.PutUint32(got[4*6:], math.Float32bits(6.5*(1+1e-3)))
 	tb := typedBuffer{name: "allocation 0x1000 (arg 0)", elem: compare.F32, bounds: autoBounds[compare.F32], report: true}
-	c := comparison{params: compare.Params{N: uint64(len(want))}, expect: want, what: "allocation 0x1000 (32 bytes)", typed: &tb}
+	c := comparison{params: compare.Params{N: uint64(len(want))}, what: "allocation 0x1000 (32 bytes)", typed: &tb}
 
 	// The GPU names byte 12 (element 3): the host compares from there on.
-	fig, passed, err := typedFiguresOf(c, 12, got[12:])
+	fig, passed, err := typedFiguresOf(c, 12, got[12:], want[12:])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,23 +154,23 @@ func TestTypedFiguresOf(t *testing.T) {
 	}
 	// Within bounds it passes; an equal, reported buffer gets a zero entry.
 	binary.LittleEndian.PutUint32(got[4*6:], math.Float32bits(6.5))
-	if fig, passed, _ := typedFiguresOf(c, 12, got[12:]); !passed || fig.Differing != 1 || *fig.FirstIndex != 3 || fig.MaxULP != 1 {
+	if fig, passed, _ := typedFiguresOf(c, 12, got[12:], want[12:]); !passed || fig.Differing != 1 || *fig.FirstIndex != 3 || fig.MaxULP != 1 {
 		t.Fatalf("within bounds: %+v", fig)
 	}
-	if fig, passed, _ := typedFiguresOf(c, compare.NoDifference, nil); !passed || fig == nil || fig.FirstIndex != nil || fig.Differing != 0 {
+	if fig, passed, _ := typedFiguresOf(c, compare.NoDifference, nil, nil); !passed || fig == nil || fig.FirstIndex != nil || fig.Differing != 0 {
 		t.Fatalf("equal: %+v", fig)
 	}
 	tb.report = false
-	if fig, passed, _ := typedFiguresOf(c, compare.NoDifference, nil); !passed || fig != nil {
+	if fig, passed, _ := typedFiguresOf(c, compare.NoDifference, nil, nil); !passed || fig != nil {
 		t.Fatalf("equal, unwritten: %+v", fig)
 	}
 	// Untyped: bitwise, byte offsets.
 	tb = typedBuffer{name: "global g", elem: compare.Untyped}
-	fig, passed, err = typedFiguresOf(c, 12, got[12:])
+	fig, passed, err = typedFiguresOf(c, 12, got[12:], want[12:])
 	if err != nil || passed || *fig.FirstIndex != 12 || fig.Differing != 1 || fig.Type != "untyped" || fig.Bound != "bitwise" {
 		t.Fatalf("untyped: %+v %v", fig, err)
 	}
-	if _, _, err := typedFiguresOf(c, 13, got[14:]); err == nil {
+	if _, _, err := typedFiguresOf(c, 13, got[14:], want[12:]); err == nil {
 		t.Error("a short copy is not reported")
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mneme-gpu/mneme"
 	"github.com/mneme-gpu/mneme/cuda"
@@ -85,8 +86,26 @@ func wantVerified(t *testing.T, what string, res *mneme.Result, iterations int) 
 	}
 }
 
-// epilogueOf reads the recorded epilogue of the session's instance.
-func epilogueOf(t *testing.T, s *Session) *db.Snapshot { return s.rec.Epilogue }
+// epilogueOf reads the recorded epilogue of the session's instance whole
+// (a session streams the allocations into the device and keeps none).
+func epilogueOf(t *testing.T, s *Session) *db.Snapshot {
+	t.Helper()
+	epi, err := s.rec.DB.ReadEpilogue(s.rec.Kernel, s.rec.Instance)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return epi
+}
+
+// prologueOf reads the recorded prologue of the session's instance whole.
+func prologueOf(t *testing.T, s *Session) *db.Snapshot {
+	t.Helper()
+	pro, err := s.rec.DB.ReadPrologue(s.rec.Kernel, s.rec.Instance)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pro
+}
 
 // sameMemory compares a snapshot of the replay's output with the recording.
 func sameMemory(t *testing.T, what string, got, want *db.Snapshot) {
@@ -142,7 +161,7 @@ func TestGPUVecAdd(t *testing.T) {
 		t.Fatalf("uncovered data: %+v", res)
 	}
 	// Expected: c's first half computed, its second half still the prologue's.
-	c, cEpi := s.rec.Prologue.Blobs[2], s.rec.Epilogue.Blobs[2]
+	c, cEpi := prologueOf(t, s).Blobs[2], epilogueOf(t, s).Blobs[2]
 	half := append(append([]byte(nil), cEpi.Data[:c.Size/2]...), c.Data[c.Size/2:]...)
 	at := compare.Reference(half, cEpi.Data, 1, compare.ModeBitwise, 0, 0)
 	if at < c.Size/2 || at >= c.Size/2+4 {
@@ -220,7 +239,7 @@ func TestGPUInPlaceUpdateIsResetBeforeEveryIteration(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			sameMemory(t, "axpy after 24 launches", out, s.rec.Epilogue)
+			sameMemory(t, "axpy after 24 launches", out, epilogueOf(t, s))
 		}
 		s.Close()
 		// The device memory is gone: reading it must fail, not touch freed memory.
@@ -251,7 +270,7 @@ func TestGPUDeviceGlobals(t *testing.T) {
 			t.Fatal(err)
 		}
 		// g_count counts the threads of one launch, not of all ten.
-		sameMemory(t, "globals after ten launches", out, s.rec.Epilogue)
+		sameMemory(t, "globals after ten launches", out, epilogueOf(t, s))
 	}
 	// Verification covers globals: launching half the threads leaves g_count short.
 	half := s.Baseline()
@@ -281,7 +300,7 @@ func TestGPUDevicePointersInData(t *testing.T) {
 	s := openSession(t, dir, Options{Iterations: 3})
 	res := mustRun(t, s, s.Baseline())
 	wantVerified(t, "row sums through stored pointers", res, 3)
-	out := s.rec.Epilogue.Blobs[1].Data
+	out := epilogueOf(t, s).Blobs[1].Data
 	if f32at(out, 1) == 0 {
 		t.Fatal("the recording itself computed nothing")
 	}
@@ -472,4 +491,68 @@ func TestGPUTypedVerification(t *testing.T) {
 		t.Fatalf("1000 ulp off under auto: %s %s %+v", res.Status, res.Mismatch, res.Verification)
 	}
 	t.Logf("mismatch: %s", res.Mismatch)
+}
+
+// TestGPUStreamsARecordingLargerThanItsWindows replays buffers of a dozen
+// stream windows each, with zero-chunk stretches on one side only (c starts
+// zero, a has a zero run): the images are restored window by window and the
+// replay's output is the recording's, byte for byte.
+func TestGPUStreamsARecordingLargerThanItsWindows(t *testing.T) {
+	const n = 12 << 20 // 48 MiB per buffer
+	l := vecaddLaunch(n)
+	l.Buffers[2] = make([]byte, 4*n)
+	copy(l.Buffers[0][8<<20:], make([]byte, 8<<20))
+	dir := recordOnGPU(t, l)
+	s := openSession(t, dir, Options{Iterations: 3})
+	wantVerified(t, "vecadd of 48 MiB buffers", mustRun(t, s, s.Baseline()), 3)
+	out, err := s.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameMemory(t, "output of the streamed recording", out, epilogueOf(t, s))
+	// Only c changed: the partial reset restores it and nothing else.
+	c := s.rec.Prologue.Blobs[2]
+	for _, r := range s.partial {
+		if r.Dst < c.Addr || r.Dst+r.Size > c.Addr+c.Size {
+			t.Fatalf("partial reset of 0x%x+%d lies outside c (0x%x+%d)", r.Dst, r.Size, c.Addr, c.Size)
+		}
+	}
+}
+
+// TestGPURecordingLargerThanTheDeviceIsOutOfResources plants a pair of
+// snapshots whose one allocation takes three quarters of the recording
+// device (allowed by the recording's limits): with its two device images it
+// cannot fit, and the session says so up front, naming the snapshot, within
+// a second, without a host buffer of that size.
+func TestGPURecordingLargerThanTheDeviceIsOutOfResources(t *testing.T) {
+	dir := recordOnGPU(t, vecaddLaunch(1000))
+	d, err := db.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := d.Kernels[0]
+	inst := k.Instances[k.InstanceIDs()[0]]
+	base, err := k.ParseVAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := k.Device.TotalMem / 4 * 3 / (64 << 20) * (64 << 20)
+	bomb := &db.Snapshot{Blobs: []db.Blob{{Addr: base, Size: size, Chunks: func(int) (db.SourceChunk, error) { return db.SourceChunk{Zero: true}, nil }}}}
+	for _, name := range []string{inst.Prologue, inst.Epilogue} {
+		n, err := db.WriteSnapshot(filepath.Join(dir, name), bomb, db.SnapshotOptions{ChunkSize: 64 << 20, NoSync: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		inst.PrologueBytes, inst.EpilogueBytes = uint64(n), uint64(n)
+	}
+	k.VASize = max(k.VASize, size)
+	if err := db.WriteKernel(dir, k); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = Open(Options{DB: dir})
+	if !errors.Is(err, mneme.ErrOutOfResources) || !strings.Contains(err.Error(), inst.Prologue) || !strings.Contains(err.Error(), "needs") {
+		t.Fatalf("a recording three devices' worth of memory cannot hold: %v", err)
+	}
+	t.Logf("refused in %v: %v", time.Since(start), err)
 }

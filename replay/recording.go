@@ -32,9 +32,19 @@ type Recording struct {
 	// kernel; nil for recordings made before it was kept.
 	DeviceCode []byte
 	Args       [][]byte
-	Prologue   *db.Snapshot
-	Epilogue   *db.Snapshot
-	VAddr      uint64
+	// Prologue and Epilogue hold the globals and arguments with their data
+	// and the allocations without: those stay in the files, streamed into
+	// device memory when a session opens (never a host buffer of their
+	// size), through the streams below.
+	Prologue *db.Snapshot
+	Epilogue *db.Snapshot
+	// proStream and epiStream read the allocations' bytes; nil for a
+	// compile-only recording, and after Close.
+	proStream, epiStream *db.SnapshotStream
+	// changed is what the kernel changed (db.ChangedRanges), found by a
+	// streamed comparison of the two snapshots at load.
+	changed []db.Range
+	VAddr   uint64
 	// globalNames are the recorded device globals, which internalization
 	// must keep visible so replay can restore and compare them by name.
 	globalNames []string
@@ -107,24 +117,61 @@ func load(path, kernel, instance string, withData bool) (*Recording, error) {
 		if r.Prologue, err = d.ReadPrologueMetadata(k, inst); err != nil {
 			return nil, snapshotErr(err)
 		}
-	} else {
-		if r.Prologue, err = d.ReadPrologue(k, inst); err != nil {
-			return nil, snapshotErr(err)
-		}
-		if r.Epilogue, err = d.ReadEpilogue(k, inst); err != nil {
-			return nil, snapshotErr(err)
-		}
-		if err := matchSnapshots(r.Prologue, r.Epilogue, d.Path(inst.Prologue), d.Path(inst.Epilogue)); err != nil {
-			return nil, err
-		}
+	} else if err := r.openSnapshots(); err != nil {
+		r.Close()
+		return nil, err
 	}
 	for _, g := range r.Prologue.Globals {
 		r.globalNames = append(r.globalNames, g.Name)
 	}
 	if n := len(r.Prologue.Args); n > 0 && n != len(r.Args) {
+		r.Close()
 		return nil, inputErr("%s: %d arguments, but the instance records %d", d.Path(inst.Prologue), n, len(r.Args))
 	}
 	return r, nil
+}
+
+// openSnapshots opens both snapshots for streaming and compares them chunk
+// by chunk: every chunk's checksum is verified here, before any device is
+// touched, and what the kernel changed is known without holding either.
+func (r *Recording) openSnapshots() error {
+	d, k, inst := r.DB, r.Kernel, r.Instance
+	var err error
+	if r.proStream, err = d.OpenPrologueStream(k, inst); err != nil {
+		return snapshotErr(err)
+	}
+	if r.epiStream, err = d.OpenEpilogueStream(k, inst); err != nil {
+		return snapshotErr(err)
+	}
+	r.Prologue, r.Epilogue = r.proStream.Snapshot, r.epiStream.Snapshot
+	if err := matchSnapshots(r.Prologue, r.Epilogue, d.Path(inst.Prologue), d.Path(inst.Epilogue)); err != nil {
+		return err
+	}
+	if r.changed, err = db.ChangedRangesStream(r.proStream, r.epiStream); err != nil {
+		return snapshotErr(err)
+	}
+	return nil
+}
+
+// Close releases the snapshot files. A session drains them into device
+// memory when it opens and closes them then; a recording loaded for
+// anything else is closed by its user.
+func (r *Recording) Close() {
+	r.proStream.Close()
+	r.epiStream.Close()
+	r.proStream, r.epiStream = nil, nil
+}
+
+// blobChanged reports whether the recording shows the kernel changing any
+// byte of allocation i.
+func (r *Recording) blobChanged(i int) bool {
+	b := r.Prologue.Blobs[i]
+	for _, c := range r.changed {
+		if c.Global == "" && c.Addr < b.Addr+b.Size && b.Addr < c.Addr+c.Size {
+			return true
+		}
+	}
+	return false
 }
 
 // snapshotErr classifies a snapshot read: a snapshot too large for this
@@ -167,9 +214,6 @@ func matchSnapshots(pro, epi *db.Snapshot, proPath, epiPath string) error {
 		p, e := pro.Blobs[i], epi.Blobs[i]
 		if p.Addr != e.Addr || p.Size != e.Size {
 			return inputErr("allocation %d: 0x%x (%d bytes) in %s but 0x%x (%d bytes) in %s", i, p.Addr, p.Size, proPath, e.Addr, e.Size, epiPath)
-		}
-		if uint64(len(p.Data)) != p.Size || uint64(len(e.Data)) != e.Size {
-			return inputErr("allocation 0x%x: %d bytes recorded, %d/%d bytes of data in the snapshots", p.Addr, p.Size, len(p.Data), len(e.Data))
 		}
 	}
 	if len(pro.Globals) != len(epi.Globals) {

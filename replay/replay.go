@@ -210,14 +210,19 @@ func Open(opts Options) (*Session, error) {
 
 // openLoaded prepares the device for a loaded recording, as Open.
 func openLoaded(opts Options, rec *Recording) (*Session, error) {
+	// The snapshots' streams are drained into the device images here.
+	defer rec.Close()
 	s := &Session{opts: opts, rec: rec, loaded: map[string]*loadedKernel{}}
 	s.lay = planLayout(rec.Prologue, rec.Epilogue)
 	s.full = planFullReset(s.lay.blobs)
-	s.partial = planPartialReset(s.lay.blobs, db.ChangedRanges(rec.Prologue, rec.Epilogue))
+	s.partial = planPartialReset(s.lay.blobs, rec.changed)
 	for _, b := range s.lay.blobs {
 		s.unchanged = append(s.unchanged, unchangedSpans(b, s.partial))
 	}
-	s.typed = planTyped(rec, s.lay, opts.Verify)
+	var err error
+	if s.typed, err = planTyped(rec, s.lay, opts.Verify); err != nil {
+		return nil, err
+	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if err := s.openDevice(); err != nil {
@@ -284,6 +289,16 @@ func (s *Session) mapArena() error {
 	if len(maps) == 0 {
 		return nil // the kernel touches no heap memory
 	}
+	// Refused up front, naming the recording, rather than by whichever
+	// allocation would fail first.
+	need := 2 * s.lay.copyBytes
+	for _, m := range maps {
+		need += m.Size
+	}
+	if free, _, err := cuda.MemGetInfo(); err == nil && need > free {
+		return fmt.Errorf("%w: replaying %s needs %s of device memory (its allocations at their recorded addresses, and device images of the prologue and the epilogue), and device %d has %s free",
+			mneme.ErrOutOfResources, s.rec.DB.Path(s.rec.Instance.Prologue), db.FormatSize(need), s.opts.Device, db.FormatSize(free))
+	}
 	// Only the part of the arena the allocations use is reserved: the
 	// whole of it (by default as large as the GPU) collides more easily
 	// with what the driver has already placed in this process (measured: a
@@ -324,12 +339,10 @@ func (s *Session) uploadImages() error {
 	if s.epiCopy, err = cuda.MemAlloc(s.lay.copyBytes); err != nil {
 		return fmt.Errorf("device copy of the epilogue (%d bytes): %w", s.lay.copyBytes, err)
 	}
-	pro, epi := s.rec.Prologue, s.rec.Epilogue
-	for i, b := range s.lay.blobs {
-		if err := s.uploadRegion(b.Off, pro.Blobs[i].Data, epi.Blobs[i].Data); err != nil {
-			return err
-		}
+	if err := s.uploadBlobs(); err != nil {
+		return err
 	}
+	pro, epi := s.rec.Prologue, s.rec.Epilogue
 	for i, g := range s.lay.globals {
 		if err := s.uploadRegion(g.Off, pro.Globals[i].Data, epi.Globals[i].Data); err != nil {
 			return err
@@ -346,6 +359,59 @@ func (s *Session) uploadImages() error {
 		return err
 	}
 	return nil
+}
+
+// uploadBlobs streams the allocations of both snapshots into the device
+// images: decoded window by window on every core, each window copied by
+// this (locked, context-current) thread as it comes, and windows stored as
+// zero chunks set on the device without a transfer. No host buffer larger
+// than a window per core is ever held, whatever the recording's size.
+func (s *Session) uploadBlobs() error {
+	if s.rec.proStream == nil || s.rec.epiStream == nil {
+		return errors.New("replay: the recording's snapshots were closed before the session opened")
+	}
+	type upload struct {
+		w    db.BlobWindow
+		done chan error
+	}
+	uploads := make(chan upload)
+	walked := make(chan error, 1)
+	go func() {
+		walked <- db.WalkBlobPairs(s.rec.proStream, s.rec.epiStream, func(w db.BlobWindow) error {
+			u := upload{w, make(chan error, 1)}
+			uploads <- u
+			return <-u.done // the window's buffers are reused once it returns
+		})
+		close(uploads)
+	}()
+	var copyErr error
+	for u := range uploads {
+		if copyErr == nil {
+			off := s.lay.blobs[u.w.Blob].Off + u.w.Off
+			copyErr = uploadWindow(s.proCopy+off, u.w.Pro, u.w.ProZero, u.w.Len)
+			if copyErr == nil {
+				copyErr = uploadWindow(s.epiCopy+off, u.w.Epi, u.w.EpiZero, u.w.Len)
+			}
+		}
+		u.done <- copyErr
+	}
+	if err := <-walked; err != nil && copyErr == nil {
+		return snapshotErr(err)
+	}
+	if copyErr != nil {
+		return copyErr
+	}
+	// Memsets of device memory may still run when they return.
+	return cuda.Synchronize()
+}
+
+// uploadWindow puts n bytes at device address dst: data, or zeros when the
+// window is stored as zero chunks.
+func uploadWindow(dst uint64, data []byte, zero bool, n int) error {
+	if zero {
+		return cuda.MemsetD8(dst, 0, uint64(n))
+	}
+	return cuda.MemcpyHtoD(dst, data)
 }
 
 // uploadRegion copies one blob's or global's prologue and epilogue bytes to

@@ -14,9 +14,8 @@ type comparison struct {
 	params compare.Params
 	// what names the memory for a mismatch message; base is the address
 	// (or, for globals, 0) that offsets are reported from.
-	what   string
-	base   uint64
-	expect []byte // the recorded bytes, to quote in a mismatch
+	what string
+	base uint64
 	// safety marks a bitwise check of memory the recording shows unchanged:
 	// failing it does not fail verification, it forbids the partial reset.
 	safety bool
@@ -44,37 +43,55 @@ type typedBuffer struct {
 func typedMode(mode string) bool { return mode == mneme.VerifyAuto || mode == mneme.VerifyULP }
 
 // planTyped fixes every buffer's element type and bounds once per session,
-// from the IR analysis the recording carries; runs only look them up.
-func planTyped(rec *Recording, lay layout, v mneme.VerifyOptions) typedPlan {
+// from the IR analysis the recording carries; runs only look them up. The
+// bounds of a buffer float atomics sum into depend on its largest recorded
+// value, read from the epilogue's stream.
+func planTyped(rec *Recording, lay layout, v mneme.VerifyOptions) (typedPlan, error) {
 	if !typedMode(v.Mode) {
-		return typedPlan{}
+		return typedPlan{}, nil
 	}
 	blobTypes, globalTypes := bufferTypes(rec.Writes, rec.Args, lay.blobs, lay.globals)
 	threads := rec.Instance.GridDims.Count() * rec.Instance.BlockDims.Count()
-	plan := func(bt bufferType, name string, size uint64, want []byte, changed bool) typedBuffer {
+	plan := func(bt bufferType, name string, size uint64, magnitude func() (float64, error), changed bool) (typedBuffer, error) {
 		tb := typedBuffer{name: name, elem: bt.elem, report: bt.written || changed}
 		if bt.elem == compare.Untyped {
-			return tb
+			return tb, nil
 		}
 		if v.Mode == mneme.VerifyULP {
 			tb.bounds = compare.Bounds{ULP: v.ULP}
-			return tb
+			return tb, nil
 		}
 		tb.bounds = autoBounds[bt.elem]
 		if bt.atomicSum {
-			tb.bounds = atomicSumBounds(tb.bounds, threads, size/uint64(bt.elem.Size()), want, bt.elem)
+			m, err := magnitude()
+			if err != nil {
+				return tb, err
+			}
+			tb.bounds = atomicSumBounds(tb.bounds, threads, size/uint64(bt.elem.Size()), m)
 		}
-		return tb
+		return tb, nil
 	}
 	var p typedPlan
 	for i, b := range lay.blobs {
-		pro, epi := rec.Prologue.Blobs[i].Data, rec.Epilogue.Blobs[i].Data
-		p.blobs = append(p.blobs, plan(blobTypes[i], bufferName(b.Addr, blobTypes[i].args), b.Size, epi, string(pro) != string(epi)))
+		magnitude := func() (float64, error) {
+			if rec.epiStream == nil {
+				return 0, fmt.Errorf("allocation 0x%x: the recording's snapshots are closed", b.Addr)
+			}
+			return blobMagnitude(rec.epiStream, i, blobTypes[i].elem)
+		}
+		tb, err := plan(blobTypes[i], bufferName(b.Addr, blobTypes[i].args), b.Size, magnitude, rec.blobChanged(i))
+		if err != nil {
+			return p, snapshotErr(err)
+		}
+		p.blobs = append(p.blobs, tb)
 	}
 	for i, g := range lay.globals {
-		p.globals = append(p.globals, plan(globalTypes[i], "global "+g.Name, g.Size, rec.Epilogue.Globals[i].Data, g.Changed))
+		data := rec.Epilogue.Globals[i].Data
+		magnitude := func() (float64, error) { return maxMagnitude(data, globalTypes[i].elem), nil }
+		tb, _ := plan(globalTypes[i], "global "+g.Name, g.Size, magnitude, g.Changed)
+		p.globals = append(p.globals, tb)
 	}
-	return p
+	return p, nil
 }
 
 // compareThreads is the block size of the comparison kernel; its grid is
@@ -106,9 +123,8 @@ func (s *Session) verify(lk *loadedKernel) (verified, safe bool, mismatch string
 		c.params = compare.Params{Got: got, Want: want, N: n, Elem: elem, Mode: eff, ATol: atol, RTol: rtol}
 		cmps = append(cmps, c)
 	}
-	epi := s.rec.Epilogue
 	for i, b := range s.lay.blobs {
-		c := comparison{what: fmt.Sprintf("allocation 0x%x (%d bytes)", b.Addr, b.Size), base: b.Addr, expect: epi.Blobs[i].Data}
+		c := comparison{what: fmt.Sprintf("allocation 0x%x (%d bytes)", b.Addr, b.Size), base: b.Addr}
 		if typed {
 			c.typed = &s.typed.blobs[i]
 		}
@@ -122,7 +138,7 @@ func (s *Session) verify(lk *loadedKernel) (verified, safe bool, mismatch string
 		}
 	}
 	for _, g := range lk.globals {
-		c := comparison{what: fmt.Sprintf("device global %s (%d bytes)", g.slot.Name, g.slot.Size), expect: epi.Globals[g.index].Data}
+		c := comparison{what: fmt.Sprintf("device global %s (%d bytes)", g.slot.Name, g.slot.Size)}
 		if typed {
 			c.typed = &s.typed.globals[g.index]
 		}
@@ -193,20 +209,25 @@ func (s *Session) verify(lk *loadedKernel) (verified, safe bool, mismatch string
 // buffer is copied back from the element holding that byte on and compared
 // on the host. fig is nil for a matching buffer not worth reporting.
 func (s *Session) typedFigures(c comparison, at uint64) (fig *mneme.BufferVerification, passed bool, err error) {
-	var got []byte
+	var got, want []byte
 	if at != compare.NoDifference {
 		start := at / uint64(c.typed.elem.Size()) * uint64(c.typed.elem.Size())
-		got = make([]byte, c.params.N-start)
+		got, want = make([]byte, c.params.N-start), make([]byte, c.params.N-start)
 		if err := cuda.MemcpyDtoH(got, c.params.Got+start); err != nil {
 			return nil, false, err
 		}
+		// The recorded bytes come from the epilogue image on the device.
+		if err := cuda.MemcpyDtoH(want, c.params.Want+start); err != nil {
+			return nil, false, err
+		}
 	}
-	return typedFiguresOf(c, at, got)
+	return typedFiguresOf(c, at, got, want)
 }
 
-// typedFiguresOf is typedFigures' host part: got holds the replayed bytes
-// from the element holding byte at on to the end of the buffer.
-func typedFiguresOf(c comparison, at uint64, got []byte) (fig *mneme.BufferVerification, passed bool, err error) {
+// typedFiguresOf is typedFigures' host part: got and want hold the replayed
+// and the recorded bytes from the element holding byte at on to the end of
+// the buffer.
+func typedFiguresOf(c comparison, at uint64, got, want []byte) (fig *mneme.BufferVerification, passed bool, err error) {
 	tb := c.typed
 	bound := "bitwise"
 	if tb.elem != compare.Untyped {
@@ -221,10 +242,10 @@ func typedFiguresOf(c comparison, at uint64, got []byte) (fig *mneme.BufferVerif
 		return &mneme.BufferVerification{Buffer: tb.name, Type: tb.elem.String(), Bound: bound, Passed: true, Elements: n / size}, true, nil
 	}
 	start := at / size * size
-	if n > uint64(len(c.expect)) || uint64(len(got)) != n-start {
-		return nil, false, fmt.Errorf("verification: %s: %d bytes recorded, %d replayed from offset %d, %d compared", c.what, len(c.expect), len(got), start, n)
+	if start > n || uint64(len(got)) != n-start || len(want) != len(got) {
+		return nil, false, fmt.Errorf("verification: %s: %d bytes recorded and %d replayed from offset %d, of %d compared", c.what, len(want), len(got), start, n)
 	}
-	f := compare.Typed(got, c.expect[start:n], tb.elem, tb.bounds)
+	f := compare.Typed(got, want, tb.elem, tb.bounds)
 	out := &mneme.BufferVerification{Buffer: tb.name, Type: tb.elem.String(), Bound: bound, Passed: f.Passed(),
 		Elements: n / size, Differing: f.Differing, Failing: f.Failing, NonFinite: f.NonFinite,
 		MaxAbs: f.MaxAbs, MaxRel: f.MaxRel, MaxULP: f.MaxULP, Got: f.FirstGot, Want: f.FirstWant}
@@ -259,9 +280,9 @@ func (s *Session) describeMismatch(c comparison, off uint64) string {
 		msg += fmt.Sprintf(" (address 0x%x)", c.base+off)
 	}
 	n := min(uint64(8), c.params.N-off)
-	got := make([]byte, n)
-	if err := cuda.MemcpyDtoH(got, c.params.Got+off); err == nil && off+n <= uint64(len(c.expect)) {
-		msg += fmt.Sprintf(": got % x, recorded % x", got, c.expect[off:off+n])
+	got, want := make([]byte, n), make([]byte, n)
+	if cuda.MemcpyDtoH(got, c.params.Got+off) == nil && cuda.MemcpyDtoH(want, c.params.Want+off) == nil {
+		msg += fmt.Sprintf(": got % x, recorded % x", got, want)
 	}
 	return msg
 }

@@ -22,15 +22,35 @@ mkdir -p "$out"
 # any package that imports llvm) timed out.
 export GOFLAGS="${GOFLAGS:+$GOFLAGS }-count=1 -trimpath"
 scores=()
-for pkg in ${MUTATE_PACKAGES:-toolchain db tune jit llvm replay/internal/compare}; do
+# A pass is PACKAGE[:FILES[:short]]: FILES, a regular expression, keeps the
+# mutants to the files whose names it matches; short runs the package's tests
+# with -short, which skips the few that wait seconds on timeouts (tune's
+# executor and study tests; they exercise no sampler or space code). tune is
+# split so that its sampler pass is fast and its orchestration code still
+# meets its slow tests.
+default_passes="toolchain db tune:^(sampler|tpe|space|yamlspace|presets|param|launchsafety)\.go$:short tune:^(study|results|run|executor|protocol|limits)\.go$ jit llvm replay/internal/compare"
+for pass in ${MUTATE_PACKAGES:-$default_passes}; do
+  IFS=: read -r pkg files short <<<"$pass"
   name=${pkg//\//_}
-  echo "== mutating $pkg"
-  "$gremlins" unleash --workers "${MUTATE_WORKERS:-2}" --timeout-coefficient 3 \
-    -o "$out/$name.json" "./$pkg" > "$out/$name.log" 2>&1
+  flags=(--workers "${MUTATE_WORKERS:-2}" --timeout-coefficient 3)
+  gof=$GOFLAGS
+  if [ -n "$files" ]; then
+    # gremlins takes files to leave out: every Go file of the package the
+    # pass does not name.
+    for f in "$pkg"/*.go; do
+      b=$(basename "$f")
+      [[ $b == *_test.go ]] && continue
+      [[ $b =~ $files ]] || flags+=(--exclude-files "(^|/)${b//./\\.}$")
+    done
+    name+="_$(printf '%s' "$files" | md5sum | cut -c1-6)"
+  fi
+  [ "$short" = short ] && gof="$gof -short"
+  echo "== mutating $pkg${files:+ (files $files)}${short:+ (-short)}"
+  GOFLAGS=$gof "$gremlins" unleash "${flags[@]}" -o "$out/$name.json" "./$pkg" > "$out/$name.log" 2>&1
   grep -E '^ *(LIVED|TIMED OUT)' "$out/$name.log"
   k=$(sed -n 's/^Killed: \([0-9]*\), Lived: \([0-9]*\).*/\1/p' "$out/$name.log")
   l=$(sed -n 's/^Killed: \([0-9]*\), Lived: \([0-9]*\).*/\2/p' "$out/$name.log")
   eff=$(sed -n 's/^Test efficacy: //p' "$out/$name.log")
-  scores+=("$pkg: ${k:-?} killed, ${l:-?} lived (efficacy ${eff:-?})")
+  scores+=("$pkg${files:+ ($files)}: ${k:-?} killed, ${l:-?} lived (efficacy ${eff:-?})")
 done
 echo; echo "== mutation scores"; printf '%s\n' "${scores[@]}"

@@ -73,6 +73,9 @@ func collectResults(t *testing.T, e *Executor, n int) map[int]JobResult {
 }
 
 func TestExecutorSurvivesCrashesHangsAndNoise(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: waits seconds on trial timeouts (the sampler pass of scripts/mutate.sh runs -short)")
+	}
 	t.Parallel() // waits on timeouts, not the CPU
 	e, logPath := newTestExecutor(t)
 	e.WorkersPerGPU = 2

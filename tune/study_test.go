@@ -71,6 +71,9 @@ func runStudy(t *testing.T, opts Options, res *Results, prior []Trial, stopAfter
 }
 
 func TestStudyEveryConfigurationOneTrialAndResume(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: waits seconds on trial timeouts (the sampler pass of scripts/mutate.sh runs -short)")
+	}
 	t.Parallel() // waits on timeouts, not the CPU
 	dir := t.TempDir()
 	opts := studyOptions(dir)
