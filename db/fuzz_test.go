@@ -190,3 +190,44 @@ func FuzzReadKernel(f *testing.F) {
 		}
 	})
 }
+
+// FuzzSnapshotStream reads fuzzed snapshots both whole and as a stream, in
+// windows that cut chunks: every file one reader accepts, the other must,
+// with the same bytes (the metadata checksum is skipped, as in
+// FuzzDecodeSnapshotUnchecked, so crafted structures reach the decoders).
+func FuzzSnapshotStream(f *testing.F) {
+	dir := f.TempDir()
+	for _, s := range append(append(smallSnapshots(f), craftedSeeds(f)...), refSeeds(f, dir)...) {
+		f.Add(s, uint16(4097))
+	}
+	f.Fuzz(func(t *testing.T, data []byte, step uint16) {
+		skipMetaChecksum, maxDecodedSize = true, 64<<20
+		defer func() { skipMetaChecksum, maxDecodedSize = false, 1<<42 }()
+		path := filepath.Join(dir, "DeviceState.epilogue.0000000000000000.0000000000000002.mneme")
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		whole, wholeErr := ReadSnapshot(path)
+		st, err := OpenSnapshotStream(path, SnapshotLimits{})
+		if err != nil {
+			if wholeErr == nil {
+				t.Fatalf("the stream refuses what the whole read accepts: %v", err)
+			}
+			return
+		}
+		defer st.Close()
+		var streamErr error
+		w := uint64(max(step, 1))
+		for i, b := range st.Snapshot.Blobs {
+			for off := uint64(0); off < b.Size && streamErr == nil; off += w {
+				buf := make([]byte, min(w, b.Size-off))
+				if _, streamErr = st.ReadBlob(i, off, buf); streamErr == nil && wholeErr == nil && !bytes.Equal(buf, whole.Blobs[i].Data[off:off+uint64(len(buf))]) {
+					t.Fatalf("blob %d bytes %d+%d: the stream reads other bytes than the whole read", i, off, len(buf))
+				}
+			}
+		}
+		if (streamErr == nil) != (wholeErr == nil) {
+			t.Fatalf("whole read: %v; stream: %v", wholeErr, streamErr)
+		}
+	})
+}

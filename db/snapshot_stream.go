@@ -3,6 +3,7 @@ package db
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"sync"
 
@@ -29,14 +30,15 @@ type SnapshotStream struct {
 	regionFirst []int
 }
 
-// OpenSnapshotStream opens a snapshot file that is not part of a database
-// (references to other snapshots are refused), as OpenPrologueStream does.
+// OpenSnapshotStream opens a snapshot file for streaming, as
+// OpenPrologueStream does; as ReadSnapshot, references resolve in the
+// file's folder.
 func OpenSnapshotStream(path string, lim SnapshotLimits) (*SnapshotStream, error) {
 	f, fi, err := safefile.Open(path, 0)
 	if err != nil {
 		return nil, err
 	}
-	return openStream("", path, f, fi.Size(), lim)
+	return openStream(filepath.Dir(path), path, f, fi.Size(), lim)
 }
 
 // OpenPrologueStream opens the prologue of instance inst of kernel k for
