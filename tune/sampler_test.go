@@ -3,6 +3,7 @@ package tune
 import (
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/mneme-gpu/mneme"
@@ -125,6 +126,13 @@ func TestDefaultGammaAndWeightsMatchOptuna(t *testing.T) {
 		if g := DefaultGamma(n); g != want {
 			t.Errorf("gamma(%d) = %d, want %d", n, g, want)
 		}
+	}
+	if w := DefaultWeights(24); len(w) != 24 || slices.ContainsFunc(w, func(x float64) bool { return x != 1 }) {
+		t.Errorf("weights(24) = %v, want 24 ones", w)
+	}
+	// 26: a ramp of one weight, 1/26, then 25 ones.
+	if w := DefaultWeights(26); len(w) != 26 || w[0] != 1.0/26 || w[1] != 1 || w[25] != 1 {
+		t.Errorf("weights(26) = %v", w)
 	}
 	w := DefaultWeights(30) // numpy: linspace(1/30, 1, 5) then 25 ones
 	lin := []float64{1.0 / 30, 1.0/30 + (1-1.0/30)/4, 1.0/30 + 2*(1-1.0/30)/4, 1.0/30 + 3*(1-1.0/30)/4, 1}
