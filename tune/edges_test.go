@@ -243,15 +243,19 @@ func TestLaunchBoundsCountTheWholeBlock(t *testing.T) {
 	}
 }
 
-func TestEvaluateRefusesAnUnknownParameter(t *testing.T) {
-	sp := smoothSpace(IntRange("n", 1, 4, 1))
-	if _, err := sp.Evaluate(Point{"n": 2}); err != nil {
-		t.Fatal(err)
+func TestNormalizeRefusesWhatTheSpaceLacks(t *testing.T) {
+	sp := smoothSpace(IntRange("n", 1, 4, 1), RealRange("x", 0, 1, false))
+	got, err := sp.Normalize(Point{"n": 2.0, "x": 0.5})
+	if err != nil || got["n"] != 2 || got["x"] != 0.5 {
+		t.Fatalf("a JSON point: %v, %v", got, err)
 	}
-	if _, err := sp.Evaluate(Point{"n": 2, "m": 1}); err == nil || !strings.Contains(err.Error(), `unknown parameter "m"`) {
+	if _, err := sp.Normalize(Point{"n": 2.0, "x": 0.5, "m": 1.0}); err == nil || !strings.Contains(err.Error(), `unknown parameter "m"`) {
 		t.Errorf("a point with an extra parameter: %v", err)
 	}
-	if _, err := sp.Evaluate(Point{"n": 5}); err == nil {
-		t.Error("a value outside the range was accepted")
+	if _, err := sp.Normalize(Point{"n": 5.0, "x": 0.5}); err == nil || !strings.Contains(err.Error(), "not one of its values") {
+		t.Errorf("a value outside the range: %v", err)
+	}
+	if _, err := sp.Normalize(Point{"n": 2.0, "x": 1.5}); err == nil || !strings.Contains(err.Error(), "outside") {
+		t.Errorf("a real outside the range: %v", err)
 	}
 }
