@@ -21,6 +21,13 @@ mkdir -p "$out"
 # bindings, which takes longer than the timeout: every mutant of jit (and of
 # any package that imports llvm) timed out.
 export GOFLAGS="${GOFLAGS:+$GOFLAGS }-count=1 -trimpath"
+# A mutant of a cgo package (llvm) recompiles its C++ too, unchanged: through
+# ccache (when installed) that is a cache hit. cgo passes a per-build random
+# seed and build-directory prefix maps, which do not change the object.
+if command -v ccache >/dev/null && [ -z "${MUTATE_NO_CCACHE:-}" ]; then
+  export CC="ccache ${CC:-gcc}" CXX="ccache ${CXX:-g++}" CCACHE_NOHASHDIR=1 \
+    CCACHE_IGNOREOPTIONS="-ffile-prefix-map=* -frandom-seed=*" CCACHE_DIR=${CCACHE_DIR:-$PWD/.tools/ccache}
+fi
 scores=()
 # A pass is PACKAGE[:FILES[:short]]: FILES, a regular expression, keeps the
 # mutants to the files whose names it matches; short runs the package's tests
