@@ -55,7 +55,7 @@ func TestIndexOfFindsTheChoice(t *testing.T) {
 }
 
 func TestRandomDrawsRealsUniformlyInTheirScale(t *testing.T) {
-	sp := smoothSpace(RealRange("x", 2, 5, false), RealRange("y", 1, 1000, true))
+	sp := smoothSpace(RealRange("x", 2, 5, false), RealRange("y", 2, 2000, true))
 	r := NewRandom(sp, 4)
 	var sx, sy float64
 	const n = 20000
@@ -65,8 +65,8 @@ func TestRandomDrawsRealsUniformlyInTheirScale(t *testing.T) {
 			t.Fatal("an infinite space ran out")
 		}
 		x, y := pt["x"].(float64), pt["y"].(float64)
-		if x < 2 || x > 5 || y < 1 || y > 1000 {
-			t.Fatalf("drew x %v, y %v outside 2..5 and 1..1000", x, y)
+		if x < 2 || x > 5 || y < 2 || y > 2000 {
+			t.Fatalf("drew x %v, y %v outside 2..5 and 2..2000", x, y)
 		}
 		sx += x
 		sy += math.Log10(y)
@@ -74,8 +74,8 @@ func TestRandomDrawsRealsUniformlyInTheirScale(t *testing.T) {
 	if m := sx / n; math.Abs(m-3.5) > 0.03 {
 		t.Errorf("mean of x %v, want 3.5 (uniform on 2..5)", m)
 	}
-	if m := sy / n; math.Abs(m-1.5) > 0.03 {
-		t.Errorf("mean of log10 y %v, want 1.5 (log-uniform on 1..1000)", m)
+	if m, want := sy/n, math.Log10(2)+1.5; math.Abs(m-want) > 0.03 {
+		t.Errorf("mean of log10 y %v, want %v (log-uniform on 2..2000)", m, want)
 	}
 }
 
@@ -257,5 +257,67 @@ func TestNormalizeRefusesWhatTheSpaceLacks(t *testing.T) {
 	}
 	if _, err := sp.Normalize(Point{"n": 2.0, "x": 1.5}); err == nil || !strings.Contains(err.Error(), "outside") {
 		t.Errorf("a real outside the range: %v", err)
+	}
+}
+
+func TestValidIdentAtEveryCharacterRangeEdge(t *testing.T) {
+	for s, want := range map[string]bool{
+		"a": true, "z": true, "A": true, "Z": true, "_": true, "_x9": true, "a0": true, "b9": true,
+		"": false, "0a": false, "9": false, "`": false, "{": false, "@": false, "[": false,
+		"a/": false, "a:": false, "a-b": false, "é": false,
+	} {
+		if validIdent(s) != want {
+			t.Errorf("validIdent(%q) = %v, want %v", s, !want, want)
+		}
+	}
+}
+
+func TestBaseNameAndFirstLine(t *testing.T) {
+	for in, want := range map[string]string{"dir/x.yaml": "x.yaml", "/x": "x", "x": "x", "a/b/": ""} {
+		if got := baseName(in); got != want {
+			t.Errorf("baseName(%q) = %q, want %q", in, got, want)
+		}
+	}
+	for in, want := range map[string]string{"one\ntwo": "one", "\nsecond": "", "only": "only"} {
+		if got := firstLine(in); got != want {
+			t.Errorf("firstLine(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestIntIndexOfAtItsEnds(t *testing.T) {
+	p := IntRange("n", 3, 15, 4) // 3, 7, 11, 15
+	for v, want := range map[any]int{3: 0, 7: 1, 15: 3, 11.0: 2} {
+		if i, ok := p.IndexOf(v); !ok || i != want {
+			t.Errorf("IndexOf(%v) = %d, %v; want %d", v, i, ok, want)
+		}
+	}
+	for _, v := range []any{-1, 2, 5, 19, 16, "7"} {
+		if i, ok := p.IndexOf(v); ok {
+			t.Errorf("IndexOf(%v) = %d, found in 3..15 step 4", v, i)
+		}
+	}
+}
+
+func TestSizeSaturatesInsteadOfOverflowing(t *testing.T) {
+	big := IntRange("a", 0, 1<<30, 1)
+	sp := smoothSpace(big, IntRange("b", 0, 1<<30, 1), IntRange("c", 0, 7, 1))
+	if n, finite := sp.Size(); !finite || n != math.MaxInt64 {
+		t.Errorf("a space of 2^63 points and more: size %d, finite %v; want saturated", n, finite)
+	}
+	if n, _ := smoothSpace(IntRange("a", 1, 3, 1), IntRange("b", 1, 5, 1)).Size(); n != 15 {
+		t.Errorf("3 x 5 points: size %d", n)
+	}
+	if _, finite := smoothSpace(big, RealRange("x", 0, 1, false)).Size(); finite {
+		t.Error("a space with a real range is finite")
+	}
+}
+
+func TestNormalizeAcceptsARealAtItsBounds(t *testing.T) {
+	sp := smoothSpace(RealRange("x", 0.5, 2, false))
+	for _, v := range []float64{0.5, 2} {
+		if _, err := sp.Normalize(Point{"x": v}); err != nil {
+			t.Errorf("x = %v (a bound): %v", v, err)
+		}
 	}
 }

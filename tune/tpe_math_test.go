@@ -72,17 +72,33 @@ func TestSampleTruncNormalHasTheTruncatedMean(t *testing.T) {
 			t.Errorf("N(%v, %v) on [%v, %v]: mean %.4f, want %.4f", c.mu, c.sigma, c.lo, c.hi, got, want)
 		}
 	}
+	// Far tails on either side: sampled on the side where the CDF keeps
+	// precision, so the draws crowd the end nearer the mean (mean ~ 29 +
+	// 1/29); computed on the other side the mass would round to nothing.
+	for _, lo := range []float64{29, -30} {
+		sum := 0.0
+		for range 10000 {
+			sum += sampleTruncNormal(0, 1, lo, lo+1, rng)
+		}
+		want := 29 + 1.0/29 - 0.0012 // the mean of N(0,1) on [29, 30]
+		if lo < 0 {
+			want = -want
+		}
+		if m := sum / 10000; math.Abs(m-want) > 0.01 {
+			t.Errorf("N(0, 1) on [%v, %v]: mean %v, want %v", lo, lo+1, m, want)
+		}
+	}
 	// No mass left in double precision: uniform over the interval.
 	sum := 0.0
 	for range 10000 {
-		x := sampleTruncNormal(0, 1, 40, 41, rng)
-		if x < 40 || x > 41 {
+		x := sampleTruncNormal(0, 1, 40, 42, rng)
+		if x < 40 || x > 42 {
 			t.Fatalf("a massless interval: drew %v", x)
 		}
 		sum += x
 	}
-	if m := sum / 10000; math.Abs(m-40.5) > 0.02 {
-		t.Errorf("a massless interval: mean %v, want 40.5 (uniform)", m)
+	if m := sum / 10000; math.Abs(m-41) > 0.03 {
+		t.Errorf("a massless interval: mean %v, want 41 (uniform)", m)
 	}
 	if x := sampleTruncNormal(0, 1, 3, 3, rng); x != 3 {
 		t.Errorf("an empty interval: drew %v, want its end", x)
@@ -109,6 +125,11 @@ func TestParzenBandwidthsAreOptunas(t *testing.T) {
 	pe := estimatorOf(p, raw, 2.0, 3.0, 7.0)
 	if !slices.Equal(pe.mus, []float64{2, 3, 7, 5}) || !slices.Equal(pe.sigmas, []float64{1, 2, 2, 10}) {
 		t.Fatalf("without endpoints: mus %v sigmas %v, want [2 3 7 5] [1 2 2 10]", pe.mus, pe.sigmas)
+	}
+	// One observation beside the prior: without endpoints its bandwidth is
+	// the gap to the prior (0.5), not the larger gap to the low end.
+	if pe := estimatorOf(p, raw, 4.5); pe.sigmas[0] != 0.5 {
+		t.Fatalf("one observation at 4.5: sigma %v, want 0.5", pe.sigmas[0])
 	}
 	raw.ConsiderEndpoints = true
 	if pe := estimatorOf(p, raw, 2.0, 3.0, 7.0); !slices.Equal(pe.sigmas, []float64{2, 2, 3, 10}) {
@@ -250,6 +271,11 @@ func TestTPESplitsByLossKeepingAge(t *testing.T) {
 	if !slices.Equal(ids(below), []int{1, 3}) || !slices.Equal(ids(above), []int{0, 2, 4}) {
 		t.Fatalf("split: below %v above %v, want [1 3] and [0 2 4]", ids(below), ids(above))
 	}
+	// A tie at the cut goes to the older observation.
+	tp.opts.Gamma = func(int) int { return 1 }
+	if below, _ := tp.split(); len(below) != 1 || below[0].pt["n"] != 1 {
+		t.Fatalf("gamma 1 with two best of equal loss: below %v, want the older (n=1)", ids(below))
+	}
 	tp.opts.Gamma = func(int) int { return 99 }
 	if below, above := tp.split(); len(below) != 5 || len(above) != 0 {
 		t.Fatalf("gamma above n: %d below, %d above", len(below), len(above))
@@ -271,6 +297,13 @@ func TestTPEStartsAfterItsStartupTrials(t *testing.T) {
 		}
 		tp.Tell(got, float64(got["n"].(int)), mneme.StatusVerified)
 		ref.Tell(want, 0, mneme.StatusVerified)
+	}
+	// Without startup trials the first ask, having nothing to model, is
+	// still the random sampler's.
+	opts.NStartupTrials = 0
+	first, _ := NewTPE(sp, 5, opts).Ask()
+	if want, _ := NewRandom(sp, 5^0x9e3779b97f4a7c15).Ask(); first.Key() != want.Key() {
+		t.Errorf("no startup trials: first ask %s, want the random sampler's %s", first.Key(), want.Key())
 	}
 	// The fourth ask models the three results: it is not the point the
 	// random sampler would have given next.
