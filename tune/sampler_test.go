@@ -358,3 +358,18 @@ func TestRandomAndExhaustiveGoOnAfterFailures(t *testing.T) {
 		t.Errorf("exhaustive visited %d points, want 20", n)
 	}
 }
+
+// BenchmarkTPEDiscrete runs one 80-trial TPE study over a 3200-point
+// integer and categorical space (the shape of a block/unroll/pipeline
+// search), Ask and Tell included: once TPE converges most proposals repeat
+// points already tried, which is where scoring them again used to go.
+func BenchmarkTPEDiscrete(b *testing.B) {
+	f := func(pt Point) float64 {
+		bl, u := float64(pt["block"].(int)), float64(pt["unroll"].(int))
+		return math.Pow(math.Log2(bl)-8, 2) + math.Pow(u-13, 2)/4 + map[string]float64{"O1": 3, "O2": 1, "O3": 0, "Os": 2, "Oz": 4}[pt["opt"].(string)]
+	}
+	for i := range b.N {
+		sp := smoothSpace(IntRange("block", 32, 1024, 32), IntRange("unroll", 1, 20, 1), Categorical("opt", "O1", "O2", "O3", "Os", "Oz"))
+		optimize(NewTPE(sp, uint64(i%20+1), DefaultTPEOptions()), sp, f, 80)
+	}
+}
