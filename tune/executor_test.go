@@ -312,3 +312,32 @@ func TestExecutorDefaults(t *testing.T) {
 		t.Errorf("set limits were changed: %+v", kept)
 	}
 }
+
+func TestExecutorIsBrokenOnlyWhenEveryRunWorkerIs(t *testing.T) {
+	// GPU 1 cannot open: its workers give up, GPU 0's carry the study.
+	e, _ := newTestExecutor(t, "TESTWORKER_FAIL_OPEN_GPU=1")
+	e.GPUs, e.WorkersPerGPU, e.MaxOpenFailures = []int{0, 1}, 2, 1
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatalf("Start with one usable GPU of two: %v", err)
+	}
+	if err := e.Err(); err != nil {
+		t.Errorf("half the run workers gave up, and the executor says %v", err)
+	}
+	e.Close()
+	// Every run worker gives up: the executor says so, for the study to stop.
+	e, _ = newTestExecutor(t, "TESTWORKER_FAIL_OPEN=db")
+	e.GPUs, e.WorkersPerGPU, e.MaxOpenFailures = []int{0, 1}, 2, 1
+	if err := e.Start(context.Background()); err == nil {
+		t.Fatal("Start with no usable worker succeeded")
+	}
+	if err := e.Err(); !allWorkersBroken(err) {
+		t.Errorf("every run worker gave up, and the executor says %v", err)
+	}
+}
+
+func TestExecutorCapacityCountsEveryWorker(t *testing.T) {
+	e := &Executor{GPUs: []int{0, 1, 2}, WorkersPerGPU: 3, CompileWorkers: 2}
+	if got := e.Capacity(); got != 11 {
+		t.Errorf("3 GPUs x 3 workers + 2 compile workers: capacity %d, want 11", got)
+	}
+}

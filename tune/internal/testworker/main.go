@@ -16,6 +16,7 @@
 //
 // Environment: TESTWORKER_LOG appends one line per event (open, compile, run)
 // to that file; TESTWORKER_FAIL_OPEN=1 makes every open fail;
+// TESTWORKER_FAIL_OPEN_GPU=N makes the run workers' opens on GPU N fail;
 // TESTWORKER_INVALID_BLOCK=N makes runs with block.x N end invalid_launch;
 // TESTWORKER_ONLY_BLOCK=N makes runs with another block.x fail verification,
 // as a kernel written for one block shape does.
@@ -57,6 +58,9 @@ func logEvent(format string, a ...any) {
 }
 
 func (s *session) Open(p tune.OpenParams) (tune.OpenInfo, error) {
+	if g, err := strconv.Atoi(os.Getenv("TESTWORKER_FAIL_OPEN_GPU")); err == nil && p.GPU == g && !p.CompileOnly {
+		return tune.OpenInfo{}, fmt.Errorf("GPU %d is unusable (test worker told to fail)", g)
+	}
 	switch os.Getenv("TESTWORKER_FAIL_OPEN") {
 	case "1":
 		return tune.OpenInfo{}, fmt.Errorf("%w: no CUDA driver found (test worker told to fail)", mneme.ErrNoGPU)
