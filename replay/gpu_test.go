@@ -86,25 +86,19 @@ func wantVerified(t *testing.T, what string, res *mneme.Result, iterations int) 
 	}
 }
 
-// epilogueOf reads the recorded epilogue of the session's instance whole
-// (a session streams the allocations into the device and keeps none).
-func epilogueOf(t *testing.T, s *Session) *db.Snapshot {
-	t.Helper()
-	epi, err := s.rec.DB.ReadEpilogue(s.rec.Kernel, s.rec.Instance)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return epi
-}
+// epilogueOf and prologueOf read a recorded snapshot of the session's
+// instance whole (a session streams the allocations into the device and
+// keeps none).
+func epilogueOf(t *testing.T, s *Session) *db.Snapshot { return readWhole(t, s, s.rec.DB.ReadEpilogue) }
+func prologueOf(t *testing.T, s *Session) *db.Snapshot { return readWhole(t, s, s.rec.DB.ReadPrologue) }
 
-// prologueOf reads the recorded prologue of the session's instance whole.
-func prologueOf(t *testing.T, s *Session) *db.Snapshot {
+func readWhole(t *testing.T, s *Session, read func(*db.Kernel, *db.Instance) (*db.Snapshot, error)) *db.Snapshot {
 	t.Helper()
-	pro, err := s.rec.DB.ReadPrologue(s.rec.Kernel, s.rec.Instance)
+	snap, err := read(s.rec.Kernel, s.rec.Instance)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return pro
+	return snap
 }
 
 // sameMemory compares a snapshot of the replay's output with the recording.
