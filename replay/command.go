@@ -65,6 +65,7 @@ func RunJob(job Job) (*Report, error) {
 		return nil, err
 	}
 	if err := CheckConfig(rec, job.Config); err != nil {
+		rec.Close()
 		return nil, err
 	}
 	s, err := openLoaded(job.Options, rec)
