@@ -1,7 +1,9 @@
 package tune
 
 import (
+	"errors"
 	"math"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -318,6 +320,32 @@ func TestNormalizeAcceptsARealAtItsBounds(t *testing.T) {
 	for _, v := range []float64{0.5, 2} {
 		if _, err := sp.Normalize(Point{"x": v}); err != nil {
 			t.Errorf("x = %v (a bound): %v", v, err)
+		}
+	}
+}
+
+func TestCheckWorkersAtTheMachinesLimit(t *testing.T) {
+	limit := maxWorkersPerCore * runtime.NumCPU()
+	for _, c := range []struct {
+		workers, gpus, compile int
+		ok                     bool
+	}{
+		{1, 1, -1, true},
+		{0, 1, 0, false},
+		{limit, 1, limit, true},
+		{limit + 1, 1, 0, false},
+		{limit, 0, 0, true}, // no GPU named counts as one
+		{limit / 2, 2, 0, true},
+		{limit/2 + 1, 2, 0, false},
+		{1, 1, limit + 1, false},
+	} {
+		err := CheckWorkers(c.workers, c.gpus, c.compile)
+		if (err == nil) != c.ok {
+			t.Errorf("%d workers on %d GPUs, %d compile workers (limit %d): %v, want ok %v", c.workers, c.gpus, c.compile, limit, err, c.ok)
+		}
+		var in *mneme.InputError
+		if err != nil && !errors.As(err, &in) {
+			t.Errorf("%v is not bad input", err)
 		}
 	}
 }
