@@ -91,3 +91,41 @@ func TestCheckWorkersBoundsByTheMachine(t *testing.T) {
 		}
 	}
 }
+
+func TestServeLineLimitIsExactAndEveryLineIsAnswered(t *testing.T) {
+	req := `{"id":7,"op":"close"}`
+	exact := req + strings.Repeat(" ", maxLine-len(req))
+	if resps := serveLines(t, exact+"\n"); len(resps) != 1 || !resps[0].OK || resps[0].ID != 7 {
+		t.Fatalf("a line of exactly %d bytes: %+v", maxLine, resps)
+	}
+	if resps := serveLines(t, exact+" \n"); len(resps) != 1 || !strings.Contains(resps[0].Error, "longer than the limit") {
+		t.Fatalf("a line one byte over: %+v", resps)
+	}
+	// A last request without its newline is answered too.
+	if resps := serveLines(t, req); len(resps) != 1 || !resps[0].OK {
+		t.Fatalf("a last line without a newline: %+v", resps)
+	}
+	// A malformed request is answered and the session goes on.
+	resps := serveLines(t, "not json\n"+req+"\n")
+	if len(resps) != 2 || resps[0].OK || !strings.Contains(resps[0].Error, "malformed request") || !resps[1].OK || resps[1].ID != 7 {
+		t.Fatalf("a malformed request, then a good one: %+v", resps)
+	}
+}
+
+func TestTrialOKNeedsAVerifiedTime(t *testing.T) {
+	for _, c := range []struct {
+		tr   Trial
+		want bool
+	}{
+		{Trial{Status: mneme.StatusVerified, TimeNS: 1}, true},
+		{Trial{Status: mneme.StatusVerified, TimeNS: 0}, false},
+		{Trial{Status: mneme.StatusFailedVerification, TimeNS: 5}, false},
+	} {
+		if c.tr.OK() != c.want {
+			t.Errorf("%+v: OK %v, want %v", c.tr, !c.want, c.want)
+		}
+	}
+	if canonicalSampler("grid") != "exhaustive" || canonicalSampler("tpe") != "tpe" {
+		t.Error("the sampler alias grid is not exhaustive")
+	}
+}
