@@ -414,7 +414,7 @@ func uploadWindow(dst uint64, data []byte, zero bool, n int) error {
 	return cuda.MemcpyHtoD(dst, data)
 }
 
-// uploadRegion copies one blob's or global's prologue and epilogue bytes to
+// uploadRegion copies one global's prologue and epilogue bytes to
 // offset off of the device images.
 func (s *Session) uploadRegion(off uint64, pro, epi []byte) error {
 	if len(pro) == 0 {
