@@ -210,16 +210,27 @@ func (d *DB) ReadPrologueMetadata(k *Kernel, inst *Instance) (*Snapshot, error) 
 // directory, not a link that leads out of it, of the size the kernel file
 // records for it (field; 0: not recorded).
 func (d *DB) readSnapshot(k *Kernel, inst *Instance, name, field string, size uint64, withData bool) (*Snapshot, error) {
-	f, fi, err := safefile.OpenIn(d.Dir, name, 0)
+	f, n, err := d.openSnapshot(k, inst, name, field, size)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	return decodeSnapshotIn(d.Dir, d.Path(name), f, n, KernelLimits(k), withData)
+}
+
+// openSnapshot opens a snapshot of the database, checked as readSnapshot
+// says, and returns it with its size.
+func (d *DB) openSnapshot(k *Kernel, inst *Instance, name, field string, size uint64) (*os.File, int64, error) {
+	f, fi, err := safefile.OpenIn(d.Dir, name, 0)
+	if err != nil {
+		return nil, 0, err
+	}
 	if size != 0 && uint64(fi.Size()) != size {
-		return nil, fmt.Errorf("%s: instances[%s].%s is %d bytes, but %s holds %d: truncated, or the files do not belong together",
+		f.Close()
+		return nil, 0, fmt.Errorf("%s: instances[%s].%s is %d bytes, but %s holds %d: truncated, or the files do not belong together",
 			d.Path(KernelFileName(k.StaticHash)), inst.DynamicHash, field, size, d.Path(name), fi.Size())
 	}
-	return decodeSnapshotIn(d.Dir, d.Path(name), f, fi.Size(), KernelLimits(k), withData)
+	return f, fi.Size(), nil
 }
 
 // ReadFile reads a file named inside the database (the IR, the device code)

@@ -307,17 +307,28 @@ func decodeSnapshotIn(dir, name string, ra io.ReaderAt, size int64, lim Snapshot
 	if err := decodeChunks(m, p, datas); err != nil {
 		return nil, err
 	}
+	p.assign(s, datas)
+	return s, nil
+}
+
+// assign hands each region's decoded data to its global, blob or argument;
+// a global or argument without chunks gets an empty slice, a blob left
+// undecoded (nil: a stream's) keeps Data nil.
+func (p *plan) assign(s *Snapshot, datas [][]byte) {
 	for i, r := range p.regions {
+		d := datas[i]
+		if d == nil && r.kind != 'b' {
+			d = []byte{}
+		}
 		switch r.kind {
 		case 'g':
-			s.Globals[r.idx].Data = datas[i]
+			s.Globals[r.idx].Data = d
 		case 'b':
-			s.Blobs[r.idx].Data = datas[i]
+			s.Blobs[r.idx].Data = d
 		case 'a':
-			s.Args[r.idx] = datas[i]
+			s.Args[r.idx] = d
 		}
 	}
-	return s, nil
 }
 
 // walk reads and checks all metadata, leaving payloads for decodeChunks:

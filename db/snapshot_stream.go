@@ -54,16 +54,11 @@ func (d *DB) OpenEpilogueStream(k *Kernel, inst *Instance) (*SnapshotStream, err
 }
 
 func (d *DB) openSnapshotStream(k *Kernel, inst *Instance, name, field string, size uint64) (*SnapshotStream, error) {
-	f, fi, err := safefile.OpenIn(d.Dir, name, 0)
+	f, n, err := d.openSnapshot(k, inst, name, field, size)
 	if err != nil {
 		return nil, err
 	}
-	if size != 0 && uint64(fi.Size()) != size {
-		f.Close()
-		return nil, fmt.Errorf("%s: instances[%s].%s is %d bytes, but %s holds %d: truncated, or the files do not belong together",
-			d.Path(KernelFileName(k.StaticHash)), inst.DynamicHash, field, size, d.Path(name), fi.Size())
-	}
-	return openStream(d.Dir, d.Path(name), f, fi.Size(), KernelLimits(k))
+	return openStream(d.Dir, d.Path(name), f, n, KernelLimits(k))
 }
 
 // openStream walks and verifies the metadata of the snapshot in f (of the
@@ -114,18 +109,7 @@ func openStream(dir, name string, f *os.File, size int64, lim SnapshotLimits) (*
 			return fail(err)
 		}
 	}
-	for i, r := range p.regions {
-		d := datas[i]
-		if d == nil {
-			d = []byte{}
-		}
-		switch r.kind {
-		case 'g':
-			s.Globals[r.idx].Data = d
-		case 'a':
-			s.Args[r.idx] = d
-		}
-	}
+	p.assign(s, datas)
 	return st, nil
 }
 
