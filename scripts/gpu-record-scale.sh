@@ -7,7 +7,10 @@
 #  - the 1% check: tracer's storm changes 1% of its 4 GiB allocation; its
 #    epilogue must copy and write about that much;
 #  - MPI: four processes with OMPI_COMM_WORLD_RANK set record vecadd into
-#    one folder, with --record-ranks all and with the default (rank 0).
+#    one folder, with --record-ranks all and with the default (rank 0);
+#  - drain_contention.cu: how fast a thread of the recorder's own can move
+#    device memory to the host while the application's thread waits inside
+#    a launch for room in the GPU's queue.
 # Lines starting with "== " are summary lines.
 # Usage: scripts/gpu-record-scale.sh WORKDIR (holding plain/ and wrapper/ builds)
 set -uo pipefail
@@ -83,3 +86,9 @@ PY
     echo "== MPI $mode ranks: exit codes$rcs; $summary; $okn/$n replayed verified"
   done
 fi
+
+# Background drains beside an application that keeps the GPU's queue full.
+"$clangxx" -x cuda --cuda-path="$cuda" --cuda-gpu-arch="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n1 | tr -d . | sed 's/^/sm_/')" \
+  --no-offload-new-driver -Wno-unknown-cuda-version -O2 "$bench/drain_contention.cu" -o "$logs/drain_contention" \
+  -L"$cuda/lib64" -lcudart -Wl,-rpath,"$cuda/lib64" > "$logs/drain_contention.build.log" 2>&1 &&
+  "$logs/drain_contention" 2>&1 | sed 's/^/== /' || echo "== drain_contention does not build or run (drain_contention.build.log)"

@@ -436,11 +436,13 @@ const HostShadowShare = 2
 // at once, through the pinned ring at the bus's speed, the bytes moved on
 // into the mapping by as many goroutines as there are cores (the copies
 // and the first touch of its pages run in parallel). The background writer
-// then encodes from host memory: unlike a device shadow it never copies
-// again beside the application's kernels, whose use of the device's memory
-// slows the copy engines (measured on an H100: 4 GB/s instead of 50). It
-// refuses a copy larger than a HostShadowShare-th of what the host can
-// spare.
+// then encodes from host memory without calling the driver again. A device
+// shadow's drain calls it once or more per 8 MiB from the writer's thread,
+// and while the application's thread waits inside a launch for room in the
+// GPU's queue every such call waits for a kernel to finish (an H100 drained
+// 4 GiB at 4.7 GB/s that way instead of 52, in
+// cmd/mneme-rt/shim/bench/drain_contention.cu). It refuses a copy larger
+// than a HostShadowShare-th of what the host can spare.
 func (r *Reader) HostShadow(runs []fingerprint.Range) (record.Shadow, error) {
 	var need uint64
 	for _, run := range runs {
