@@ -20,9 +20,13 @@ logs=${LOGS:-$w/record-scale-logs}; mkdir -p "$logs"
 clangxx=${CLANGXX:-$(command -v clang++-22 || command -v clang++)}
 cuda=${CUDA_PATH:-/usr/local/cuda}
 bench=$root/cmd/mneme-rt/shim/bench
-"$clangxx" -x cuda --cuda-path="$cuda" --cuda-gpu-arch="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n1 | tr -d . | sed 's/^/sm_/')" \
-  --no-offload-new-driver -Wno-unknown-cuda-version -O2 "$bench/pinned_bw.cu" -o "$logs/pinned_bw" \
-  -L"$cuda/lib64" -lcudart -Wl,-rpath,"$cuda/lib64" > "$logs/pinned_bw.build.log" 2>&1 || { echo "== record scale: pinned_bw does not build (pinned_bw.build.log)"; exit 0; }
+# build_bench NAME: compiles $bench/NAME.cu for this GPU into $logs/NAME.
+build_bench() {
+  "$clangxx" -x cuda --cuda-path="$cuda" --cuda-gpu-arch="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n1 | tr -d . | sed 's/^/sm_/')" \
+    --no-offload-new-driver -Wno-unknown-cuda-version -O2 "$bench/$1.cu" -o "$logs/$1" \
+    -L"$cuda/lib64" -lcudart -Wl,-rpath,"$cuda/lib64" > "$logs/$1.build.log" 2>&1
+}
+build_bench pinned_bw || { echo "== record scale: pinned_bw does not build (pinned_bw.build.log)"; exit 0; }
 # SCALE_APPS: example names, NAME@ARG to pass the example one argument
 # (tracer@3000: 3000 steps instead of 600).
 apps=()
@@ -88,7 +92,5 @@ PY
 fi
 
 # Background drains beside an application that keeps the GPU's queue full.
-"$clangxx" -x cuda --cuda-path="$cuda" --cuda-gpu-arch="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n1 | tr -d . | sed 's/^/sm_/')" \
-  --no-offload-new-driver -Wno-unknown-cuda-version -O2 "$bench/drain_contention.cu" -o "$logs/drain_contention" \
-  -L"$cuda/lib64" -lcudart -Wl,-rpath,"$cuda/lib64" > "$logs/drain_contention.build.log" 2>&1 &&
-  "$logs/drain_contention" 2>&1 | sed 's/^/== /' || echo "== drain_contention does not build or run (drain_contention.build.log)"
+build_bench drain_contention && "$logs/drain_contention" 2>&1 | sed 's/^/== /' ||
+  echo "== drain_contention did not build or run (drain_contention.build.log)"
