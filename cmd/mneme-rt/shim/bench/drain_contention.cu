@@ -9,19 +9,11 @@
 // thread enqueued its last launch. scripts/gpu-record-scale.sh runs it.
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <cuda_runtime.h>
 #include <thread>
 #include <vector>
 
-#define CHECK(call)                                                            \
-  do {                                                                         \
-    cudaError_t e_ = (call);                                                   \
-    if (e_ != cudaSuccess) {                                                   \
-      std::fprintf(stderr, "%s: %s\n", #call, cudaGetErrorString(e_));         \
-      std::exit(2);                                                            \
-    }                                                                          \
-  } while (0)
+#include "../../../../examples/common/check.h"
 
 // A bandwidth-bound reduction like tracer's diagnose: ~2 ms on 4 GiB.
 __global__ void reduce(const float *c, size_t n, double *partial) {
