@@ -18,30 +18,26 @@ func streamPair(t *testing.T, opts SnapshotOptions) (pro, epi *Snapshot, proPath
 	big := floatData(9<<20 + 12345)
 	copy(big[5<<20:], make([]byte, 2<<20)) // zero chunks in the middle
 	small := randomData(70000, 5)
-	pro = &Snapshot{
-		Globals: []Global{{Name: "g", Addr: 0x9000, Size: 8, Data: []byte{1, 2, 3, 4, 5, 6, 7, 8}}},
-		Blobs: []Blob{
-			{Addr: 0x100000000, Size: uint64(len(big)), Data: big},
-			{Addr: 0x200000000, Size: uint64(len(small)), Data: small},
-			{Addr: 0x300000000, Size: 3 << 20, Data: make([]byte, 3<<20)},
-		},
-		Args: [][]byte{{1, 0, 0, 0}},
+	// The two snapshots differ only in their data.
+	snapshot := func(last byte, big, small []byte) *Snapshot {
+		return &Snapshot{
+			Globals: []Global{{Name: "g", Addr: 0x9000, Size: 8, Data: []byte{1, 2, 3, 4, 5, 6, 7, last}}},
+			Blobs: []Blob{
+				{Addr: 0x100000000, Size: uint64(len(big)), Data: big},
+				{Addr: 0x200000000, Size: uint64(len(small)), Data: small},
+				{Addr: 0x300000000, Size: 3 << 20, Data: make([]byte, 3<<20)},
+			},
+			Args: [][]byte{{1, 0, 0, 0}},
+		}
 	}
+	pro = snapshot(8, big, small)
 	epiBig := slices.Clone(big)
 	for _, at := range []int{blobWindowSize - 10, blobWindowSize + 70000, 5<<20 + 100, len(big) - 1} {
 		epiBig[at] ^= 0xff
 	}
 	epiSmall := slices.Clone(small)
 	epiSmall[0] ^= 1
-	epi = &Snapshot{
-		Globals: []Global{{Name: "g", Addr: 0x9000, Size: 8, Data: []byte{1, 2, 3, 4, 5, 6, 7, 9}}},
-		Blobs: []Blob{
-			{Addr: 0x100000000, Size: uint64(len(big)), Data: epiBig},
-			{Addr: 0x200000000, Size: uint64(len(small)), Data: epiSmall},
-			{Addr: 0x300000000, Size: 3 << 20, Data: make([]byte, 3<<20)},
-		},
-		Args: [][]byte{{1, 0, 0, 0}},
-	}
+	epi = snapshot(9, epiBig, epiSmall)
 	dir := t.TempDir()
 	proPath, epiPath = filepath.Join(dir, "pro.mneme"), filepath.Join(dir, "epi.mneme")
 	opts.NoSync = true
