@@ -52,10 +52,14 @@ FN(CUresult, cuStreamDestroy, (CUstream));
 FN(CUresult, cuEventCreate, (CUevent *, unsigned int));
 FN(CUresult, cuEventRecord, (CUevent, CUstream));
 FN(CUresult, cuEventSynchronize, (CUevent));
+FN(CUresult, cuStreamIsCapturing, (CUstream, int *));
+FN(CUresult, cuThreadExchangeStreamCaptureMode, (int *));
 FN(CUresult, cuEventElapsedTime, (float *, CUevent, CUevent));
 FN(CUresult, cuEventDestroy, (CUevent));
 FN(CUresult, cuMemAlloc, (CUdeviceptr *, size_t));
 FN(CUresult, cuMemFree, (CUdeviceptr));
+FN(CUresult, cuMemAllocAsync, (CUdeviceptr *, size_t, CUstream));
+FN(CUresult, cuMemFreeAsync, (CUdeviceptr, CUstream));
 FN(CUresult, cuMemcpyHtoD, (CUdeviceptr, const void *, size_t));
 FN(CUresult, cuMemcpyDtoH, (void *, CUdeviceptr, size_t));
 FN(CUresult, cuMemcpyDtoD, (CUdeviceptr, CUdeviceptr, size_t));
@@ -137,10 +141,15 @@ int mn_load_driver(char *err, size_t errlen) {
   R(cuEventCreate, "cuEventCreate", NULL);
   R(cuEventRecord, "cuEventRecord", NULL);
   R(cuEventSynchronize, "cuEventSynchronize", NULL);
+  R(cuStreamIsCapturing, "cuStreamIsCapturing", NULL);
+  R(cuThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode",
+    NULL);
   R(cuEventElapsedTime, "cuEventElapsedTime_v2", "cuEventElapsedTime");
   R(cuEventDestroy, "cuEventDestroy_v2", "cuEventDestroy");
   R(cuMemAlloc, "cuMemAlloc_v2", NULL);
   R(cuMemFree, "cuMemFree_v2", NULL);
+  R(cuMemAllocAsync, "cuMemAllocAsync", NULL);
+  R(cuMemFreeAsync, "cuMemFreeAsync", NULL);
   R(cuMemcpyHtoD, "cuMemcpyHtoD_v2", NULL);
   R(cuMemcpyDtoH, "cuMemcpyDtoH_v2", NULL);
   R(cuMemcpyDtoD, "cuMemcpyDtoD_v2", NULL);
@@ -428,14 +437,22 @@ CUresult mn_cuStreamSynchronize(uintptr_t s) {
 CUresult mn_cuStreamDestroy(uintptr_t s) {
   CTXCALL(cuStreamDestroy, (CUstream)s);
 }
-CUresult mn_cuEventCreate(uintptr_t *e) {
+CUresult mn_cuEventCreate(uintptr_t *e, unsigned flags) {
   CUevent ev = NULL;
   if (!p_cuEventCreate)
     return MN_SYMBOL_MISSING;
   ensure_ctx();
-  CUresult r = p_cuEventCreate(&ev, 0);
+  CUresult r = p_cuEventCreate(&ev, flags);
   *e = (uintptr_t)ev;
   return r;
+}
+
+int mn_event_entries(uintptr_t out[4]) {
+  out[0] = (uintptr_t)p_cuEventRecord;
+  out[1] = (uintptr_t)p_cuEventSynchronize;
+  out[2] = (uintptr_t)p_cuStreamIsCapturing;
+  out[3] = (uintptr_t)p_cuThreadExchangeStreamCaptureMode;
+  return out[0] && out[1] && out[2] && out[3];
 }
 CUresult mn_cuEventRecord(uintptr_t e, uintptr_t s) {
   CTXCALL(cuEventRecord, (CUevent)e, (CUstream)s);
@@ -450,6 +467,12 @@ CUresult mn_cuEventDestroy(uintptr_t e) { CTXCALL(cuEventDestroy, (CUevent)e); }
 
 CUresult mn_cuMemAlloc(CUdeviceptr *p, size_t n) { CTXCALL(cuMemAlloc, p, n); }
 CUresult mn_cuMemFree(CUdeviceptr p) { CTXCALL(cuMemFree, p); }
+CUresult mn_cuMemAllocAsync(CUdeviceptr *p, size_t n, uintptr_t s) {
+  CTXCALL(cuMemAllocAsync, p, n, (CUstream)s);
+}
+CUresult mn_cuMemFreeAsync(CUdeviceptr p, uintptr_t s) {
+  CTXCALL(cuMemFreeAsync, p, (CUstream)s);
+}
 CUresult mn_cuMemcpyHtoD(CUdeviceptr dst, const void *src, size_t n) {
   CTXCALL(cuMemcpyHtoD, dst, src, n);
 }

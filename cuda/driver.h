@@ -121,7 +121,11 @@ CUresult mn_cuStreamCreate(uintptr_t *s);
 CUresult mn_cuStreamCreateNonBlocking(uintptr_t *s);
 CUresult mn_cuStreamSynchronize(uintptr_t s);
 CUresult mn_cuStreamDestroy(uintptr_t s);
-CUresult mn_cuEventCreate(uintptr_t *e);
+CUresult mn_cuEventCreate(uintptr_t *e, unsigned flags);
+// mn_event_entries fills out with the driver's cuEventRecord,
+// cuEventSynchronize, cuStreamIsCapturing and
+// cuThreadExchangeStreamCaptureMode; 0 when one is missing.
+int mn_event_entries(uintptr_t out[4]);
 CUresult mn_cuEventRecord(uintptr_t e, uintptr_t s);
 CUresult mn_cuEventSynchronize(uintptr_t e);
 CUresult mn_cuEventElapsedTime(float *ms, uintptr_t start, uintptr_t end);
@@ -130,6 +134,8 @@ CUresult mn_cuEventDestroy(uintptr_t e);
 // Memory.
 CUresult mn_cuMemAlloc(CUdeviceptr *p, size_t n);
 CUresult mn_cuMemFree(CUdeviceptr p);
+CUresult mn_cuMemAllocAsync(CUdeviceptr *p, size_t n, uintptr_t s);
+CUresult mn_cuMemFreeAsync(CUdeviceptr p, uintptr_t s);
 CUresult mn_cuMemcpyHtoD(CUdeviceptr dst, const void *src, size_t n);
 CUresult mn_cuMemcpyDtoH(void *dst, CUdeviceptr src, size_t n);
 CUresult mn_cuMemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t n);

@@ -30,6 +30,30 @@ func MemFree(addr uint64) error {
 	return check("cuMemFree_v2", C.mn_cuMemFree(C.CUdeviceptr(addr)))
 }
 
+// MemAllocAsync allocates device memory from the device's stream-ordered
+// pool, usable on s once the call returns (on other streams once s's work
+// so far is done).
+func MemAllocAsync(size uint64, s Stream) (uint64, error) {
+	if err := Init(); err != nil {
+		return 0, err
+	}
+	var p C.CUdeviceptr
+	if err := check("cuMemAllocAsync", C.mn_cuMemAllocAsync(&p, C.size_t(size), C.uintptr_t(s))); err != nil {
+		return 0, fmt.Errorf("allocating %d bytes on a stream: %w", size, err)
+	}
+	return uint64(p), nil
+}
+
+// MemFreeAsync frees memory from MemAllocAsync once s reaches this point.
+// Unlike MemFree it does not wait for the whole device: the pool keeps the
+// memory until s is next synchronized, then gives it back.
+func MemFreeAsync(addr uint64, s Stream) error {
+	if err := Init(); err != nil {
+		return err
+	}
+	return check("cuMemFreeAsync", C.mn_cuMemFreeAsync(C.CUdeviceptr(addr), C.uintptr_t(s)))
+}
+
 // MemcpyHtoD copies src to device address dst, synchronously.
 func MemcpyHtoD(dst uint64, src []byte) error {
 	if err := Init(); err != nil {

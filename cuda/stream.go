@@ -5,7 +5,10 @@ package cuda
 */
 import "C"
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Stream is a CUDA stream; 0 is the legacy default stream.
 type Stream uintptr
@@ -61,15 +64,48 @@ type Event struct {
 }
 
 // NewEvent creates a timing event in the current context.
-func NewEvent() (*Event, error) {
+func NewEvent() (*Event, error) { return newEvent(0) }
+
+// NewMarkerEvent creates an event without timing in the current context:
+// cheaper to record, for waiting on work only.
+func NewMarkerEvent() (*Event, error) { return newEvent(eventDisableTiming) }
+
+// eventDisableTiming is CU_EVENT_DISABLE_TIMING.
+const eventDisableTiming = 0x2
+
+func newEvent(flags uint) (*Event, error) {
 	if err := Init(); err != nil {
 		return nil, err
 	}
 	var h C.uintptr_t
-	if err := check("cuEventCreate", C.mn_cuEventCreate(&h)); err != nil {
+	if err := check("cuEventCreate", C.mn_cuEventCreate(&h, C.unsigned(flags))); err != nil {
 		return nil, err
 	}
 	return &Event{h: uintptr(h)}, nil
+}
+
+// Handle is the driver's CUevent, for C code that records or waits on the
+// event without a call into Go.
+func (e *Event) Handle() uintptr { return e.h }
+
+// EventEntryPoints are driver entry points that C code outside this package
+// calls on events and streams without a call into Go (the application's
+// shim, which throttles its launches with them).
+type EventEntryPoints struct {
+	EventRecord, EventSynchronize, StreamIsCapturing, ExchangeCaptureMode uintptr
+}
+
+// EventEntries returns the addresses of cuEventRecord, cuEventSynchronize,
+// cuStreamIsCapturing and cuThreadExchangeStreamCaptureMode.
+func EventEntries() (EventEntryPoints, error) {
+	if err := Init(); err != nil {
+		return EventEntryPoints{}, err
+	}
+	var out [4]C.uintptr_t
+	if C.mn_event_entries(&out[0]) == 0 {
+		return EventEntryPoints{}, fmt.Errorf("the CUDA driver lacks one of cuEventRecord, cuEventSynchronize, cuStreamIsCapturing, cuThreadExchangeStreamCaptureMode")
+	}
+	return EventEntryPoints{uintptr(out[0]), uintptr(out[1]), uintptr(out[2]), uintptr(out[3])}, nil
 }
 
 // Record enqueues the event on stream s.

@@ -42,7 +42,7 @@ const (
 // Where the copies of snapshots written in the background are made
 // (Config.Shadow, MNEME_SHADOW).
 const (
-	ShadowAuto   = "auto"   // host memory when it can spare them, else device memory
+	ShadowAuto   = "auto"   // device memory when it can spare them, else host memory
 	ShadowHost   = "host"   // host memory only
 	ShadowDevice = "device" // device memory only
 )

@@ -159,6 +159,7 @@ func (r *Recorder) planSnapshot(dr DeviceReader, l *Launch, name string) (*snaps
 			return nil, fmt.Errorf("fingerprints: %d for %d chunks", len(sums), len(ranges))
 		}
 		r.status.FingerprintSeconds += time.Since(fstart).Seconds()
+		Trace("runtime", "%s: %d chunks fingerprinted in %.4f s", name, len(ranges), time.Since(fstart).Seconds())
 	}
 	// From here on the plan's chunks enter the content store: the name is
 	// taken for good.

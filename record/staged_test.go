@@ -243,6 +243,7 @@ func stagedScenarioOn(t *testing.T, g *stagingGPU, full bool) (string, *stagingG
 		t.Fatal(err)
 	}
 	rec.stagedMin = 0
+	rec.deviceShadowMin = 0 // the scenario's few MiB are "large"
 	const mib = 1 << 20
 	rnd := rand.New(rand.NewSource(5))
 	a, _ := rec.Malloc(5 * mib)
@@ -300,7 +301,8 @@ func TestStagedSnapshotsCopyOnlyWhatIsNewAndReadBackAsFullOnes(t *testing.T) {
 		name                 string
 		noShadow, hostShadow bool
 	}{{"written at once", true, false}, {"written in the background from device shadows", false, false},
-		{"written in the background from host shadows", false, true}} {
+		{"written in the background from device shadows, host memory to spare too", false, true},
+		{"written in the background from host shadows", true, true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			stagedMatchesFull(t, fullDir, &stagingGPU{simGPU: newSimGPU(), released: map[int]int{}, noShadow: tc.noShadow, hostShadow: tc.hostShadow})
 		})
@@ -309,13 +311,13 @@ func TestStagedSnapshotsCopyOnlyWhatIsNewAndReadBackAsFullOnes(t *testing.T) {
 
 func stagedMatchesFull(t *testing.T, fullDir string, g *stagingGPU) {
 	stagedDir, _ := stagedScenarioOn(t, g, false)
-	// Three snapshots copy chunks: each gets a shadow, on the host when it
-	// can spare the memory, else on the device; every one is freed.
+	// Three snapshots copy chunks: each gets a shadow, on the device when
+	// it can spare the memory, else on the host; every one is freed.
 	wantHost, wantDevice := 0, 3
 	switch {
 	case g.noShadow && !g.hostShadow:
 		wantDevice = 0
-	case g.hostShadow:
+	case g.noShadow:
 		wantHost, wantDevice = 3, 0
 	}
 	if g.shadowsMade != wantDevice || len(g.shadows) != 0 || g.hostMade != wantHost || g.hostFreed != wantHost {
@@ -558,14 +560,22 @@ func TestWrittenAtOnceAfterAFailedQueuedSnapshot(t *testing.T) {
 
 // MNEME_SHADOW chooses where background copies go: device only leaves host
 // memory unused even where it could be had; host only writes at once
-// rather than on the device when the host refuses.
+// rather than on the device when the host refuses; auto takes the device
+// first for large snapshots (the application waits milliseconds, not a
+// copy through the bus) and the host first for small ones (the writer then
+// makes no driver call), the other when the first refuses.
 func TestShadowPlaceIsHonoured(t *testing.T) {
 	for _, tc := range []struct {
 		place              string
-		hostOK             bool
+		small              bool // the snapshots are under deviceShadowMin
+		hostOK, deviceOK   bool
 		wantHost, wantDevs int
-	}{{ShadowDevice, true, 0, 3}, {ShadowHost, false, 0, 0}, {ShadowHost, true, 3, 0}, {ShadowAuto, false, 0, 3}} {
-		g := &stagingGPU{simGPU: newSimGPU(), released: map[int]int{}, hostShadow: tc.hostOK}
+	}{{ShadowDevice, false, true, true, 0, 3}, {ShadowDevice, false, true, false, 0, 0}, {ShadowDevice, true, true, true, 0, 3},
+		{ShadowHost, false, false, true, 0, 0}, {ShadowHost, false, true, true, 3, 0},
+		{ShadowAuto, false, false, true, 0, 3}, {ShadowAuto, false, true, true, 0, 3},
+		{ShadowAuto, false, true, false, 3, 0}, {ShadowAuto, false, false, false, 0, 0},
+		{ShadowAuto, true, true, true, 3, 0}, {ShadowAuto, true, false, true, 0, 3}} {
+		g := &stagingGPU{simGPU: newSimGPU(), released: map[int]int{}, hostShadow: tc.hostOK, noShadow: !tc.deviceOK}
 		g.addTouch()
 		g.globals[0] = nil
 		dir := filepath.Join(t.TempDir(), "rdb")
@@ -575,6 +585,9 @@ func TestShadowPlaceIsHonoured(t *testing.T) {
 			t.Fatal(err)
 		}
 		rec.stagedMin = 0
+		if !tc.small {
+			rec.deviceShadowMin = 0
+		}
 		a, _ := rec.Malloc(4 << 20)
 		b := make([]byte, 4<<20)
 		rand.New(rand.NewSource(9)).Read(b)
@@ -588,8 +601,8 @@ func TestShadowPlaceIsHonoured(t *testing.T) {
 		}
 		rec.Finish()
 		if g.hostMade != tc.wantHost || g.shadowsMade != tc.wantDevs {
-			t.Errorf("%s (host can spare: %v): %d host and %d device shadows, want %d and %d",
-				tc.place, tc.hostOK, g.hostMade, g.shadowsMade, tc.wantHost, tc.wantDevs)
+			t.Errorf("%s (small: %v, host can spare: %v, device: %v): %d host and %d device shadows, want %d and %d",
+				tc.place, tc.small, tc.hostOK, tc.deviceOK, g.hostMade, g.shadowsMade, tc.wantHost, tc.wantDevs)
 		}
 		if len(readAll(t, dir)) != 4 {
 			t.Errorf("%s: the two instances were not recorded", tc.place)

@@ -3,6 +3,8 @@
 // function here.
 #include "host.h"
 
+#include <string.h>
+
 static const struct mneme_host_api *api;
 
 void rth_set_api(const struct mneme_host_api *a) { api = a; }
@@ -64,3 +66,21 @@ void rth_set_fast_path(struct mneme_deploy_answer *a, uintptr_t function,
   a->function = (void *)function;
   a->cu_launch = (void *)cu_launch;
 }
+
+int rth_throttle_on(const uintptr_t entries[4], const uintptr_t *events, int n,
+                    unsigned every) {
+  struct mneme_launch_throttle t;
+  memset(&t, 0, sizeof t);
+  if (n != MNEME_THROTTLE_EVENTS)
+    return 0;
+  t.event_record = (int (*)(void *, void *))entries[0];
+  t.event_synchronize = (int (*)(void *))entries[1];
+  t.stream_is_capturing = (int (*)(void *, int *))entries[2];
+  t.exchange_capture_mode = (int (*)(int *))entries[3];
+  for (int i = 0; i < n; i++)
+    t.events[i] = (void *)events[i];
+  t.every = every;
+  return api->throttle(&t);
+}
+
+void rth_throttle_off(void) { api->throttle(NULL); }

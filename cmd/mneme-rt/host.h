@@ -31,4 +31,11 @@ int rth_fatbin_image(int module, const void **data, size_t *size);
  * holds as integers. */
 void rth_set_fast_path(struct mneme_deploy_answer *a, uintptr_t function,
                        uintptr_t cu_launch);
+/* rth_throttle_on turns the shim's launch throttle on with the driver's
+ * entries (cuEventRecord, cuEventSynchronize, cuStreamIsCapturing,
+ * cuThreadExchangeStreamCaptureMode) and MNEME_THROTTLE_EVENTS events;
+ * 0 when the shim refuses them. */
+int rth_throttle_on(const uintptr_t entries[4], const uintptr_t *events, int n,
+                    unsigned every);
+void rth_throttle_off(void);
 #endif

@@ -73,8 +73,37 @@ var _ record.DeviceReader = (*process)(nil)
 func (p *process) reader() *devicecopy.Reader {
 	if p.copier == nil {
 		p.copier = devicecopy.New(stagedRunBytes)
+		p.copier.SetThrottle(shimThrottle{})
 	}
 	return p.copier
+}
+
+// shimThrottle is the shim's launch throttle (devicecopy.Throttle).
+type shimThrottle struct{}
+
+func (shimThrottle) On(events []*cuda.Event, every int) error {
+	if len(events) != C.MNEME_THROTTLE_EVENTS {
+		return fmt.Errorf("the shim's launch throttle takes %d events, not %d", C.MNEME_THROTTLE_EVENTS, len(events))
+	}
+	ep, err := cuda.EventEntries()
+	if err != nil {
+		return err
+	}
+	entries := [4]C.uintptr_t{C.uintptr_t(ep.EventRecord), C.uintptr_t(ep.EventSynchronize), C.uintptr_t(ep.StreamIsCapturing), C.uintptr_t(ep.ExchangeCaptureMode)}
+	var handles [C.MNEME_THROTTLE_EVENTS]C.uintptr_t
+	for i, ev := range events {
+		handles[i] = C.uintptr_t(ev.Handle())
+	}
+	if C.rth_throttle_on(&entries[0], &handles[0], C.int(len(events)), C.unsigned(every)) == 0 {
+		return fmt.Errorf("the shim refused the launch throttle (every %d launches)", every)
+	}
+	record.Trace("runtime", "launch throttle on")
+	return nil
+}
+
+func (shimThrottle) Off() {
+	C.rth_throttle_off()
+	record.Trace("runtime", "launch throttle off")
 }
 
 // stagedRunBytes is the recorder's largest staged copy: a run of chunks.

@@ -52,6 +52,81 @@ type Reader struct {
 	copyStreams [copyStreamCount]cuda.Stream
 	ref         *cuda.Event // recorded as each staging starts
 	slots       []*slot
+
+	// throttleMu guards the launch throttle, on while device shadows live.
+	throttleMu     sync.Mutex
+	throttle       Throttle
+	throttleEvents []*cuda.Event
+	liveShadows    int
+}
+
+// Throttle is the application's launch throttle (cmd/mneme-rt's, over the
+// shim's struct mneme_launch_throttle): while it is on, the application's
+// threads keep at most every * len(events) launches queued on the GPU.
+// A device shadow is drained from the background writer's thread, and an
+// application whose GPU queue is full waits inside the driver's launch,
+// where it makes every driver call of another thread wait for a kernel to
+// finish; throttled, it waits on an event instead, and the drain runs at
+// the bus's speed (cmd/mneme-rt/shim/bench/drain_contention.cu measures
+// both).
+type Throttle interface {
+	// On bounds the application's queued launches with these marker events.
+	On(events []*cuda.Event, every int) error
+	// Off lifts the bound; when it returns no application thread uses the
+	// events any more.
+	Off()
+}
+
+// ThrottleEvents and ThrottleEvery shape the throttle: at most 128
+// launches queued. An H100 queues about 1000 before a launch waits; at 128
+// to 900 queued a drain beside a launching thread ran at full speed and the
+// application's kernels ran back to back (drain_contention.cu). The fewer
+// queued, the shorter the application's synchronizing calls (a
+// cudaMemcpy waits for the queue to empty), during which the drain's
+// driver calls wait too.
+const (
+	ThrottleEvents = 32
+	ThrottleEvery  = 4
+)
+
+// SetThrottle gives the reader the application's launch throttle, turned
+// on while device shadows exist.
+func (r *Reader) SetThrottle(t Throttle) {
+	r.throttleMu.Lock()
+	defer r.throttleMu.Unlock()
+	r.throttle = t
+}
+
+// shadowBorn turns the throttle on with the first live device shadow.
+// Without it the drain still works, only slower.
+func (r *Reader) shadowBorn() {
+	r.throttleMu.Lock()
+	defer r.throttleMu.Unlock()
+	r.liveShadows++
+	if r.liveShadows > 1 || r.throttle == nil {
+		return
+	}
+	for len(r.throttleEvents) < ThrottleEvents {
+		ev, err := cuda.NewMarkerEvent()
+		if err != nil {
+			record.Trace("runtime", "launch throttle: %v", err)
+			return
+		}
+		r.throttleEvents = append(r.throttleEvents, ev)
+	}
+	if err := r.throttle.On(r.throttleEvents, ThrottleEvery); err != nil {
+		record.Trace("runtime", "launch throttle: %v", err)
+	}
+}
+
+// shadowGone turns the throttle off with the last live device shadow.
+func (r *Reader) shadowGone() {
+	r.throttleMu.Lock()
+	defer r.throttleMu.Unlock()
+	r.liveShadows--
+	if r.liveShadows == 0 && r.throttle != nil {
+		r.throttle.Off()
+	}
 }
 
 type deviceBuffer struct {
@@ -116,6 +191,15 @@ func (r *Reader) Close() {
 		r.mod.Unload()
 		r.mod, r.fn = nil, nil
 	}
+	r.throttleMu.Lock()
+	if r.throttle != nil && r.liveShadows > 0 {
+		r.throttle.Off()
+	}
+	for _, ev := range r.throttleEvents {
+		ev.Destroy()
+	}
+	r.throttleEvents, r.liveShadows = nil, 0
+	r.throttleMu.Unlock()
 	for _, s := range append([]*cuda.Stream{&r.stream}, r.copyStreamPtrs()...) {
 		if *s != 0 {
 			s.Destroy()
@@ -201,6 +285,12 @@ func (r *Reader) Fingerprints(rs []fingerprint.Range) ([]fingerprint.Sum, error)
 
 // ensureSlots allocates the pinned ring on first use.
 func (r *Reader) ensureSlots() error {
+	if len(r.slots) < r.nSlots {
+		start := time.Now()
+		defer func() {
+			record.Trace("runtime", "pinned ring: %d slots of %d bytes in %.4f s", len(r.slots), r.slotBytes, time.Since(start).Seconds())
+		}()
+	}
 	for len(r.slots) < r.nSlots {
 		buf, err := cuda.MemAllocHost(r.slotBytes)
 		if err != nil {
@@ -237,6 +327,12 @@ func (r *Reader) Stage(runs []fingerprint.Range) (record.Staging, error) {
 // being copied on the spare, synchronous path.
 func (r *Reader) stage(runs []fingerprint.Range, blocking bool) (*staging, error) {
 	r.stageMu.Lock()
+	return r.stageLocked(runs, blocking)
+}
+
+// stageLocked is stage with r.stageMu already held; it is released on
+// error, else by the staging's Close.
+func (r *Reader) stageLocked(runs []fingerprint.Range, blocking bool) (*staging, error) {
 	for i, run := range runs {
 		if run.Len > uint64(r.slotBytes) {
 			r.stageMu.Unlock()
@@ -435,14 +531,15 @@ const HostShadowShare = 2
 // HostShadow copies the runs into one new anonymous mapping of host memory
 // at once, through the pinned ring at the bus's speed, the bytes moved on
 // into the mapping by as many goroutines as there are cores (the copies
-// and the first touch of its pages run in parallel). The background writer
-// then encodes from host memory without calling the driver again. A device
-// shadow's drain calls it once or more per 8 MiB from the writer's thread,
-// and while the application's thread waits inside a launch for room in the
-// GPU's queue every such call waits for a kernel to finish (an H100 drained
-// 4 GiB at 4.7 GB/s that way instead of 52, in
-// cmd/mneme-rt/shim/bench/drain_contention.cu). It refuses a copy larger
-// than a HostShadowShare-th of what the host can spare.
+// and the first touch of its pages run in parallel); while the ring drains
+// a device shadow, through plain copies instead. The background writer
+// then encodes from host memory without calling the driver again, which
+// makes it the choice for small snapshots: a device shadow's drain calls
+// the driver once or more per 8 MiB from the writer's thread, and such a
+// call waits while the application's thread is inside a synchronizing call
+// or (unless the shim throttles it) waits inside a launch for room in the
+// GPU's queue. It refuses a copy larger than a HostShadowShare-th of what
+// the host can spare.
 func (r *Reader) HostShadow(runs []fingerprint.Range) (record.Shadow, error) {
 	var need uint64
 	for _, run := range runs {
@@ -461,7 +558,27 @@ func (r *Reader) HostShadow(runs []fingerprint.Range) (record.Shadow, error) {
 	// Huge pages: 512 times fewer faults on first touch (a hint; may be off).
 	_ = syscall.Madvise(mem, syscall.MADV_HUGEPAGE)
 	sh := &hostShadow{mem: mem}
-	st, err := r.stage(runs, true)
+	at := uint64(0)
+	for _, run := range runs {
+		sh.runs = append(sh.runs, mem[at:at+run.Len:at+run.Len])
+		at += run.Len
+	}
+	if !r.stageMu.TryLock() {
+		// The ring is draining a device shadow for the background writer,
+		// as long as the writer takes to encode it; the application must
+		// not wait for that. Copy through the driver's own staging instead.
+		start := time.Now()
+		for i, run := range runs {
+			if err := cuda.MemcpyDtoH(sh.runs[i], run.Addr); err != nil {
+				sh.Free()
+				return nil, err
+			}
+			sh.stats.Bytes += int64(run.Len)
+		}
+		sh.stats.TransferSeconds = time.Since(start).Seconds()
+		return sh, nil
+	}
+	st, err := r.stageLocked(runs, true)
 	if err != nil {
 		sh.Free()
 		return nil, err
@@ -488,11 +605,6 @@ func (r *Reader) HostShadow(runs []fingerprint.Range) (record.Shadow, error) {
 				}
 			}
 		}()
-	}
-	at := uint64(0)
-	for _, run := range runs {
-		sh.runs = append(sh.runs, mem[at:at+run.Len:at+run.Len])
-		at += run.Len
 	}
 	var waitErr error
 	for i := range runs {
@@ -572,32 +684,54 @@ func (r *Reader) Shadow(runs []fingerprint.Range) (record.Shadow, error) {
 	if err := ensureStream(&r.stream); err != nil {
 		return nil, err
 	}
-	base, err := cuda.MemAlloc(need)
+	// From the stream-ordered pool where the driver has one: cuMemFree
+	// waits for the whole device, and the application's launches wait
+	// with it (on an H100 the writer waited 0.26 s freeing `tracer`'s 4 GiB
+	// shadow, the GPU's queue drained meanwhile).
+	sh := &shadow{r: r, pooled: true}
+	base, err := cuda.MemAllocAsync(need, r.stream)
 	if err != nil {
-		return nil, err
+		sh.pooled = false
+		if base, err = cuda.MemAlloc(need); err != nil {
+			return nil, err
+		}
 	}
-	sh := &shadow{r: r, addr: base}
+	sh.addr = base
 	at := base
 	for _, run := range runs {
 		if err := cuda.MemcpyDtoDAsync(at, run.Addr, run.Len, r.stream); err != nil {
 			r.stream.Synchronize()
-			cuda.MemFree(base)
+			sh.release()
 			return nil, err
 		}
 		sh.runs = append(sh.runs, fingerprint.Range{Addr: at, Len: run.Len})
 		at += (run.Len + 255) &^ 255
 	}
 	if err := r.stream.Synchronize(); err != nil {
-		cuda.MemFree(base)
+		sh.release()
 		return nil, err
 	}
+	r.shadowBorn()
 	return sh, nil
 }
 
 type shadow struct {
-	r    *Reader
-	addr uint64
-	runs []fingerprint.Range
+	r      *Reader
+	addr   uint64
+	pooled bool // from cuMemAllocAsync on r.stream
+	runs   []fingerprint.Range
+}
+
+// release frees the shadow's device memory. Pooled memory goes back to the
+// device once its stream is synchronized, at once here, so that the
+// application can allocate it again.
+func (s *shadow) release() {
+	if !s.pooled {
+		cuda.MemFree(s.addr)
+	} else if cuda.MemFreeAsync(s.addr, s.r.stream) == nil {
+		s.r.stream.Synchronize()
+	}
+	s.addr = 0
 }
 
 // Stage drains the device copy through the pinned ring.
@@ -605,7 +739,7 @@ func (s *shadow) Stage() (record.Staging, error) { return s.r.Stage(s.runs) }
 
 func (s *shadow) Free() {
 	if s.addr != 0 {
-		cuda.MemFree(s.addr)
-		s.addr = 0
+		s.r.shadowGone()
+		s.release()
 	}
 }

@@ -212,6 +212,148 @@ func TestGPUShadowCopiesOutliveTheSource(t *testing.T) {
 	}
 }
 
+// A host shadow made while the pinned ring is held by a drain (the
+// background writer's, for as long as it encodes) does not wait for the
+// ring: it copies on its own and holds the same bytes.
+func TestGPUHostShadowDoesNotWaitForADrain(t *testing.T) {
+	gpu(t)
+	host := random(3<<20+100, 11)
+	addr := deviceData(t, host)
+	runs := []fingerprint.Range{{Addr: addr, Len: 1 << 20}, {Addr: addr + 2<<20, Len: 1<<20 + 100}}
+	r := New(8 << 20)
+	defer r.Close()
+	drain, err := r.Stage(runs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan record.Shadow)
+	go func() {
+		sh, err := r.HostShadow(runs)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- sh
+	}()
+	var sh record.Shadow
+	select {
+	case sh = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the host shadow waited for the drain holding the ring")
+	}
+	drain.Close()
+	if sh == nil {
+		return
+	}
+	defer sh.Free()
+	st, err := sh.Stage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, run := range runs {
+		data, err := st.Wait(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		off := run.Addr - addr
+		if !bytes.Equal(data, host[off:off+run.Len]) {
+			t.Errorf("run %d of the host shadow differs from the device's bytes", i)
+		}
+	}
+	if stats := st.Close(); stats.Bytes != int64(runs[0].Len+runs[1].Len) {
+		t.Errorf("copy stats %+v, want %d bytes", stats, runs[0].Len+runs[1].Len)
+	}
+}
+
+// countingThrottle is a Throttle that checks the events it is given are
+// live events of the context and counts how often it is turned on and off.
+type countingThrottle struct {
+	t       *testing.T
+	on, off int
+}
+
+func (c *countingThrottle) On(events []*cuda.Event, every int) error {
+	c.on++
+	if len(events) != ThrottleEvents || every != ThrottleEvery {
+		c.t.Errorf("throttle on with %d events every %d launches, want %d every %d", len(events), every, ThrottleEvents, ThrottleEvery)
+	}
+	for _, ev := range events {
+		if err := ev.Record(0); err != nil {
+			c.t.Fatalf("a throttle event cannot be recorded: %v", err)
+		}
+		if err := ev.Synchronize(); err != nil {
+			c.t.Fatalf("a throttle event cannot be waited for: %v", err)
+		}
+	}
+	return nil
+}
+
+func (c *countingThrottle) Off() { c.off++ }
+
+// The application is throttled exactly while device shadows exist (host
+// shadows need no drain from the device), and a freed device shadow's
+// memory goes back to the device, not to a pool the application cannot use.
+func TestGPUDeviceShadowsThrottleTheApplication(t *testing.T) {
+	gpu(t)
+	const size = 256 << 20
+	addr := deviceData(t, random(4<<20, 7))
+	if err := cuda.MemsetD8(addr, 3, 4<<20); err != nil {
+		t.Fatal(err)
+	}
+	big, err := cuda.MemAlloc(size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cuda.MemFree(big)
+	r := New(8 << 20)
+	th := &countingThrottle{t: t}
+	r.SetThrottle(th)
+	freeBefore, _, err := cuda.MemGetInfo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := r.Shadow([]fingerprint.Range{{Addr: big, Len: size}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := r.Shadow([]fingerprint.Range{{Addr: addr, Len: 4 << 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := r.HostShadow([]fingerprint.Range{{Addr: addr, Len: 4 << 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Free()
+	if th.on != 1 || th.off != 0 {
+		t.Errorf("with two device shadows and a host shadow: throttle turned on %d times, off %d; want 1, 0", th.on, th.off)
+	}
+	a.Free()
+	if th.off != 0 {
+		t.Error("the throttle was turned off while a device shadow remained")
+	}
+	freeAfter, _, err := cuda.MemGetInfo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Allocation granularity and the 4 MiB shadow still held: within 64 MiB.
+	if freeAfter+64<<20 < freeBefore {
+		t.Errorf("%d bytes free before a %d-byte shadow, %d after it was freed: the memory did not go back", freeBefore, size, freeAfter)
+	}
+	b.Free()
+	if th.on != 1 || th.off != 1 {
+		t.Errorf("after every device shadow was freed: throttle turned on %d times, off %d; want 1, 1", th.on, th.off)
+	}
+	c, err := r.Shadow([]fingerprint.Range{{Addr: addr, Len: 4 << 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Free()
+	r.Close()
+	if th.on != 2 || th.off != 2 {
+		t.Errorf("after a second device shadow and Close: throttle turned on %d times, off %d; want 2, 2", th.on, th.off)
+	}
+}
+
 // BenchmarkGPUStagedCopy reports the staged copy rate of 1 GiB next to one
 // large copy into pinned memory (the bus's practical limit).
 func BenchmarkGPUStagedCopy(b *testing.B) {

@@ -140,4 +140,5 @@ struct mneme_host_api mneme_host_api_table = {
     .memo_enable = mneme_api_memo_enable,
     .memo_drain = mneme_api_memo_drain,
     .fatbin_image = api_fatbin_image,
+    .throttle = mneme_api_throttle,
 };

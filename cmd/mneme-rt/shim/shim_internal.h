@@ -17,8 +17,8 @@
  * interface with the runtime library is mneme_shim.h). The files: the mode
  * (shim_mode.c), the registration tables (shim_registry.c), the host API
  * handed to the library (shim_host_api.c), the launch memo (shim_memo.c),
- * loading the library (shim_loader.c), launches (shim_launch.c) and
- * allocations (shim_alloc.c).
+ * loading the library (shim_loader.c), launches (shim_launch.c), the launch
+ * throttle (shim_throttle.c) and allocations (shim_alloc.c).
  *
  * Every symbol the files share is named mneme_* (the shim is linked into
  * applications, whose symbols it must not clash with) and hidden: hidden
@@ -279,6 +279,17 @@ void mneme_memo_insert(struct launch_memo *m, uint64_t h,
                        const unsigned char *key, int repeat);
 int mneme_api_memo_enable(int idx, int nparams, const size_t *sizes);
 int mneme_api_memo_drain(struct mneme_launch_count *out, int cap);
+
+/* ---- the launch throttle (shim_throttle.c) ---- */
+
+/* Non-zero while the library has the throttle on. */
+extern int mneme_throttling;
+/* mneme_throttle_launch counts a launch the shim forwarded on stream and
+ * bounds the launches queued ahead of the GPU; out of line, since it runs
+ * only while a drain is under way. */
+void mneme_throttle_launch(cudaStream_t stream, int ptsz)
+    __attribute__((cold, noinline));
+int mneme_api_throttle(const struct mneme_launch_throttle *t);
 
 /* ---- host API handed to the library (shim_host_api.c) ---- */
 

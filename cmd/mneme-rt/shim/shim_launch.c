@@ -78,13 +78,20 @@ static cudaError_t deploy_launch(const void *func, dim3 grid, dim3 block,
                                  cudaStream_t stream, int ptsz);
 
 /* forward_launch runs a launch the recorder does not record: the tuned
- * code when recording with tuned kernels, else the application's. */
+ * code when recording with tuned kernels, else the application's; counted
+ * by the launch throttle while it is on. */
 static inline cudaError_t forward_launch(const void *func, dim3 grid,
                                          dim3 block, void **args, size_t shared,
                                          cudaStream_t stream, int ptsz) {
-  if (mneme_deploying)
-    return deploy_launch(func, grid, block, args, shared, stream, ptsz);
-  return api_launch(func, grid, block, args, shared, stream, ptsz);
+  cudaError_t e =
+      mneme_deploying
+          ? deploy_launch(func, grid, block, args, shared, stream, ptsz)
+          : api_launch(func, grid, block, args, shared, stream, ptsz);
+  if (__builtin_expect(__atomic_load_n(&mneme_throttling, __ATOMIC_RELAXED),
+                       0) &&
+      e == mneme_cudaSuccess)
+    mneme_throttle_launch(stream, ptsz);
+  return e;
 }
 
 static cudaError_t record_launch(const void *func, dim3 grid, dim3 block,

@@ -6,7 +6,11 @@
 // one event and one wait per buffer, as record/devicecopy's ring does; with
 // 8 MiB and with 64 MiB buffers. Each line says how long the drain took,
 // next to the same drain on an idle GPU and to when the application's
-// thread enqueued its last launch. scripts/gpu-record-scale.sh runs it.
+// thread enqueued its last launch. Then again with that thread throttled
+// as the shim throttles an application while the recorder drains (an
+// event recorded every 4 launches, waited for 32 events later: at most
+// 128 launches queued), and how long the application's work took.
+// scripts/gpu-record-scale.sh runs it.
 #include <chrono>
 #include <cstdio>
 #include <cuda_runtime.h>
@@ -57,14 +61,28 @@ int main() {
     std::vector<char *> ring(8);
     for (auto &b : ring)
       CHECK(cudaHostAlloc((void **)&b, slot, 0));
-    for (int busy = 0; busy < 2; ++busy) {
-      double start = now(), enqueued = 0;
+    for (int mode = 0; mode < 3; ++mode) {
+      const bool busy = mode > 0, throttled = mode == 2;
+      double start = now(), enqueued = 0, finished = 0;
       std::thread app([&] {
-        if (busy)
-          for (int i = 0; i < launches; ++i)
-            reduce<<<1024, 256>>>(field, n, partial);
+        const int every = 4, marks = 32;
+        std::vector<cudaEvent_t> ev(marks);
+        for (auto &e : ev)
+          CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+        for (int i = 0; busy && i < launches; ++i) {
+          reduce<<<1024, 256>>>(field, n, partial);
+          if (throttled && i % every == 0) {
+            int mark = i / every;
+            if (mark >= marks)
+              CHECK(cudaEventSynchronize(ev[mark % marks]));
+            CHECK(cudaEventRecord(ev[mark % marks], 0));
+          }
+        }
         enqueued = now() - start;
         CHECK(cudaDeviceSynchronize());
+        finished = now() - start;
+        for (auto e : ev)
+          CHECK(cudaEventDestroy(e));
       });
       if (busy) // let the application's thread fill the queue
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -77,12 +95,18 @@ int main() {
       }
       double drained = now() - t;
       app.join();
-      if (busy)
+      if (throttled)
+        std::printf("drain of 4 GiB in %zu MiB copies beside a throttled "
+                    "launching thread: %.3f s (%.1f GB/s); its %d launches "
+                    "done in %.3f s\n",
+                    slot >> 20, drained, bytes / drained / 1e9, launches,
+                    finished);
+      else if (busy)
         std::printf("drain of 4 GiB in %zu MiB copies beside a thread waiting "
                     "to launch: %.3f s (%.1f GB/s); that thread enqueued its "
-                    "last launch at %.3f s\n",
+                    "last launch at %.3f s, its %d launches done in %.3f s\n",
                     slot >> 20, drained, bytes / drained / 1e9,
-                    enqueued - (t - start));
+                    enqueued - (t - start), launches, finished);
       else
         std::printf("drain of 4 GiB in %zu MiB copies on an idle GPU: %.3f s "
                     "(%.1f GB/s)\n",

@@ -3,6 +3,7 @@ package shimtest
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,7 +39,7 @@ func newBuild(t testing.TB) *build {
 		t.Fatalf("no shim sources in ..: %v", err)
 	}
 	headers, _ := filepath.Glob("../*.h")
-	inputs := append(append(slices.Clone(shimSrcs), headers...), "testdata/cudart_standin.c", "testdata/app.c", "testdata/memo_app.c", "testdata/rt_standin.c", "../bench/forward_bench.c")
+	inputs := append(append(slices.Clone(shimSrcs), headers...), "testdata/cudart_standin.c", "testdata/app.c", "testdata/memo_app.c", "testdata/throttle_app.c", "testdata/rt_standin.c", "../bench/forward_bench.c")
 	for _, src := range inputs {
 		if _, err := os.ReadFile(src); err != nil {
 			t.Fatal(err)
@@ -274,6 +275,83 @@ func TestLaunchMemo(t *testing.T) {
 	}
 	if launches != 23 {
 		t.Errorf("%d launches reached CUDA, want all 23\n%s", launches, out)
+	}
+	if stderr != "" {
+		t.Errorf("stderr: %q", stderr)
+	}
+}
+
+// TestLaunchThrottle checks the shim's side of the launch throttle against
+// the stand-in library, which turns it on with every = 4 and stand-ins for
+// the driver's calls: every 4th launch the shim forwards records the next
+// of the 32 events on the launch's stream (the per-thread default stream
+// for a per-thread launch on stream 0), waiting first for that event's
+// previous record once all 32 were used; launches on a stream being
+// captured are left alone; every call is made in relaxed capture mode,
+// restored after; an unusable throttle is refused; and once the library
+// turns it off the launches make no event calls.
+func TestLaunchThrottle(t *testing.T) {
+	b := newBuild(t)
+	lib := filepath.Join(b.dir, "librt_standin.so")
+	b.run(b.cc, "-O2", "-fPIC", "-shared", "-Wall", "-Werror", "-o", lib, "testdata/rt_standin.c")
+	app := b.link("throttle_app", "testdata/throttle_app.c", true)
+	out, stderr := runProgram(t, app, "MNEME_RECORD=1", "MNEME_RT_LIB="+lib, "MNEME_TEST_THROTTLE=1")
+	var events, modes []string
+	launches, launchesAfterOff := 0, 0
+	refused, on, off := false, false, false
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		switch {
+		case line == "throttle refused every=0":
+			refused = true
+		case line == "throttle on":
+			on = true
+		case line == "throttle off":
+			off = true
+		case strings.HasPrefix(line, "throttle mode "):
+			modes = append(modes, strings.TrimPrefix(line, "throttle mode "))
+		case strings.HasPrefix(line, "throttle "):
+			if off {
+				t.Errorf("after the throttle was turned off: %s", line)
+			}
+			events = append(events, strings.TrimPrefix(line, "throttle "))
+		case strings.HasPrefix(line, "launch"):
+			launches++
+			if off {
+				launchesAfterOff++
+			}
+		}
+	}
+	if !refused || !on || !off {
+		t.Errorf("refused every=0: %v, turned on: %v, turned off: %v; want all", refused, on, off)
+	}
+	// 200 launches on 0x10: marks 0..49 (events 1..32, then 1..18 again,
+	// each waited for first); 8 per-thread launches: marks 50 and 51; 8 on
+	// the captured stream: marks 52 and 53, no event call.
+	var want []string
+	for mark := 0; mark < 52; mark++ {
+		ev := mark%32 + 1
+		stream := "0x10"
+		if mark >= 50 {
+			stream = "0x2"
+		}
+		if mark >= 32 {
+			want = append(want, fmt.Sprintf("sync ev=%d", ev))
+		}
+		want = append(want, fmt.Sprintf("record ev=%d stream=%s", ev, stream))
+	}
+	if strings.Join(events, "\n") != strings.Join(want, "\n") {
+		t.Errorf("event calls:\n%s\nwant:\n%s", strings.Join(events, "\n"), strings.Join(want, "\n"))
+	}
+	if len(modes) != 2*54 {
+		t.Errorf("%d capture-mode exchanges, want %d (two per mark)", len(modes), 2*54)
+	}
+	for i, m := range modes {
+		if want := []string{"2", "0"}[i%2]; m != want {
+			t.Fatalf("capture-mode exchange %d set mode %s, want %s (relaxed, then the thread's own back)", i, m, want)
+		}
+	}
+	if launches != 225 || launchesAfterOff != 9 {
+		t.Errorf("%d launches reached CUDA (%d after the throttle was off), want 225 (9)", launches, launchesAfterOff)
 	}
 	if stderr != "" {
 		t.Errorf("stderr: %q", stderr)

@@ -14,18 +14,63 @@
  * argument: the shim remembers its variant per value and asks about each
  * new value, and about a launch asking for more dynamic shared memory than
  * the variant was opened up for.
+ *
+ * With MNEME_TEST_THROTTLE set it turns the launch throttle on at init with
+ * stand-ins for the driver's calls, which print what they are called with,
+ * and off when first asked about _Z3offv.
  */
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../../mneme_shim.h"
 
 static const struct mneme_host_api *api;
 
+/* Stand-ins for the driver's event and capture calls of the launch
+ * throttle (MNEME_TEST_THROTTLE set): events are the integers 1..32 and
+ * stream 0x99 is being captured. */
+static int standin_event_record(void *ev, void *stream) {
+  printf("throttle record ev=%d stream=%p\n", (int)(intptr_t)ev, stream);
+  return 0;
+}
+static int standin_event_synchronize(void *ev) {
+  printf("throttle sync ev=%d\n", (int)(intptr_t)ev);
+  return 0;
+}
+static int standin_stream_is_capturing(void *stream, int *status) {
+  *status = stream == (void *)0x99 ? 1 : 0;
+  return 0;
+}
+static int standin_capture_mode = 0;
+static int standin_exchange_capture_mode(int *mode) {
+  printf("throttle mode %d\n", *mode);
+  int old = standin_capture_mode;
+  standin_capture_mode = *mode;
+  *mode = old;
+  return 0;
+}
+
 int mneme_rt_init(const struct mneme_host_api *a) {
   api = a;
   if (a->mode == MNEME_MODE_DEPLOY)
     printf("init deploy\n");
+  if (getenv("MNEME_TEST_THROTTLE") != NULL) {
+    struct mneme_launch_throttle t = {
+        .event_record = standin_event_record,
+        .event_synchronize = standin_event_synchronize,
+        .stream_is_capturing = standin_stream_is_capturing,
+        .exchange_capture_mode = standin_exchange_capture_mode,
+        .every = 0};
+    for (int i = 0; i < MNEME_THROTTLE_EVENTS; i++)
+      t.events[i] = (void *)(intptr_t)(i + 1);
+    if (!a->throttle(&t))
+      printf("throttle refused every=0\n");
+    t.every = 4;
+    if (a->throttle(&t))
+      printf("throttle on\n");
+  }
   return 0;
 }
 
@@ -113,6 +158,12 @@ cudaError_t mneme_rt_launch(const void *func, int index, unsigned gx,
   int v = *(int *)args[0];
   printf("asked %s grid=%u arg0=%d\n", reg.device_name, gx, v);
   if (strcmp(reg.device_name, "_Z5otherv") == 0) {
+    *handled = MNEME_LAUNCH_FORWARD_ALWAYS;
+    return 0;
+  }
+  if (strcmp(reg.device_name, "_Z3offv") == 0) {
+    api->throttle(NULL);
+    printf("throttle off\n");
     *handled = MNEME_LAUNCH_FORWARD_ALWAYS;
     return 0;
   }
