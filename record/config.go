@@ -44,7 +44,7 @@ const (
 const (
 	ShadowAuto   = "auto"   // device memory when it can spare them, else host memory
 	ShadowHost   = "host"   // host memory only
-	ShadowDevice = "device" // device memory only
+	ShadowDevice = "device" // device memory only, kept there until written
 )
 
 // VASSAuto is the default arena size (the -vass default): as large as the

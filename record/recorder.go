@@ -840,16 +840,18 @@ func (r *Recorder) writeOrQueue(dr DeviceReader, p *snapshotPlan, pend *pendingI
 
 // shadow copies runs for the background writer where the configuration
 // and the memory allow: on the device first (copied now at the device's
-// speed, milliseconds for gigabytes, then drained by the writer beside the
-// application's kernels), else into host memory (copied now at the bus's
-// speed, bound by the host's supply of fresh pages: a quarter of a second
-// for 4 GiB on an H100 machine); nil when neither can be had.
+// speed, milliseconds for gigabytes; the reader then moves it into host
+// memory in the background, or the writer drains it as it encodes), else
+// into host memory at once (at the bus's speed, bound by the host's supply
+// of fresh pages: a quarter of a second for 4 GiB on an H100 machine); nil
+// when neither can be had.
 //
 // Under ShadowAuto a snapshot of less than deviceShadowMin bytes goes to
-// host memory first: copied in milliseconds, it leaves the writer no
-// driver call to make, and the writer's driver calls wait while the
-// application's thread sits in a synchronizing call (an 8 KiB drain
-// waited 0.26 s for `tracer`'s final cudaMemcpy on an H100).
+// host memory first: copied in well under a millisecond, it costs less
+// than a device allocation and leaves the background no driver call to
+// make (such calls wait while the application's thread is inside a
+// synchronizing call: an 8 KiB drain waited 0.26 s for `tracer`'s final
+// cudaMemcpy on an H100).
 func (r *Recorder) shadow(dr DeviceReader, runs []fingerprint.Range) Shadow {
 	start := time.Now()
 	defer func() { r.status.ShadowSeconds += time.Since(start).Seconds() }()
@@ -893,7 +895,7 @@ func (r *Recorder) shadow(dr DeviceReader, runs []fingerprint.Range) Shadow {
 
 // deviceShadowMin is the smallest snapshot ShadowAuto copies on the device
 // before trying host memory.
-const deviceShadowMin = 64 << 20
+const deviceShadowMin = 4 << 20
 
 // written records the size of one of the instance's snapshot files.
 func (pend *pendingInstance) written(name string, n int64) {

@@ -585,8 +585,9 @@ func TestShadowPlaceIsHonoured(t *testing.T) {
 			t.Fatal(err)
 		}
 		rec.stagedMin = 0
-		if !tc.small {
-			rec.deviceShadowMin = 0
+		rec.deviceShadowMin = 0
+		if tc.small {
+			rec.deviceShadowMin = 1 << 30
 		}
 		a, _ := rec.Malloc(4 << 20)
 		b := make([]byte, 4<<20)

@@ -88,6 +88,7 @@ func mneme_rt_init(api *C.struct_mneme_host_api) C.int {
 		}
 		return -1
 	}
+	p.keepOnDevice = cfg.Shadow == record.ShadowDevice
 	r, err := record.New(cfg, p, vmm{p})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "mneme record:", err)

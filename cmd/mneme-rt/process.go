@@ -64,6 +64,8 @@ type process struct {
 	globals map[int][]record.Global // module -> resolved globals
 
 	copier *devicecopy.Reader // fingerprints and staged copies, made on first use
+	// keepOnDevice: device shadows stay on the device (MNEME_SHADOW=device).
+	keepOnDevice bool
 }
 
 // The process reads device memory through fingerprints and pinned staging
@@ -74,6 +76,7 @@ func (p *process) reader() *devicecopy.Reader {
 	if p.copier == nil {
 		p.copier = devicecopy.New(stagedRunBytes)
 		p.copier.SetThrottle(shimThrottle{})
+		p.copier.KeepOnDevice(p.keepOnDevice)
 	}
 	return p.copier
 }

@@ -53,6 +53,15 @@ type Reader struct {
 	ref         *cuda.Event // recorded as each staging starts
 	slots       []*slot
 
+	keepOnDevice bool // device shadows never move into host memory
+
+	// settleMu guards the device shadows queued to move into host memory
+	// (settleLater); settleWG counts the goroutine moving them.
+	settleMu    sync.Mutex
+	settleQueue []*shadow
+	settling    bool
+	settleWG    sync.WaitGroup
+
 	// throttleMu guards the launch throttle, on while device shadows live.
 	throttleMu     sync.Mutex
 	throttle       Throttle
@@ -88,6 +97,15 @@ const (
 	ThrottleEvents = 32
 	ThrottleEvery  = 4
 )
+
+// KeepOnDevice keeps device shadows in device memory until they are
+// written, drained through the pinned ring as the writer encodes (for
+// recordings told to leave host memory alone: MNEME_SHADOW=device).
+func (r *Reader) KeepOnDevice(keep bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.keepOnDevice = keep
+}
 
 // SetThrottle gives the reader the application's launch throttle, turned
 // on while device shadows exist.
@@ -165,8 +183,10 @@ func New(slotBytes int) *Reader {
 	return &Reader{slotBytes: slotBytes, nSlots: n}
 }
 
-// Close frees the reader's device and pinned memory.
+// Close frees the reader's device and pinned memory, once the shadows
+// queued to move into host memory have moved.
 func (r *Reader) Close() {
+	r.settleWG.Wait()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.stageMu.Lock()
@@ -541,6 +561,42 @@ const HostShadowShare = 2
 // GPU's queue. It refuses a copy larger than a HostShadowShare-th of what
 // the host can spare.
 func (r *Reader) HostShadow(runs []fingerprint.Range) (record.Shadow, error) {
+	sh, err := newHostShadow(runs)
+	if err != nil {
+		return nil, err
+	}
+	if !r.stageMu.TryLock() {
+		// The ring is draining a device shadow into host memory; the
+		// application must not wait for that. Copy through the driver's
+		// own staging instead.
+		start := time.Now()
+		for i, run := range runs {
+			if err := cuda.MemcpyDtoH(sh.runs[i], run.Addr); err != nil {
+				sh.Free()
+				return nil, err
+			}
+			sh.stats.Bytes += int64(run.Len)
+		}
+		sh.stats.TransferSeconds = time.Since(start).Seconds()
+		return sh, nil
+	}
+	st, err := r.stageLocked(runs, true)
+	if err != nil {
+		sh.Free()
+		return nil, err
+	}
+	sh.stats, err = moveOut(st, sh.runs, func(int) {})
+	if err != nil {
+		sh.Free()
+		return nil, err
+	}
+	return sh, nil
+}
+
+// newHostShadow maps host memory for runs, refusing more than a
+// HostShadowShare-th of what the host can spare; its pages are touched
+// only as the copies land.
+func newHostShadow(runs []fingerprint.Range) (*hostShadow, error) {
 	var need uint64
 	for _, run := range runs {
 		need += run.Len
@@ -563,30 +619,15 @@ func (r *Reader) HostShadow(runs []fingerprint.Range) (record.Shadow, error) {
 		sh.runs = append(sh.runs, mem[at:at+run.Len:at+run.Len])
 		at += run.Len
 	}
-	if !r.stageMu.TryLock() {
-		// The ring is draining a device shadow for the background writer,
-		// as long as the writer takes to encode it; the application must
-		// not wait for that. Copy through the driver's own staging instead.
-		start := time.Now()
-		for i, run := range runs {
-			if err := cuda.MemcpyDtoH(sh.runs[i], run.Addr); err != nil {
-				sh.Free()
-				return nil, err
-			}
-			sh.stats.Bytes += int64(run.Len)
-		}
-		sh.stats.TransferSeconds = time.Since(start).Seconds()
-		return sh, nil
-	}
-	st, err := r.stageLocked(runs, true)
-	if err != nil {
-		sh.Free()
-		return nil, err
-	}
-	// Each staged run is moved on in pieces of hostShadowPiece bytes, so
-	// every core copies (and takes first-touch page faults) even while
-	// only a few runs are staged; a run's slot goes back with its last
-	// piece.
+	return sh, nil
+}
+
+// moveOut moves every run of st into dst (one slice per run) and closes
+// st. Each staged run is moved on in pieces of hostShadowPiece bytes, so
+// every core copies (and takes first-touch page faults) even while only a
+// few runs are staged; a run's slot goes back with its last piece, and
+// landed(i) is called once run i is all in dst (from any goroutine).
+func moveOut(st *staging, dst [][]byte, landed func(i int)) (record.CopyStats, error) {
 	type piece struct {
 		run      int
 		dst, src []byte
@@ -602,12 +643,13 @@ func (r *Reader) HostShadow(runs []fingerprint.Range) (record.Shadow, error) {
 				copy(p.dst, p.src)
 				if p.left.Add(-1) == 0 {
 					st.Release(p.run)
+					landed(p.run)
 				}
 			}
 		}()
 	}
 	var waitErr error
-	for i := range runs {
+	for i := range dst {
 		data, err := st.Wait(i)
 		if err != nil {
 			waitErr = err
@@ -616,23 +658,19 @@ func (r *Reader) HostShadow(runs []fingerprint.Range) (record.Shadow, error) {
 		n := (len(data) + hostShadowPiece - 1) / hostShadowPiece
 		if n == 0 {
 			st.Release(i)
+			landed(i)
 			continue
 		}
 		left := new(atomic.Int32)
 		left.Store(int32(n))
 		for k := 0; k < n; k++ {
 			lo, hi := k*hostShadowPiece, min(len(data), (k+1)*hostShadowPiece)
-			pieces <- piece{run: i, dst: sh.runs[i][lo:hi], src: data[lo:hi], left: left}
+			pieces <- piece{run: i, dst: dst[i][lo:hi], src: data[lo:hi], left: left}
 		}
 	}
 	close(pieces)
 	wg.Wait()
-	sh.stats = st.Close()
-	if waitErr != nil {
-		sh.Free()
-		return nil, waitErr
-	}
-	return sh, nil
+	return st.Close(), waitErr
 }
 
 // hostShadowPiece is the unit one goroutine moves from a staging slot
@@ -712,6 +750,21 @@ func (r *Reader) Shadow(runs []fingerprint.Range) (record.Shadow, error) {
 		return nil, err
 	}
 	r.shadowBorn()
+	sh.born = true
+	var lens []fingerprint.Range
+	for _, run := range runs {
+		lens = append(lens, fingerprint.Range{Len: run.Len})
+	}
+	if r.keepOnDevice {
+		return sh, nil
+	}
+	if host, err := newHostShadow(lens); err == nil {
+		sh.host, sh.landed = host, make([]bool, len(runs))
+		sh.cond = sync.NewCond(&sh.mu)
+		r.settleLater(sh)
+	} else {
+		record.Trace("runtime", "device shadow stays on the device: %v", err)
+	}
 	return sh, nil
 }
 
@@ -720,26 +773,155 @@ type shadow struct {
 	addr   uint64
 	pooled bool // from cuMemAllocAsync on r.stream
 	runs   []fingerprint.Range
+
+	// The shadow settles into host memory in the background (Reader.settle)
+	// when the host can spare it; host is nil otherwise. mu guards the rest,
+	// cond signals runs landing and the settle ending.
+	host     *hostShadow
+	mu       sync.Mutex
+	cond     *sync.Cond
+	landed   []bool
+	settled  bool
+	settling error // why the settle stopped part-way
+	freed    bool
+	born     bool // counted by Reader.shadowBorn
 }
 
-// release frees the shadow's device memory. Pooled memory goes back to the
-// device once its stream is synchronized, at once here, so that the
+// release frees the shadow's device memory, once. Pooled memory goes back
+// to the device once its stream is synchronized, at once here, so that the
 // application can allocate it again.
 func (s *shadow) release() {
+	s.mu.Lock()
+	addr := s.addr
+	s.addr = 0
+	s.mu.Unlock()
+	if addr == 0 {
+		return
+	}
+	if s.born {
+		s.r.shadowGone()
+	}
 	if !s.pooled {
-		cuda.MemFree(s.addr)
-	} else if cuda.MemFreeAsync(s.addr, s.r.stream) == nil {
+		cuda.MemFree(addr)
+	} else if cuda.MemFreeAsync(addr, s.r.stream) == nil {
 		s.r.stream.Synchronize()
 	}
-	s.addr = 0
 }
 
-// Stage drains the device copy through the pinned ring.
-func (s *shadow) Stage() (record.Staging, error) { return s.r.Stage(s.runs) }
+// Stage hands the runs over from host memory as they land there, or, when
+// the shadow does not settle into host memory, drains the device copy
+// through the pinned ring.
+func (s *shadow) Stage() (record.Staging, error) {
+	if s.host == nil {
+		return s.r.Stage(s.runs)
+	}
+	return &settlingStaging{s: s}, nil
+}
 
 func (s *shadow) Free() {
-	if s.addr != 0 {
-		s.r.shadowGone()
-		s.release()
+	if s.host != nil {
+		s.mu.Lock()
+		for !s.settled {
+			s.cond.Wait()
+		}
+		s.freed = true
+		s.mu.Unlock()
+		s.host.Free()
+	}
+	s.release()
+}
+
+// settlingStaging is the Staging of a shadow settling into host memory.
+type settlingStaging struct{ s *shadow }
+
+func (st *settlingStaging) Wait(i int) ([]byte, error) {
+	s := st.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if i < 0 || i >= len(s.landed) {
+		return nil, fmt.Errorf("run %d of %d shadowed", i, len(s.landed))
+	}
+	for !s.landed[i] && !s.settled {
+		s.cond.Wait()
+	}
+	switch {
+	case s.freed:
+		return nil, fmt.Errorf("shadow already freed")
+	case !s.landed[i]:
+		return nil, fmt.Errorf("moving the shadow into host memory: %w", s.settling)
+	}
+	return s.host.runs[i], nil
+}
+
+func (st *settlingStaging) Release(int) {}
+
+// Close waits for the settle to end and reports its copies.
+func (st *settlingStaging) Close() record.CopyStats {
+	s := st.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for !s.settled {
+		s.cond.Wait()
+	}
+	return s.host.stats
+}
+
+// settleLater queues sh to move into host memory. One goroutine settles
+// the queued shadows in order, each at the bus's speed and the host's
+// page supply, and frees each one's device memory as soon as it has
+// landed: the writer then encodes from host memory as fast as it can
+// while the pinned ring and the device memory are already free (the
+// writer used to hold both for as long as it took to encode).
+func (r *Reader) settleLater(sh *shadow) {
+	r.settleMu.Lock()
+	defer r.settleMu.Unlock()
+	r.settleQueue = append(r.settleQueue, sh)
+	if !r.settling {
+		r.settling = true
+		r.settleWG.Add(1)
+		go r.settleQueued()
+	}
+}
+
+func (r *Reader) settleQueued() {
+	defer r.settleWG.Done()
+	// The driver's calls bind the application's context to this thread.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	for {
+		r.settleMu.Lock()
+		if len(r.settleQueue) == 0 {
+			r.settling = false
+			r.settleMu.Unlock()
+			return
+		}
+		sh := r.settleQueue[0]
+		r.settleQueue = r.settleQueue[1:]
+		r.settleMu.Unlock()
+		r.settle(sh)
+	}
+}
+
+// settle moves sh's runs into its host mapping and frees its device memory.
+func (r *Reader) settle(sh *shadow) {
+	landed := func(i int) {
+		sh.mu.Lock()
+		sh.landed[i] = true
+		sh.mu.Unlock()
+		sh.cond.Broadcast()
+	}
+	st, err := r.stage(sh.runs, true)
+	if err == nil {
+		sh.host.stats, err = moveOut(st, sh.host.runs, landed)
+	}
+	if err == nil {
+		sh.release()
+	}
+	sh.mu.Lock()
+	sh.settled, sh.settling = true, err
+	sh.mu.Unlock()
+	sh.cond.Broadcast()
+	if err != nil {
+		record.Trace("runtime", "device shadow not moved into host memory: %v", err)
 	}
 }

@@ -161,13 +161,15 @@ func TestGPUShadowCopiesOutliveTheSource(t *testing.T) {
 	host := random(3<<20+100, 5)
 	addr := deviceData(t, host)
 	runs := []fingerprint.Range{{Addr: addr, Len: 1 << 20}, {Addr: addr + 2<<20, Len: 1<<20 + 100}}
-	r := New(8 << 20)
+	r, kept := New(8<<20), New(8<<20)
 	defer r.Close()
-	for _, kind := range []string{"device", "host"} {
+	defer kept.Close()
+	kept.KeepOnDevice(true)
+	for _, kind := range []string{"device", "device, kept there", "host"} {
 		if err := cuda.MemcpyHtoD(addr, host); err != nil {
 			t.Fatal(err)
 		}
-		newShadow := map[string]func([]fingerprint.Range) (record.Shadow, error){"device": r.Shadow, "host": r.HostShadow}[kind]
+		newShadow := map[string]func([]fingerprint.Range) (record.Shadow, error){"device": r.Shadow, "device, kept there": kept.Shadow, "host": r.HostShadow}[kind]
 		sh, err := newShadow(runs)
 		if err != nil {
 			t.Fatalf("%s: %v", kind, err)
@@ -289,9 +291,10 @@ func (c *countingThrottle) On(events []*cuda.Event, every int) error {
 
 func (c *countingThrottle) Off() { c.off++ }
 
-// The application is throttled exactly while device shadows exist (host
-// shadows need no drain from the device), and a freed device shadow's
-// memory goes back to the device, not to a pool the application cannot use.
+// The application is throttled exactly while device shadows hold device
+// memory (host shadows need no drain from the device), and a freed device
+// shadow's memory goes back to the device, not to a pool the application
+// cannot use. Here the shadows are kept on the device until freed.
 func TestGPUDeviceShadowsThrottleTheApplication(t *testing.T) {
 	gpu(t)
 	const size = 256 << 20
@@ -305,6 +308,7 @@ func TestGPUDeviceShadowsThrottleTheApplication(t *testing.T) {
 	}
 	defer cuda.MemFree(big)
 	r := New(8 << 20)
+	r.KeepOnDevice(true)
 	th := &countingThrottle{t: t}
 	r.SetThrottle(th)
 	freeBefore, _, err := cuda.MemGetInfo()
@@ -351,6 +355,68 @@ func TestGPUDeviceShadowsThrottleTheApplication(t *testing.T) {
 	r.Close()
 	if th.on != 2 || th.off != 2 {
 		t.Errorf("after a second device shadow and Close: throttle turned on %d times, off %d; want 2, 2", th.on, th.off)
+	}
+}
+
+// A device shadow moves into host memory on its own: its device memory
+// goes back and the throttle comes off once it has landed, before the
+// writer is done with it, and what it hands over is what the device held.
+func TestGPUDeviceShadowSettlesIntoHostMemory(t *testing.T) {
+	gpu(t)
+	const size = 256 << 20
+	host := random(size, 13)
+	addr := deviceData(t, host)
+	r := New(8 << 20)
+	defer r.Close()
+	th := &countingThrottle{t: t}
+	r.SetThrottle(th)
+	freeBefore, _, err := cuda.MemGetInfo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs []fingerprint.Range
+	for off := uint64(0); off < size; off += 8 << 20 {
+		runs = append(runs, fingerprint.Range{Addr: addr + off, Len: 8 << 20})
+	}
+	sh, err := r.Shadow(runs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cuda.MemsetD8(addr, 0, size); err != nil {
+		t.Fatal(err)
+	}
+	st, err := sh.Stage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, run := range runs {
+		data, err := st.Wait(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		off := run.Addr - addr
+		if !bytes.Equal(data, host[off:off+run.Len]) {
+			t.Fatalf("run %d differs from the device's bytes when the shadow was made", i)
+		}
+		st.Release(i)
+	}
+	stats := st.Close() // waits for the settle to end
+	if stats.Bytes != size || stats.TransferSeconds <= 0 {
+		t.Errorf("copy stats %+v, want %d bytes and a transfer time", stats, size)
+	}
+	freeAfter, _, err := cuda.MemGetInfo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if th.on != 1 || th.off != 1 {
+		t.Errorf("settled, not yet freed: throttle turned on %d times, off %d; want 1, 1", th.on, th.off)
+	}
+	if freeAfter+64<<20 < freeBefore {
+		t.Errorf("%d bytes free before the shadow, %d once it settled: its device memory did not go back", freeBefore, freeAfter)
+	}
+	sh.Free()
+	if _, err := st.Wait(0); err == nil {
+		t.Error("a freed shadow's staging still handed over its bytes")
 	}
 }
 
