@@ -10,7 +10,8 @@
 #    one folder, with --record-ranks all and with the default (rank 0);
 #  - drain_contention.cu: how fast a thread of the recorder's own can move
 #    device memory to the host while the application's thread waits inside
-#    a launch for room in the GPU's queue.
+#    a launch for room in the GPU's queue, and while that thread is
+#    throttled as the shim throttles it during a drain.
 # Lines starting with "== " are summary lines.
 # Usage: scripts/gpu-record-scale.sh WORKDIR (holding plain/ and wrapper/ builds)
 set -uo pipefail
