@@ -361,9 +361,10 @@ func TestGPUDeviceShadowsThrottleTheApplication(t *testing.T) {
 // A device shadow moves into host memory on its own: its device memory
 // goes back and the throttle comes off once it has landed, before the
 // writer is done with it, and what it hands over is what the device held.
+// One of SettleMaxBytes stays on the device until freed.
 func TestGPUDeviceShadowSettlesIntoHostMemory(t *testing.T) {
 	gpu(t)
-	const size = 256 << 20
+	const size = SettleMaxBytes / 2
 	host := random(size, 13)
 	addr := deviceData(t, host)
 	r := New(8 << 20)
@@ -417,6 +418,38 @@ func TestGPUDeviceShadowSettlesIntoHostMemory(t *testing.T) {
 	sh.Free()
 	if _, err := st.Wait(0); err == nil {
 		t.Error("a freed shadow's staging still handed over its bytes")
+	}
+
+	big, err := cuda.MemAlloc(SettleMaxBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cuda.MemFree(big)
+	var bigRuns []fingerprint.Range
+	for off := uint64(0); off < SettleMaxBytes; off += 8 << 20 {
+		bigRuns = append(bigRuns, fingerprint.Range{Addr: big + off, Len: 8 << 20})
+	}
+	large, err := r.Shadow(bigRuns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err = large.Stage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range bigRuns {
+		if _, err := st.Wait(i); err != nil {
+			t.Fatal(err)
+		}
+		st.Release(i)
+	}
+	st.Close()
+	if th.on != 2 || th.off != 1 {
+		t.Errorf("a large shadow staged, not yet freed: throttle turned on %d times, off %d; want 2, 1 (it stays on the device)", th.on, th.off)
+	}
+	large.Free()
+	if th.off != 2 {
+		t.Errorf("a large shadow freed: throttle turned off %d times, want 2", th.off)
 	}
 }
 
