@@ -58,8 +58,6 @@ FN(CUresult, cuEventElapsedTime, (float *, CUevent, CUevent));
 FN(CUresult, cuEventDestroy, (CUevent));
 FN(CUresult, cuMemAlloc, (CUdeviceptr *, size_t));
 FN(CUresult, cuMemFree, (CUdeviceptr));
-FN(CUresult, cuMemAllocAsync, (CUdeviceptr *, size_t, CUstream));
-FN(CUresult, cuMemFreeAsync, (CUdeviceptr, CUstream));
 FN(CUresult, cuMemcpyHtoD, (CUdeviceptr, const void *, size_t));
 FN(CUresult, cuMemcpyDtoH, (void *, CUdeviceptr, size_t));
 FN(CUresult, cuMemcpyDtoD, (CUdeviceptr, CUdeviceptr, size_t));
@@ -68,6 +66,8 @@ FN(CUresult, cuMemcpyDtoHAsync, (void *, CUdeviceptr, size_t, CUstream));
 FN(CUresult, cuMemcpyHtoDAsync, (CUdeviceptr, const void *, size_t, CUstream));
 FN(CUresult, cuMemAllocHost, (void **, size_t));
 FN(CUresult, cuMemFreeHost, (void *));
+FN(CUresult, cuMemHostRegister, (void *, size_t, unsigned int));
+FN(CUresult, cuMemHostUnregister, (void *));
 FN(CUresult, cuMemsetD8, (CUdeviceptr, unsigned char, size_t));
 FN(CUresult, cuMemGetInfo, (size_t *, size_t *));
 FN(CUresult, cuPointerGetAttribute, (void *, int, CUdeviceptr));
@@ -148,8 +148,6 @@ int mn_load_driver(char *err, size_t errlen) {
   R(cuEventDestroy, "cuEventDestroy_v2", "cuEventDestroy");
   R(cuMemAlloc, "cuMemAlloc_v2", NULL);
   R(cuMemFree, "cuMemFree_v2", NULL);
-  R(cuMemAllocAsync, "cuMemAllocAsync", NULL);
-  R(cuMemFreeAsync, "cuMemFreeAsync", NULL);
   R(cuMemcpyHtoD, "cuMemcpyHtoD_v2", NULL);
   R(cuMemcpyDtoH, "cuMemcpyDtoH_v2", NULL);
   R(cuMemcpyDtoD, "cuMemcpyDtoD_v2", NULL);
@@ -158,6 +156,8 @@ int mn_load_driver(char *err, size_t errlen) {
   R(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", NULL);
   R(cuMemAllocHost, "cuMemAllocHost_v2", NULL);
   R(cuMemFreeHost, "cuMemFreeHost", NULL);
+  R(cuMemHostRegister, "cuMemHostRegister_v2", "cuMemHostRegister");
+  R(cuMemHostUnregister, "cuMemHostUnregister", NULL);
   R(cuMemsetD8, "cuMemsetD8_v2", NULL);
   R(cuMemGetInfo, "cuMemGetInfo_v2", NULL);
   R(cuPointerGetAttribute, "cuPointerGetAttribute", NULL);
@@ -467,12 +467,6 @@ CUresult mn_cuEventDestroy(uintptr_t e) { CTXCALL(cuEventDestroy, (CUevent)e); }
 
 CUresult mn_cuMemAlloc(CUdeviceptr *p, size_t n) { CTXCALL(cuMemAlloc, p, n); }
 CUresult mn_cuMemFree(CUdeviceptr p) { CTXCALL(cuMemFree, p); }
-CUresult mn_cuMemAllocAsync(CUdeviceptr *p, size_t n, uintptr_t s) {
-  CTXCALL(cuMemAllocAsync, p, n, (CUstream)s);
-}
-CUresult mn_cuMemFreeAsync(CUdeviceptr p, uintptr_t s) {
-  CTXCALL(cuMemFreeAsync, p, (CUstream)s);
-}
 CUresult mn_cuMemcpyHtoD(CUdeviceptr dst, const void *src, size_t n) {
   CTXCALL(cuMemcpyHtoD, dst, src, n);
 }
@@ -502,6 +496,10 @@ CUresult mn_cuMemAllocHost(void **p, size_t n) {
 }
 
 CUresult mn_cuMemFreeHost(void *p) { CTXCALL(cuMemFreeHost, p); }
+CUresult mn_cuMemHostRegister(void *p, size_t n) {
+  CTXCALL(cuMemHostRegister, p, n, 0);
+}
+CUresult mn_cuMemHostUnregister(void *p) { CTXCALL(cuMemHostUnregister, p); }
 CUresult mn_cuMemsetD8(CUdeviceptr dst, unsigned char v, size_t n) {
   CTXCALL(cuMemsetD8, dst, v, n);
 }

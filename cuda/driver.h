@@ -134,8 +134,6 @@ CUresult mn_cuEventDestroy(uintptr_t e);
 // Memory.
 CUresult mn_cuMemAlloc(CUdeviceptr *p, size_t n);
 CUresult mn_cuMemFree(CUdeviceptr p);
-CUresult mn_cuMemAllocAsync(CUdeviceptr *p, size_t n, uintptr_t s);
-CUresult mn_cuMemFreeAsync(CUdeviceptr p, uintptr_t s);
 CUresult mn_cuMemcpyHtoD(CUdeviceptr dst, const void *src, size_t n);
 CUresult mn_cuMemcpyDtoH(void *dst, CUdeviceptr src, size_t n);
 CUresult mn_cuMemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t n);
@@ -145,6 +143,8 @@ CUresult mn_cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t n,
                               uintptr_t s);
 CUresult mn_cuMemAllocHost(void **p, size_t n);
 CUresult mn_cuMemFreeHost(void *p);
+CUresult mn_cuMemHostRegister(void *p, size_t n);
+CUresult mn_cuMemHostUnregister(void *p);
 CUresult mn_cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n,
                               uintptr_t s);
 CUresult mn_cuMemsetD8(CUdeviceptr dst, unsigned char v, size_t n);

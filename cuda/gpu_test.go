@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/mneme-gpu/mneme"
@@ -512,6 +513,53 @@ func TestGPUEventAndCUPTITiming(t *testing.T) {
 // mapsAround lists the host mappings of this process that overlap
 // [addr, addr+size), with the unified address space they block device
 // reservations there too.
+// Host memory page-locked in place takes asynchronous device-to-host
+// copies, and stays the caller's, readable and writable, once unlocked.
+func TestGPUHostRegister(t *testing.T) {
+	gpu(t)
+	const n = 4 << 20
+	mem, err := syscall.Mmap(-1, 0, n, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Munmap(mem)
+	buf, err := HostRegister(mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := MemAlloc(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer MemFree(dev)
+	if err := MemsetD8(dev, 0x5a, n); err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewStreamNonBlocking()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Destroy()
+	if err := MemcpyDtoHAsync(buf.Bytes(), dev, s); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	for i, b := range mem {
+		if b != 0x5a {
+			t.Fatalf("byte %d of the registered memory is %#x after the copy, want 0x5a", i, b)
+		}
+	}
+	if err := buf.Free(); err != nil {
+		t.Fatal(err)
+	}
+	mem[0], mem[n-1] = 1, 2 // still mapped, still the caller's
+	if _, err := HostRegister(nil); err == nil {
+		t.Error("registering no memory succeeded")
+	}
+}
+
 func mapsAround(addr, size uint64) string {
 	data, err := os.ReadFile("/proc/self/maps")
 	if err != nil {

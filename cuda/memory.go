@@ -30,30 +30,6 @@ func MemFree(addr uint64) error {
 	return check("cuMemFree_v2", C.mn_cuMemFree(C.CUdeviceptr(addr)))
 }
 
-// MemAllocAsync allocates device memory from the device's stream-ordered
-// pool, usable on s once the call returns (on other streams once s's work
-// so far is done).
-func MemAllocAsync(size uint64, s Stream) (uint64, error) {
-	if err := Init(); err != nil {
-		return 0, err
-	}
-	var p C.CUdeviceptr
-	if err := check("cuMemAllocAsync", C.mn_cuMemAllocAsync(&p, C.size_t(size), C.uintptr_t(s))); err != nil {
-		return 0, fmt.Errorf("allocating %d bytes on a stream: %w", size, err)
-	}
-	return uint64(p), nil
-}
-
-// MemFreeAsync frees memory from MemAllocAsync once s reaches this point.
-// Unlike MemFree it does not wait for the whole device: the pool keeps the
-// memory until s is next synchronized, then gives it back.
-func MemFreeAsync(addr uint64, s Stream) error {
-	if err := Init(); err != nil {
-		return err
-	}
-	return check("cuMemFreeAsync", C.mn_cuMemFreeAsync(C.CUdeviceptr(addr), C.uintptr_t(s)))
-}
-
 // MemcpyHtoD copies src to device address dst, synchronously.
 func MemcpyHtoD(dst uint64, src []byte) error {
 	if err := Init(); err != nil {
@@ -153,8 +129,9 @@ func IsManaged(addr uint64) (bool, error) {
 // copies into it run at the bus's speed and can be asynchronous, where
 // copies into pageable memory are staged by the driver at a fraction of it.
 type HostBuffer struct {
-	p unsafe.Pointer
-	n int
+	p          unsafe.Pointer
+	n          int
+	registered bool // the caller's memory, page-locked by HostRegister
 }
 
 // MemAllocHost allocates n bytes of page-locked host memory.
@@ -172,6 +149,26 @@ func MemAllocHost(n int) (*HostBuffer, error) {
 	return &HostBuffer{p: p, n: n}, nil
 }
 
+// HostRegister page-locks mem, host memory the caller mapped outside Go's
+// heap and keeps mapped until Free, which unlocks it without unmapping it.
+// Locking memory whose pages already exist (touched, in huge pages) takes
+// a fraction of what cuMemAllocHost takes for the same size, and the
+// driver serves no other thread meanwhile: on an H100 machine 1.5 ms for
+// 64 MiB against 26-33 ms.
+func HostRegister(mem []byte) (*HostBuffer, error) {
+	if err := Init(); err != nil {
+		return nil, err
+	}
+	if len(mem) == 0 {
+		return nil, fmt.Errorf("HostRegister: no memory")
+	}
+	p := unsafe.Pointer(&mem[0])
+	if err := check("cuMemHostRegister_v2", C.mn_cuMemHostRegister(p, C.size_t(len(mem)))); err != nil {
+		return nil, fmt.Errorf("page-locking %d bytes of host memory: %w", len(mem), err)
+	}
+	return &HostBuffer{p: p, n: len(mem), registered: true}, nil
+}
+
 // Bytes is the buffer's memory; valid until Free.
 func (b *HostBuffer) Bytes() []byte { return unsafe.Slice((*byte)(b.p), b.n) }
 
@@ -183,7 +180,12 @@ func (b *HostBuffer) Free() error {
 	if err := Init(); err != nil {
 		return err
 	}
-	err := check("cuMemFreeHost", C.mn_cuMemFreeHost(b.p))
+	var err error
+	if b.registered {
+		err = check("cuMemHostUnregister", C.mn_cuMemHostUnregister(b.p))
+	} else {
+		err = check("cuMemFreeHost", C.mn_cuMemFreeHost(b.p))
+	}
 	b.p, b.n = nil, 0
 	return err
 }

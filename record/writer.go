@@ -26,6 +26,11 @@ type backgroundWriter struct {
 	started bool
 	done    []*writeJob      // finished since the last collect
 	failed  map[string]error // files that could not be written
+	// freeing counts the shadows of written jobs still being freed: off
+	// the writer's path, since freeing device memory waits for the device
+	// to be idle (for the application's queued launches) and unmapping
+	// gigabytes of host memory takes tens of milliseconds.
+	freeing sync.WaitGroup
 }
 
 // writeJob is one snapshot to write: its chunks to store from a shadow
@@ -87,7 +92,15 @@ func (w *backgroundWriter) run() {
 				j.plan.name, j.stats.Bytes, j.stats.TransferSeconds, j.size, j.seconds)
 		}
 		if j.shadow != nil {
-			j.shadow.Free()
+			w.freeing.Add(1)
+			go func(sh Shadow) {
+				defer w.freeing.Done()
+				// Device memory is freed from a thread bound to the
+				// application's context, like the writer's.
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
+				sh.Free()
+			}(j.shadow)
 		}
 		w.mu.Lock()
 		if j.err != nil {
@@ -119,13 +132,14 @@ func (w *backgroundWriter) failedReferenceLocked(files map[string]bool) error {
 // idleLocked reports whether every job is written; w.mu is held.
 func (w *backgroundWriter) idleLocked() bool { return len(w.queue) == 0 && !w.busy }
 
-// wait blocks until every queued job is written.
+// wait blocks until every queued job is written and its shadow freed.
 func (w *backgroundWriter) wait() {
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	for !w.idleLocked() {
 		w.cond.Wait()
 	}
+	w.mu.Unlock()
+	w.freeing.Wait()
 }
 
 // take returns the jobs finished since the last call.
