@@ -27,11 +27,13 @@ type DeviceReader interface {
 	// HostShadow copies the runs into host memory of its own at once, at
 	// the bus's speed while the application waits, so they can be encoded
 	// and written later without touching the GPU again; an error (no host
-	// memory to spare) makes the caller try Shadow.
+	// memory to spare) makes the caller try Shadow, or copy from the live
+	// memory at once.
 	HostShadow(runs []fingerprint.Range) (Shadow, error)
-	// Shadow copies the runs into device memory of its own, so they can be
-	// drained to the host later; an error (no memory to spare) makes the
-	// caller copy from the live memory at once instead.
+	// Shadow copies the runs into device memory of its own (milliseconds
+	// for gigabytes), so they can be drained to the host later, beside the
+	// application; an error (no memory to spare) makes the caller try
+	// HostShadow, or copy from the live memory at once.
 	Shadow(runs []fingerprint.Range) (Shadow, error)
 }
 

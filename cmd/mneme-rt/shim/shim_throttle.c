@@ -1,6 +1,11 @@
 /* The launch throttle (struct mneme_launch_throttle): while the library
  * drains a snapshot out of device memory, the launches the shim forwards
- * keep at most every * MNEME_THROTTLE_EVENTS launches queued on the GPU. */
+ * keep at most every * MNEME_THROTTLE_EVENTS launches queued on the GPU.
+ * One lock orders the marks of all the application's threads: a thread
+ * waiting for an old mark holds up the others' launches, which would wait
+ * for room in the GPU's queue just the same. Events are waited for in the
+ * order the launches were made, whatever their streams, so no wait can
+ * depend on a launch made after it. */
 #include "shim_internal.h"
 
 int mneme_throttling;
