@@ -156,6 +156,29 @@ func TestGPUStagedCopiesDeliverEveryRun(t *testing.T) {
 // A shadow, on the device or on the host, holds a copy of the runs that
 // outlives changes to the source, reports the copies that made it, and is
 // refused when it would eat into the reserve.
+// stagedBytes stages sh's runs and checks each against host, the bytes
+// the device held at addr when the shadow was made; it returns the
+// staging's copy stats.
+func stagedBytes(t *testing.T, what string, sh record.Shadow, runs []fingerprint.Range, addr uint64, host []byte) record.CopyStats {
+	t.Helper()
+	st, err := sh.Stage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, run := range runs {
+		data, err := st.Wait(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		off := run.Addr - addr
+		if !bytes.Equal(data, host[off:off+run.Len]) {
+			t.Errorf("%s: run %d does not hold the device's bytes from when the shadow was made", what, i)
+		}
+		st.Release(i)
+	}
+	return st.Close()
+}
+
 func TestGPUShadowCopiesOutliveTheSource(t *testing.T) {
 	gpu(t)
 	host := random(3<<20+100, 5)
@@ -177,22 +200,7 @@ func TestGPUShadowCopiesOutliveTheSource(t *testing.T) {
 		if err := cuda.MemsetD8(addr, 0, uint64(len(host))); err != nil {
 			t.Fatal(err)
 		}
-		st, err := sh.Stage()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, run := range runs {
-			data, err := st.Wait(i)
-			if err != nil {
-				t.Fatal(err)
-			}
-			off := run.Addr - addr
-			if !bytes.Equal(data, host[off:off+run.Len]) {
-				t.Errorf("%s shadow run %d does not hold the bytes from before the change", kind, i)
-			}
-			st.Release(i)
-		}
-		if stats := st.Close(); stats.Bytes != int64(runs[0].Len+runs[1].Len) || stats.TransferSeconds <= 0 {
+		if stats := stagedBytes(t, kind+" shadow", sh, runs, addr, host); stats.Bytes != int64(runs[0].Len+runs[1].Len) || stats.TransferSeconds <= 0 {
 			t.Errorf("%s shadow: copy stats %+v, want %d bytes and a transfer time", kind, stats, runs[0].Len+runs[1].Len)
 		}
 		sh.Free()
@@ -247,21 +255,7 @@ func TestGPUHostShadowDoesNotWaitForADrain(t *testing.T) {
 		return
 	}
 	defer sh.Free()
-	st, err := sh.Stage()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, run := range runs {
-		data, err := st.Wait(i)
-		if err != nil {
-			t.Fatal(err)
-		}
-		off := run.Addr - addr
-		if !bytes.Equal(data, host[off:off+run.Len]) {
-			t.Errorf("run %d of the host shadow differs from the device's bytes", i)
-		}
-	}
-	if stats := st.Close(); stats.Bytes != int64(runs[0].Len+runs[1].Len) {
+	if stats := stagedBytes(t, "host shadow", sh, runs, addr, host); stats.Bytes != int64(runs[0].Len+runs[1].Len) {
 		t.Errorf("copy stats %+v, want %d bytes", stats, runs[0].Len+runs[1].Len)
 	}
 }
@@ -386,22 +380,7 @@ func TestGPUDeviceShadowSettlesIntoHostMemory(t *testing.T) {
 	if err := cuda.MemsetD8(addr, 0, size); err != nil {
 		t.Fatal(err)
 	}
-	st, err := sh.Stage()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, run := range runs {
-		data, err := st.Wait(i)
-		if err != nil {
-			t.Fatal(err)
-		}
-		off := run.Addr - addr
-		if !bytes.Equal(data, host[off:off+run.Len]) {
-			t.Fatalf("run %d differs from the device's bytes when the shadow was made", i)
-		}
-		st.Release(i)
-	}
-	stats := st.Close() // waits for the settle to end
+	stats := stagedBytes(t, "settled shadow", sh, runs, addr, host) // Close waits for the settle to end
 	if stats.Bytes != size || stats.TransferSeconds <= 0 {
 		t.Errorf("copy stats %+v, want %d bytes and a transfer time", stats, size)
 	}
@@ -416,8 +395,10 @@ func TestGPUDeviceShadowSettlesIntoHostMemory(t *testing.T) {
 		t.Errorf("%d bytes free before the shadow, %d once it settled: its device memory did not go back", freeBefore, freeAfter)
 	}
 	sh.Free()
-	if _, err := st.Wait(0); err == nil {
-		t.Error("a freed shadow's staging still handed over its bytes")
+	if freed, err := sh.Stage(); err == nil {
+		if _, err := freed.Wait(0); err == nil {
+			t.Error("a freed shadow's staging still handed over its bytes")
+		}
 	}
 
 	big, err := cuda.MemAlloc(SettleMaxBytes)
@@ -433,7 +414,7 @@ func TestGPUDeviceShadowSettlesIntoHostMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err = large.Stage()
+	st, err := large.Stage()
 	if err != nil {
 		t.Fatal(err)
 	}
