@@ -662,8 +662,9 @@ func (r *Reader) HostShadow(runs []fingerprint.Range) (record.Shadow, error) {
 		return nil, err
 	}
 	if !r.stageMu.TryLock() {
-		// The ring is draining a device shadow into host memory; the
-		// application must not wait for that. Copy through the driver's
+		// The ring is busy: the writer drains a large device shadow out
+		// of it, or a small one is moving into host memory. The
+		// application must not wait for that: copy through the driver's
 		// own staging instead.
 		start := time.Now()
 		for i, run := range runs {
