@@ -16,6 +16,8 @@ affects every variant alike) and prints one row per variant:
   copy GB/s    copied bytes over the GPU's time on the transfers
   refs/zero    chunks referenced (already stored) / all zero, of all chunks
 
+and then, per application and variant, every run's wall time in run order.
+
 Variants: "record" (the default: fingerprints, staged copies, snapshots
 written in the background), and with --variants also "sync"
 (MNEME_BACKGROUND=0: every snapshot written before the application goes on)
@@ -114,6 +116,10 @@ def main():
                 print(f"{name:<12} {v:<7} {p:8.3f} {w:9.3f} {w / p:6.3f} {size(st.get('arena_peak', 0)):>10} {size(st.get('copied_bytes', 0)):>10} "
                       f"{size(st.get('snapshot_bytes', 0)):>10} {gbs:9.1f} {gbs / pinned:9.2f} {chunks:>24}")
                 worst[(name, v)] = w / p
+        # Every sample in run order, so an outlier round shows in the
+        # output itself (the JSON may not come back from a GPU machine).
+        for (name, v), ss in samples.items():
+            print(f"samples {name}/{v}: " + " ".join(f"{s['wall']:.3f}" for s in ss))
         if a.replay:
             for name, *_ in apps:
                 rdb = last_rdb.get((name, variants[0]))
