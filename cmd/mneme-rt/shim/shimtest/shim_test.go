@@ -39,7 +39,7 @@ func newBuild(t testing.TB) *build {
 		t.Fatalf("no shim sources in ..: %v", err)
 	}
 	headers, _ := filepath.Glob("../*.h")
-	inputs := append(append(slices.Clone(shimSrcs), headers...), "testdata/cudart_standin.c", "testdata/app.c", "testdata/memo_app.c", "testdata/throttle_app.c", "testdata/rt_standin.c", "../bench/forward_bench.c")
+	inputs := append(append(slices.Clone(shimSrcs), headers...), "testdata/cudart_standin.c", "testdata/cuda_api.h", "testdata/app.c", "testdata/memo_app.c", "testdata/throttle_app.c", "testdata/rt_standin.c", "../bench/forward_bench.c")
 	for _, src := range inputs {
 		if _, err := os.ReadFile(src); err != nil {
 			t.Fatal(err)

@@ -8,17 +8,7 @@
 #include <stddef.h>
 #include <string.h>
 
-typedef struct {
-  unsigned x, y, z;
-} dim3;
-void **__cudaRegisterFatBinary(void *fat);
-void __cudaRegisterFatBinaryEnd(void **h);
-void __cudaRegisterFunction(void **h, const char *hf, char *df, const char *dn,
-                            int tl, void *t, void *b, dim3 *bd, dim3 *gd,
-                            int *ws);
-int cudaDeviceReset(void);
-int cudaLaunchKernel(const void *f, dim3 g, dim3 b, void **a, size_t sh,
-                     void *s);
+#include "cuda_api.h"
 
 static char fatbin[16];
 static const char kernel_a[] = "kernel_a";
