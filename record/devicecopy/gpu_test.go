@@ -369,10 +369,7 @@ func TestGPUDeviceShadowSettlesIntoHostMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var runs []fingerprint.Range
-	for off := uint64(0); off < size; off += 8 << 20 {
-		runs = append(runs, fingerprint.Range{Addr: addr + off, Len: 8 << 20})
-	}
+	runs := slotRuns(addr, size, 8<<20)
 	sh, err := r.Shadow(runs)
 	if err != nil {
 		t.Fatal(err)
@@ -406,10 +403,7 @@ func TestGPUDeviceShadowSettlesIntoHostMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cuda.MemFree(big)
-	var bigRuns []fingerprint.Range
-	for off := uint64(0); off < SettleMaxBytes; off += 8 << 20 {
-		bigRuns = append(bigRuns, fingerprint.Range{Addr: big + off, Len: 8 << 20})
-	}
+	bigRuns := slotRuns(big, SettleMaxBytes, 8<<20)
 	large, err := r.Shadow(bigRuns)
 	if err != nil {
 		t.Fatal(err)
@@ -553,9 +547,15 @@ func benchRuns(b *testing.B, total, slot uint64) (uint64, []fingerprint.Range) {
 	if err := cuda.MemsetD8(addr, 1, total); err != nil {
 		b.Fatal(err)
 	}
+	return addr, slotRuns(addr, total, slot)
+}
+
+// slotRuns cuts total bytes at addr into runs of slot bytes (total is a
+// multiple of slot).
+func slotRuns(addr, total, slot uint64) []fingerprint.Range {
 	var runs []fingerprint.Range
 	for off := uint64(0); off < total; off += slot {
 		runs = append(runs, fingerprint.Range{Addr: addr + off, Len: slot})
 	}
-	return addr, runs
+	return runs
 }
