@@ -565,13 +565,19 @@ func (s *staging) Wait(i int) ([]byte, error) {
 	k := s.slotOf[i]
 	if k < 0 {
 		// No slot came free: the writer holds them all. Copy this run
-		// synchronously rather than wait for a release that only this
-		// goroutine could make.
+		// through the driver's staging rather than wait for a release
+		// that only this goroutine could make. It goes on a copy stream
+		// of ours: a synchronous copy would take the legacy default
+		// stream and wait for every kernel the application has queued.
 		buf := make([]byte, run.Len)
 		s.issued = i + 1
 		s.slotOf[i] = spareRun
 		start := time.Now()
-		if err := cuda.MemcpyDtoH(buf, run.Addr); err != nil {
+		st := s.r.copyStreams[0]
+		if err := cuda.MemcpyDtoHAsync(buf, run.Addr, st); err != nil {
+			return nil, err
+		}
+		if err := st.Synchronize(); err != nil {
 			return nil, err
 		}
 		s.stats.Bytes += int64(run.Len)

@@ -2,11 +2,13 @@ package devicecopy
 
 import (
 	"bytes"
+	"encoding/binary"
 	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/mneme-gpu/mneme"
 	"github.com/mneme-gpu/mneme/cuda"
 	"github.com/mneme-gpu/mneme/internal/gputest"
 	"github.com/mneme-gpu/mneme/record"
@@ -257,6 +259,91 @@ func TestGPUHostShadowDoesNotWaitForADrain(t *testing.T) {
 	defer sh.Free()
 	if stats := stagedBytes(t, "host shadow", sh, runs, addr, host); stats.Bytes != int64(runs[0].Len+runs[1].Len) {
 		t.Errorf("copy stats %+v, want %d bytes", stats, runs[0].Len+runs[1].Len)
+	}
+}
+
+// spinPTX holds the device busy for a given number of nanoseconds: the
+// application's queued work in the tests below.
+const spinPTX = `.version 7.0
+.target sm_70
+.address_size 64
+.visible .entry spin(.param .u64 ns)
+{
+	.reg .u64 %n, %t0, %t1, %d;
+	.reg .pred %p;
+	ld.param.u64 %n, [ns];
+	mov.u64 %t0, %globaltimer;
+WAIT:
+	mov.u64 %t1, %globaltimer;
+	sub.u64 %d, %t1, %t0;
+	setp.lt.u64 %p, %d, %n;
+	@%p bra WAIT;
+	ret;
+}
+`
+
+// busyLegacyStream queues a kernel that runs for d on the legacy default
+// stream, as an application's launches do.
+func busyLegacyStream(t *testing.T, d time.Duration) {
+	t.Helper()
+	mod, err := cuda.LoadModule([]byte(spinPTX))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cuda.Stream(0).Synchronize()
+		mod.Unload()
+	})
+	f, err := mod.Function("spin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := binary.LittleEndian.AppendUint64(nil, uint64(d.Nanoseconds()))
+	if err := f.Launch(mneme.Dim3{X: 1, Y: 1, Z: 1}, mneme.Dim3{X: 1, Y: 1, Z: 1}, 0, 0, [][]byte{ns}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// When the writer holds every slot of the ring, the next run is copied on
+// its own; that copy must not wait for the kernels the application queued
+// (the legacy default stream's), or a drain beside a busy application
+// crawls.
+func TestGPUCopyBesideAFullRingDoesNotWaitForTheApplication(t *testing.T) {
+	gpu(t)
+	const slot = 1 << 20
+	r := New(slot)
+	defer r.Close()
+	n := r.nSlots + 2
+	host := random(n*slot, 5)
+	addr := deviceData(t, host)
+	runs := slotRuns(addr, uint64(len(host)), slot)
+	if err := cuda.Stream(0).Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := r.Stage(runs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const busy = 4 * time.Second
+	busyLegacyStream(t, busy)
+	start := time.Now()
+	for i, run := range runs { // none released: the last two find no slot
+		data, err := st.Wait(i)
+		if err != nil {
+			t.Fatalf("run %d: %v", i, err)
+		}
+		off := run.Addr - addr
+		if !bytes.Equal(data, host[off:off+run.Len]) {
+			t.Fatalf("run %d: wrong bytes", i)
+		}
+	}
+	took := time.Since(start)
+	for i := range runs {
+		st.Release(i)
+	}
+	st.Close()
+	if took > busy/2 {
+		t.Errorf("the runs took %v to copy beside a %v kernel: the copy without a slot waited for the application", took, busy)
 	}
 }
 
