@@ -19,7 +19,7 @@ With --trace, --trace-runs extra runs of each variant write a timeline
 (MNEME_TRACE) of where the time goes, printed as medians in ms from the spawn.
 
 Usage: record_overhead.py --plain APP --wrapped APP [--mneme [LABEL=]PATH ...]
-       [--launches 2000] [--runs 15] [--max-recordings 4] [--json FILE]
+       [--launches 2000] [--runs 15] [--max-recordings 2] [--json FILE]
        [--trace [--trace-runs 9]]
 """
 import argparse
@@ -56,7 +56,7 @@ def main():
     ap.add_argument("--runtime-lib", help="libmneme_rt.so for the in-app variant (default: next to the first mneme)")
     ap.add_argument("--launches", type=int, default=2000)
     ap.add_argument("--runs", type=int, default=15)
-    ap.add_argument("--max-recordings", type=int, default=4)
+    ap.add_argument("--max-recordings", type=int, default=2, help="as `mneme record --max-recordings` (default 2, as the target is stated)")
     ap.add_argument("--json", help="write every sample here")
     ap.add_argument("--in-app", action="append", default=[], metavar="LABEL:VAR=VALUE[:VAR=VALUE...]",
                     help="another in-app variant with these variables changed (repeatable), to isolate a cost")
