@@ -142,6 +142,9 @@ type Recorder struct {
 	// stagedMin is minStagedBytes, deviceShadowMin the constant of that
 	// name (tests lower them).
 	stagedMin, deviceShadowMin uint64
+	// fingerprintsPrepared: the reader was asked to get its fingerprint
+	// kernel ready, once the live memory reached stagedMin.
+	fingerprintsPrepared bool
 	// planned names every snapshot file planned from fingerprints, written
 	// or not: a name other snapshots may reference is never reused.
 	planned map[string]bool
@@ -268,6 +271,13 @@ func (r *Recorder) Malloc(size uint64) (uint64, error) {
 		addr, err = r.arena.Alloc(size)
 	}
 	r.status.ArenaSeconds += time.Since(start).Seconds()
+	if err == nil && !r.fingerprintsPrepared && !r.cfg.FullCopies && r.liveBytes() >= r.stagedMin {
+		// Snapshots will be taken from fingerprints from now on.
+		r.fingerprintsPrepared = true
+		if p, ok := r.proc.(FingerprintPreparer); ok {
+			p.PrepareFingerprints()
+		}
+	}
 	if err != nil {
 		var ex *arena.ExhaustedError
 		if errors.As(err, &ex) && r.status.ArenaError == "" {

@@ -37,6 +37,12 @@ type DeviceReader interface {
 	Shadow(runs []fingerprint.Range) (Shadow, error)
 }
 
+// FingerprintPreparer is a DeviceReader that can get its fingerprint kernel
+// ready ahead of the first snapshot, in the background.
+type FingerprintPreparer interface {
+	PrepareFingerprints()
+}
+
 // Staging is a copy of device runs in progress.
 type Staging interface {
 	// Wait returns run i's bytes once they have arrived. Runs are waited

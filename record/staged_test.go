@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand"
 	"path/filepath"
 	"sync"
@@ -40,9 +41,41 @@ type stagingGPU struct {
 	shadows     map[uint64][]byte
 	nextShadow  uint64
 	shadowsMade int
+	prepared    int // PrepareFingerprints calls
 }
 
+func (g *stagingGPU) PrepareFingerprints() { g.prepared++ }
+
 const shadowBase = 0x7e0000000000
+
+// The reader is asked once to get its fingerprint kernel ready, when the
+// live memory first reaches the size from which snapshots are taken from
+// fingerprints, and never when every allocation is copied whole.
+func TestFingerprintKernelIsPreparedOnceTheMemoryCallsForIt(t *testing.T) {
+	for _, full := range []bool{false, true} {
+		g := &stagingGPU{simGPU: newSimGPU(), released: map[int]int{}}
+		rec, err := New(Config{DB: filepath.Join(t.TempDir(), "rdb"), VABase: arena.DefaultBase, VASize: 64 << 20, Log: io.Discard, FullCopies: full}, g, g.simGPU)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec.stagedMin = 4 << 20
+		var prepared []int
+		for _, size := range []uint64{1 << 20, 2 << 20, 1 << 20, 8 << 20, 1 << 20} {
+			if _, err := rec.Malloc(size); err != nil {
+				t.Fatal(err)
+			}
+			prepared = append(prepared, g.prepared)
+		}
+		want := []int{0, 0, 1, 1, 1} // 4 MiB live after the third
+		if full {
+			want = []int{0, 0, 0, 0, 0}
+		}
+		if fmt.Sprint(prepared) != fmt.Sprint(want) {
+			t.Errorf("full copies %v: PrepareFingerprints calls after each allocation %v, want %v", full, prepared, want)
+		}
+		rec.Finish()
+	}
+}
 
 type simShadow struct {
 	g    *stagingGPU

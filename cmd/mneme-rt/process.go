@@ -125,6 +125,10 @@ func (p *process) Fingerprints(rs []fingerprint.Range) ([]fingerprint.Sum, error
 	return p.reader().Fingerprints(rs)
 }
 
+// PrepareFingerprints loads the fingerprint kernel in the background
+// (record.FingerprintPreparer).
+func (p *process) PrepareFingerprints() { p.reader().Prepare() }
+
 func (p *process) Stage(runs []fingerprint.Range) (record.Staging, error) {
 	return p.reader().Stage(runs)
 }

@@ -16,6 +16,7 @@ package devicecopy
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"runtime"
 	"sort"
@@ -36,11 +37,15 @@ type Reader struct {
 	slotBytes int
 	nSlots    int
 
-	// mu guards the fingerprint kernel and the shadow copies, made on
-	// stream by the recording thread.
-	mu       sync.Mutex
+	// mu guards the fingerprints and the shadow copies, made on stream by
+	// the recording thread.
+	mu sync.Mutex
+	// kernelMu guards loading the fingerprint kernel, which Prepare may
+	// have started in the background; closed says Close unloaded it.
+	kernelMu sync.Mutex
 	fn       *cuda.Function
 	mod      *cuda.Module
+	closed   bool
 	stream   cuda.Stream
 	desc     deviceBuffer
 	lastDesc []byte // what desc holds, nil when unknown
@@ -231,10 +236,13 @@ func (r *Reader) Close() {
 		r.sumsHost.Free()
 		r.sumsHost = nil
 	}
+	r.kernelMu.Lock()
 	if r.mod != nil {
 		r.mod.Unload()
 		r.mod, r.fn = nil, nil
 	}
+	r.closed = true
+	r.kernelMu.Unlock()
 	r.throttleMu.Lock()
 	if r.throttle != nil && r.liveShadows > 0 {
 		r.throttle.Off()
@@ -275,6 +283,47 @@ func ensureStream(s *cuda.Stream) error {
 	return nil
 }
 
+// Prepare loads the fingerprint kernel in the background, so that the
+// driver's compilation of its PTX (5 ms from the driver's cache, 45 ms
+// without it, 170 ms on a freshly started H100 machine) is done before a
+// snapshot needs it instead of while the application is held. Fingerprints
+// waits for a load in progress, and loads the kernel itself if Prepare was
+// not called or failed.
+func (r *Reader) Prepare() {
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := r.loadKernel(); err != nil {
+			record.Trace("runtime", "fingerprint kernel not loaded ahead: %v", err)
+		}
+	}()
+}
+
+// loadKernel loads the fingerprint kernel unless it is loaded.
+func (r *Reader) loadKernel() error {
+	r.kernelMu.Lock()
+	defer r.kernelMu.Unlock()
+	if r.fn != nil {
+		return nil
+	}
+	if r.closed {
+		return errors.New("the reader is closed")
+	}
+	start := time.Now()
+	mod, err := cuda.LoadModule(fingerprint.PTX)
+	if err != nil {
+		return fmt.Errorf("loading the fingerprint kernel: %w", err)
+	}
+	fn, err := mod.Function(fingerprint.Kernel)
+	if err != nil {
+		mod.Unload()
+		return err
+	}
+	r.mod, r.fn = mod, fn
+	record.Trace("runtime", "fingerprint kernel loaded in %.4f s", time.Since(start).Seconds())
+	return nil
+}
+
 // Fingerprints hashes each range on the GPU with the fingerprint kernel.
 func (r *Reader) Fingerprints(rs []fingerprint.Range) ([]fingerprint.Sum, error) {
 	r.mu.Lock()
@@ -285,17 +334,8 @@ func (r *Reader) Fingerprints(rs []fingerprint.Range) ([]fingerprint.Sum, error)
 	if err := ensureStream(&r.stream); err != nil {
 		return nil, err
 	}
-	if r.fn == nil {
-		mod, err := cuda.LoadModule(fingerprint.PTX)
-		if err != nil {
-			return nil, fmt.Errorf("loading the fingerprint kernel: %w", err)
-		}
-		fn, err := mod.Function(fingerprint.Kernel)
-		if err != nil {
-			mod.Unload()
-			return nil, err
-		}
-		r.mod, r.fn = mod, fn
+	if err := r.loadKernel(); err != nil {
+		return nil, err
 	}
 	desc, err := fingerprint.EncodeRanges(rs)
 	if err != nil {

@@ -105,6 +105,46 @@ func TestGPUFingerprintsMatchTheReference(t *testing.T) {
 	}
 }
 
+// A kernel Prepare loads in the background serves Fingerprints (which
+// waits for a load in progress), and a reader closed before its kernel
+// loads does not load it afterwards.
+func TestGPUPreparedFingerprintKernel(t *testing.T) {
+	gpu(t)
+	host := random(3<<20, 9)
+	addr := deviceData(t, host)
+	rs := []fingerprint.Range{{Addr: addr, Len: 1 << 20}, {Addr: addr + 1<<20, Len: 2 << 20}}
+	r := New(8 << 20)
+	r.Prepare()
+	sums, err := r.Fingerprints(rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, rg := range rs {
+		off := rg.Addr - addr
+		if want := fingerprint.Chunk(host[off : off+rg.Len]); sums[i] != want {
+			t.Errorf("range %d: GPU %+v, reference %+v", i, sums[i], want)
+		}
+	}
+	r.Close()
+	if r.mod != nil || r.fn != nil {
+		t.Error("Close left the fingerprint kernel loaded")
+	}
+
+	closed := New(8 << 20)
+	closed.Close()
+	if err := closed.loadKernel(); err == nil {
+		t.Error("a closed reader loaded its fingerprint kernel")
+	}
+	closed.Prepare()
+	time.Sleep(100 * time.Millisecond)
+	closed.kernelMu.Lock()
+	loaded := closed.mod != nil
+	closed.kernelMu.Unlock()
+	if loaded {
+		t.Error("Prepare loaded the kernel of a closed reader")
+	}
+}
+
 // Staged copies deliver every run's bytes in order, whether the reader
 // hands runs back at once or holds them (more runs than slots, and a hold
 // of every slot, which the spare path must serve without waiting).
