@@ -150,9 +150,11 @@ func (m *Module) definedFunction(name string) (C.LLVMValueRef, error) {
 	if err := m.usable(); err != nil {
 		return nil, fmt.Errorf("%s: %w", m.label(), err)
 	}
+	// With its length: a name read from arbitrary bitcode may hold NUL
+	// bytes, which would cut a C string short.
 	cname := C.CString(name)
 	defer C.free(unsafe.Pointer(cname))
-	f := C.LLVMGetNamedFunction(m.mod, cname)
+	f := C.LLVMGetNamedFunctionWithLength(m.mod, cname, C.size_t(len(name)))
 	if f == nil {
 		return nil, fmt.Errorf("%s: no function named %q (kernels: %v)", m.name, name, m.Kernels())
 	}
