@@ -79,16 +79,7 @@ func TestGPUFingerprintsMatchTheReference(t *testing.T) {
 	rs = append(rs, fingerprint.Range{Addr: addr + 3*mib, Len: mib + 64})
 	r := New(8 * mib)
 	defer r.Close()
-	sums, err := r.Fingerprints(rs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, rg := range rs {
-		off := rg.Addr - addr
-		if want := fingerprint.Chunk(host[off : off+rg.Len]); sums[i] != want {
-			t.Errorf("chunk %d (%d bytes at +%#x): GPU %+v, reference %+v", i, rg.Len, off, sums[i], want)
-		}
-	}
+	sums := referenceFingerprints(t, r, rs, addr, host)
 	if !sums[1].Zero || sums[0].Zero {
 		t.Errorf("zero flags: %v %v", sums[0].Zero, sums[1].Zero)
 	}
@@ -105,6 +96,23 @@ func TestGPUFingerprintsMatchTheReference(t *testing.T) {
 	}
 }
 
+// referenceFingerprints returns r's fingerprints of rs, checking each
+// against the Go reference over host, the bytes the device holds at addr.
+func referenceFingerprints(t *testing.T, r *Reader, rs []fingerprint.Range, addr uint64, host []byte) []fingerprint.Sum {
+	t.Helper()
+	sums, err := r.Fingerprints(rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, rg := range rs {
+		off := rg.Addr - addr
+		if want := fingerprint.Chunk(host[off : off+rg.Len]); sums[i] != want {
+			t.Errorf("range %d (%d bytes at +%#x): GPU %+v, reference %+v", i, rg.Len, off, sums[i], want)
+		}
+	}
+	return sums
+}
+
 // A kernel Prepare loads in the background serves Fingerprints (which
 // waits for a load in progress), and a reader closed before its kernel
 // loads does not load it afterwards.
@@ -115,16 +123,7 @@ func TestGPUPreparedFingerprintKernel(t *testing.T) {
 	rs := []fingerprint.Range{{Addr: addr, Len: 1 << 20}, {Addr: addr + 1<<20, Len: 2 << 20}}
 	r := New(8 << 20)
 	r.Prepare()
-	sums, err := r.Fingerprints(rs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, rg := range rs {
-		off := rg.Addr - addr
-		if want := fingerprint.Chunk(host[off : off+rg.Len]); sums[i] != want {
-			t.Errorf("range %d: GPU %+v, reference %+v", i, sums[i], want)
-		}
-	}
+	referenceFingerprints(t, r, rs, addr, host)
 	r.Close()
 	if r.mod != nil || r.fn != nil {
 		t.Error("Close left the fingerprint kernel loaded")
