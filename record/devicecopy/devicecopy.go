@@ -609,6 +609,8 @@ func (s *staging) Wait(i int) ([]byte, error) {
 		// that only this goroutine could make. It goes on a copy stream
 		// of ours: a synchronous copy would take the legacy default
 		// stream and wait for every kernel the application has queued.
+		// Into pageable memory the call returns once the copy is done,
+		// so buf is not written after it returns.
 		buf := make([]byte, run.Len)
 		s.issued = i + 1
 		s.slotOf[i] = spareRun
