@@ -106,6 +106,16 @@ echo "stencil2d with zstd (default): $(grep '^mneme' "$out/record-stencil2d.err"
 du -sh "$work/rdb/stencil2d" "$work/rdb-raw"
 
 say "4. overhead"
+# What else the machine is doing, and whether its CPU quota throttles it:
+# the 2000-launch figure has read ~20 ms higher after the other GPU steps
+# than on a fresh machine.
+machine_state() {
+  echo "machine ($1): load $(cut -d' ' -f1-3 /proc/loadavg); cpu.max $(cat /sys/fs/cgroup/cpu.max 2>/dev/null || echo n/a);" \
+    "$(grep -E '^(nr_throttled|throttled_usec)' /sys/fs/cgroup/cpu.stat 2>/dev/null | tr '\n' ' ')$(grep -E '^(Dirty|Writeback):' /proc/meminfo | tr -s ' ' | tr '\n' ' ')"
+  # %CPU over each process's life: long-lived busy processes show.
+  ps -eo pcpu=,comm= --sort=-pcpu | awk '$2 != "ps" && $1 > 1 && n++ < 3 {printf "  busy: %s %s%%\n", $2, $1}'
+}
+machine_state before
 for i in 1 2 3 4 5 6 7 8 9; do
   t0=$(now); mneme record --help >/dev/null 2>&1; t1=$(now); awk "BEGIN{print $t1-$t0}"
 done | median >"$work/t-cli"
@@ -118,6 +128,7 @@ label=record; ldd "$prefix/bin/mneme" 2>/dev/null | grep -q libLLVM && label=rec
 python3 "$here/record_overhead.py" --plain "$work/plain/scalarsweep/scalarsweep" --wrapped "$work/wrap/scalarsweep/scalarsweep" \
   --mneme "$label=$prefix/bin/mneme" --runs "${OVERHEAD_RUNS:-31}" --max-recordings "${OVERHEAD_MAX_RECORDINGS:-2}" --trace --json "$out/overhead.json" >"$out/overhead.txt" 2>&1 || bad "overhead benchmark (overhead.txt)"
 sed -n '/interleaved runs/,$p' "$out/overhead.txt"
+machine_state after
 build lb_plain "$here/launch_bench.cu" clang++
 build lb_wrap "$here/launch_bench.cu" mneme-cxx
 for i in 1 2 3; do
