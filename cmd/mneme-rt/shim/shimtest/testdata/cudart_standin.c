@@ -9,16 +9,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-typedef struct {
-  unsigned x, y, z;
-} dim3;
-typedef struct {
-  void *ptr;
-  size_t pitch, xsize, ysize;
-} cudaPitchedPtr;
-typedef struct {
-  size_t width, height, depth;
-} cudaExtent;
+/* The declarations the test programs use: the definitions below must match. */
+#include "cuda_api.h"
 
 static uintptr_t next_ptr = 0x10000;
 static void *fake(size_t size) {
