@@ -110,7 +110,7 @@ say "4. overhead"
 # the 2000-launch figure has read ~20 ms higher after the other GPU steps
 # than on a fresh machine.
 machine_state() {
-  echo "machine ($1): load $(cut -d' ' -f1-3 /proc/loadavg); cpu.max $(cat /sys/fs/cgroup/cpu.max 2>/dev/null || echo n/a);" \
+  echo "machine ($1): $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg); cpu.max $(cat /sys/fs/cgroup/cpu.max 2>/dev/null || echo n/a);" \
     "$(grep -E '^(nr_throttled|throttled_usec)' /sys/fs/cgroup/cpu.stat 2>/dev/null | tr '\n' ' ')$(grep -E '^(Dirty|Writeback):' /proc/meminfo | tr -s ' ' | tr '\n' ' ')"
   # %CPU over each process's life: long-lived busy processes show.
   ps -eo pcpu=,comm= --sort=-pcpu | awk '$2 != "ps" && $1 > 1 && n++ < 3 {printf "  busy: %s %s%%\n", $2, $1}'

@@ -39,13 +39,22 @@ TARGET = 1.10
 
 
 def run(cmd, env=None):
-    start = time.perf_counter()
-    p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    wall = time.perf_counter() - start
+    """Runs cmd once: its wall time, launch-loop time, stderr and resource use
+    (CPU seconds and involuntary context switches of it and the processes
+    it waited for, such as the application under `mneme record`)."""
+    with tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env)
+        _, status, ru = os.wait4(p.pid, 0)
+        wall = time.perf_counter() - start
+        p.returncode = os.waitstatus_to_exitcode(status)
+        err.seek(0)
+        stderr = err.read()
     if p.returncode != 0:
-        sys.exit(f"record_overhead: {' '.join(cmd)} exited {p.returncode}:\n{p.stderr.decode(errors='replace')[-2000:]}")
-    m = LOOP.search(p.stderr)
-    return wall, (float(m.group(1)) if m else None), p.stderr.decode(errors="replace")
+        sys.exit(f"record_overhead: {' '.join(cmd)} exited {p.returncode}:\n{stderr.decode(errors='replace')[-2000:]}")
+    m = LOOP.search(stderr)
+    usage = {"user_s": ru.ru_utime, "sys_s": ru.ru_stime, "invol_switches": ru.ru_nivcsw}
+    return wall, (float(m.group(1)) if m else None), stderr.decode(errors="replace"), usage
 
 
 def main():
@@ -138,8 +147,8 @@ def main():
     for _ in range(a.runs):
         for name, fn in variants:
             shutil.rmtree(rdb, ignore_errors=True)
-            wall, loop, err = fn()
-            samples[name].append({"wall_s": wall, "loop_ms": loop})
+            wall, loop, err, usage = fn()
+            samples[name].append(dict(usage, wall_s=wall, loop_ms=loop))
             last_stderr[name] = err
     shutil.rmtree(work, ignore_errors=True)
 
@@ -166,6 +175,12 @@ def main():
         walls = [s["wall_s"] for s in samples[name]]
         r, lo, hi = ratio_ci(name, statistics.mean)
         print(f"{name:<20} {statistics.mean(walls)*1e3:8.1f} {r:8.3f} ({lo:.3f}-{hi:.3f}) {med(name, 'wall_s')*1e3:10.1f} {med(name, 'wall_s')/med('plain', 'wall_s'):6.3f} {min(walls)*1e3:11.1f} {min(walls)/fastest_plain:6.3f} {med(name, 'loop_ms'):15.2f}")
+    # CPU time shows whether a variant competes with the application for the
+    # CPU; involuntary switches whether the scheduler (or a CPU quota) took
+    # it off the CPU.
+    print(f"{'variant':<20} {'user ms':>8} {'sys ms':>8} {'involuntary switches':>21}  (medians)")
+    for name, _ in variants:
+        print(f"{name:<20} {med(name, 'user_s')*1e3:8.1f} {med(name, 'sys_s')*1e3:8.1f} {med(name, 'invol_switches'):21.0f}")
     for label, _ in mnemes:
         for line in last_stderr[label].splitlines():
             if line.startswith("mneme record:"):
