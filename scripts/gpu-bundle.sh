@@ -14,8 +14,10 @@
 #       without clang: the prefix as `make` ships it (LLVM linked statically),
 #       the same mneme linked against libLLVM-22.so with that library, and
 #       scalarsweep built plainly and with the wrapper for sm_90 against CUDA
-#       headers from NVIDIA's wheels. Run on the GPU machine:
+#       headers from NVIDIA's wheels, and tracer likewise for run-scale.sh.
+#       Run on the GPU machine:
 #         mkdir -p /tmp/rb && tar xJf .gpu/record-bench.tar.xz -C /tmp/rb && /tmp/rb/run.sh
+#         /tmp/rb/run-scale.sh --runs 8 --replay   (tracer, record_scale.py)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CGO_CPPFLAGS="$(llvm-config-22 --cppflags)" CGO_LDFLAGS="$(llvm-config-22 --ldflags)"
@@ -34,6 +36,13 @@ if [ "${1:-}" = record-bench ]; then
   make -s -C examples/scalarsweep BUILD="$PWD/$b/plain" CUDA="$cuda" ARCH=sm_90 >/dev/null
   make -s -C examples/scalarsweep BUILD="$PWD/$b/wrapped" CUDA="$cuda" ARCH=sm_90 CXX="$PWD/$b/prefix/bin/mneme-cxx" >/dev/null
   cp "$b/plain/scalarsweep" "$b/apps/scalarsweep-plain"; cp "$b/wrapped/scalarsweep" "$b/apps/scalarsweep-wrapped"; rm -rf "$b/plain" "$b/wrapped"
+  # tracer (4 GiB, ~1.5 s) for the bound on programs of several GiB, and the
+  # pinned-bandwidth reference record_scale.py compares copies against.
+  make -s -C examples/tracer BUILD="$PWD/$b/plain" CUDA="$cuda" ARCH=sm_90 >/dev/null
+  make -s -C examples/tracer BUILD="$PWD/$b/wrapped" CUDA="$cuda" ARCH=sm_90 CXX="$PWD/$b/prefix/bin/mneme-cxx" >/dev/null
+  cp "$b/plain/tracer" "$b/apps/tracer-plain"; cp "$b/wrapped/tracer" "$b/apps/tracer-wrapped"; rm -rf "$b/plain" "$b/wrapped"
+  clang++-22 -x cuda --cuda-path="$cuda" --cuda-gpu-arch=sm_90 --no-offload-new-driver -Wno-unknown-cuda-version -O2 \
+    cmd/mneme-rt/shim/bench/pinned_bw.cu -o "$b/apps/pinned_bw" -L"$cuda/lib64" -lcudart -Wl,-rpath,/usr/local/cuda/lib64
   cat > "$b/run.sh" <<'RUN'
 #!/usr/bin/env bash
 # The recording-overhead benchmark on a bare GPU machine (see scripts/gpu-bundle.sh).
@@ -43,7 +52,16 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | sed 's/^/GPU:
 exec python3 "${BENCH:-$here/record_overhead.py}" --plain "$here/apps/scalarsweep-plain" --wrapped "$here/apps/scalarsweep-wrapped" \
   --mneme "record=$here/prefix/bin/mneme" --mneme "record-shared-llvm=$here/prefix/bin/mneme-shared" "$@"
 RUN
-  chmod +x "$b/run.sh"; cp cmd/mneme-rt/shim/bench/record_overhead.py "$b/"
+  chmod +x "$b/run.sh"; cp cmd/mneme-rt/shim/bench/record_overhead.py cmd/mneme-rt/shim/bench/record_scale.py "$b/"
+  cat > "$b/run-scale.sh" <<'RUN'
+#!/usr/bin/env bash
+# tracer recorded by the statically linked mneme `make` ships (record_scale.py; arguments are passed on).
+here=$(cd "$(dirname "$0")" && pwd)
+export LD_LIBRARY_PATH=$here/llvm:${CUDA_PATH:-/usr/local/cuda}/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+cd "$(mktemp -d)" && exec python3 "$here/record_scale.py" --mneme "$here/prefix/bin/mneme" --pinned-bw "$here/apps/pinned_bw" \
+  "$@" "tracer=$here/apps/tracer-plain:$here/apps/tracer-wrapped"
+RUN
+  chmod +x "$b/run-scale.sh"
   # A runtime library in plain C that records nothing, to tell the cost of
   # loading the Go one apart (record_overhead.py --in-app LABEL:MNEME_RT_LIB=...).
   mkdir -p "$b/lib" && cc -O2 -fPIC -shared -o "$b/lib/librt_standin.so" cmd/mneme-rt/shim/shimtest/testdata/rt_standin.c
