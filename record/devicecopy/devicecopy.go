@@ -45,12 +45,14 @@ type Reader struct {
 	kernelMu sync.Mutex
 	fn       *cuda.Function
 	mod      *cuda.Module
-	closed   bool
-	stream   cuda.Stream
-	desc     deviceBuffer
-	lastDesc []byte // what desc holds, nil when unknown
-	sums     deviceBuffer
-	sumsHost *cuda.HostBuffer // page-locked: the sums come back with the kernel, one wait for both
+	// kernelFrom names the image the kernel was loaded from: fatbin or PTX.
+	kernelFrom string
+	closed     bool
+	stream     cuda.Stream
+	desc       deviceBuffer
+	lastDesc   []byte // what desc holds, nil when unknown
+	sums       deviceBuffer
+	sumsHost   *cuda.HostBuffer // page-locked: the sums come back with the kernel, one wait for both
 
 	// stageMu is held by one staging from Stage to Close; the drain runs
 	// on copyStreams (slot k on stream k mod copyStreamCount: more than
@@ -284,9 +286,10 @@ func ensureStream(s *cuda.Stream) error {
 }
 
 // Prepare loads the fingerprint kernel in the background, so that the
-// driver's compilation of its PTX (5 ms from the driver's cache, 45 ms
-// without it, 170 ms on a freshly started H100 machine) is done before a
-// snapshot needs it instead of while the application is held. Fingerprints
+// load is done before a snapshot needs it instead of while the application
+// is held: about a millisecond from a cubin, but where only the PTX fits
+// the GPU the driver compiles it (5 ms from the driver's cache, 45 ms
+// without it, 170 ms on a freshly started H100 machine). Fingerprints
 // waits for a load in progress, and loads the kernel itself if Prepare was
 // not called or failed.
 func (r *Reader) Prepare() {
@@ -310,7 +313,7 @@ func (r *Reader) loadKernel() error {
 		return errors.New("the reader is closed")
 	}
 	start := time.Now()
-	mod, err := cuda.LoadModule(fingerprint.PTX)
+	mod, from, err := loadFingerprintModule()
 	if err != nil {
 		return fmt.Errorf("loading the fingerprint kernel: %w", err)
 	}
@@ -319,9 +322,26 @@ func (r *Reader) loadKernel() error {
 		mod.Unload()
 		return err
 	}
-	r.mod, r.fn = mod, fn
-	record.Trace("runtime", "fingerprint kernel loaded in %.4f s", time.Since(start).Seconds())
+	r.mod, r.fn, r.kernelFrom = mod, fn, from
+	record.Trace("runtime", "fingerprint kernel loaded from its %s in %.4f s", from, time.Since(start).Seconds())
 	return nil
+}
+
+// loadFingerprintModule loads the fingerprint kernel from its fatbin, where
+// a cubin fits the GPU and nothing is compiled, else from its PTX (a
+// driver that cannot take the fatbin may still take the PTX). from names
+// the image that loaded.
+func loadFingerprintModule() (mod *cuda.Module, from string, err error) {
+	mod, fatErr := cuda.LoadModule(fingerprint.Fatbin)
+	if fatErr == nil {
+		return mod, "fatbin", nil
+	}
+	mod, err = cuda.LoadModule(fingerprint.PTX)
+	if err != nil {
+		return nil, "", fmt.Errorf("fatbin: %v; PTX: %w", fatErr, err)
+	}
+	record.Trace("runtime", "fingerprint fatbin not loaded (%v): using the PTX", fatErr)
+	return mod, "PTX", nil
 }
 
 // Fingerprints hashes each range on the GPU with the fingerprint kernel.

@@ -3,7 +3,10 @@ package devicecopy
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"math/rand/v2"
+	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -124,6 +127,22 @@ func TestGPUPreparedFingerprintKernel(t *testing.T) {
 	r := New(8 << 20)
 	r.Prepare()
 	referenceFingerprints(t, r, rs, addr, host)
+	// On a GPU of a family the fatbin holds a cubin for, the kernel must
+	// come from it: nothing is compiled, on a fresh machine or with the
+	// driver's cache off.
+	d, err := cuda.GetDevice(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	props, err := d.Props()
+	if err != nil {
+		t.Fatal(err)
+	}
+	family := fmt.Sprintf("sm_%d0", props.Major)
+	if strings.Contains(fingerprintCubins(t), " "+family) && r.kernelFrom != "fatbin" {
+		t.Errorf("on %s (%s cubin in the fatbin) the kernel was loaded from its %s", props.Arch(), family, r.kernelFrom)
+	}
+	t.Logf("%s: fingerprint kernel loaded from its %s", props.Arch(), r.kernelFrom)
 	r.Close()
 	if r.mod != nil || r.fn != nil {
 		t.Error("Close left the fingerprint kernel loaded")
@@ -684,4 +703,20 @@ func slotRuns(addr, total, slot uint64) []fingerprint.Range {
 		runs = append(runs, fingerprint.Range{Addr: addr + off, Len: slot})
 	}
 	return runs
+}
+
+// fingerprintCubins is the fatbin manifest's line naming its cubins.
+func fingerprintCubins(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("../fingerprint/fingerprint.fatbin.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "cubins ") {
+			return line
+		}
+	}
+	t.Fatal("fingerprint.fatbin.txt names no cubins")
+	return ""
 }

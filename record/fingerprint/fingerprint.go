@@ -16,8 +16,9 @@
 // unchanged with probability about 2^-128 for data that is not built to
 // collide. Sums rather than a chain let every GPU thread hash its own words.
 //
-// The kernel is fingerprint.cu, compiled to fingerprint.ptx (go generate);
-// Chunk is the reference it is tested against on the GPU.
+// The kernel is fingerprint.cu, compiled to fingerprint.ptx and from it to
+// cubins in fingerprint.fatbin (go generate); Chunk is the reference it is
+// tested against on the GPU.
 package fingerprint
 
 import (
@@ -28,11 +29,21 @@ import (
 )
 
 //go:generate ./gen.sh
+//go:generate ./gen-fatbin.sh
 
-// PTX is the fingerprint kernel, for cuModuleLoadData.
+// PTX is the fingerprint kernel, for cuModuleLoadData: any GPU CUDA 13
+// runs, compiled by the driver when loaded.
 //
 //go:embed fingerprint.ptx
 var PTX []byte
+
+// Fatbin is the fingerprint kernel as cubins for the GPU families that
+// fingerprint.fatbin.txt names, and the PTX for others: loading it compiles
+// nothing on those GPUs. Load it first and fall back to PTX, which a driver
+// too old for the cubins still takes.
+//
+//go:embed fingerprint.fatbin
+var Fatbin []byte
 
 // Kernel is the kernel's name in PTX; Threads its block size.
 const (

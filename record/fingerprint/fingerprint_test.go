@@ -3,6 +3,7 @@ package fingerprint
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -168,5 +169,133 @@ func TestPTXIsGeneratedFromSource(t *testing.T) {
 	}
 	if !bytes.Equal(got, PTX) {
 		t.Fatal("fingerprint.ptx is out of date: run go generate ./record/fingerprint")
+	}
+}
+
+// fatbinImage is one image of a fatbin: kind 1 is PTX, 2 a cubin (ELF).
+type fatbinImage struct {
+	kind, sm int
+	payload  []byte
+}
+
+// fatbinImages lists a fatbin's images: a 16-byte header (magic
+// 0xBA55ED50, version, header size, size of what follows), then entries of
+// a header (kind u16 at 0, its size u32 at 4, the payload's padded size
+// u64 at 8, the SM version u32 at 28) and the payload.
+func fatbinImages(t *testing.T, b []byte) []fatbinImage {
+	t.Helper()
+	if len(b) < 16 || binary.LittleEndian.Uint32(b) != 0xBA55ED50 {
+		t.Fatalf("fingerprint.fatbin does not start with the fatbin magic")
+	}
+	hdr := int(binary.LittleEndian.Uint16(b[6:]))
+	end := hdr + int(binary.LittleEndian.Uint64(b[8:]))
+	if end > len(b) {
+		t.Fatalf("fatbin claims %d bytes, holds %d", end, len(b))
+	}
+	var out []fatbinImage
+	for off := hdr; off < end; {
+		if off+32 > end {
+			t.Fatalf("fatbin entry at %d is cut short", off)
+		}
+		e := b[off:]
+		size := int(binary.LittleEndian.Uint32(e[4:]))
+		payload := int(binary.LittleEndian.Uint64(e[8:]))
+		if size < 32 || off+size+payload > end {
+			t.Fatalf("fatbin entry at %d: header %d bytes, payload %d, past the end %d", off, size, payload, end)
+		}
+		out = append(out, fatbinImage{kind: int(binary.LittleEndian.Uint16(e)), sm: int(binary.LittleEndian.Uint32(e[28:])), payload: e[size : size+payload]})
+		off += size + payload
+	}
+	return out
+}
+
+// The embedded fatbin belongs to the embedded PTX (its manifest names the
+// PTX's SHA-256) and holds a cubin for each family the manifest names and
+// the PTX for other GPUs.
+func TestFatbinIsBuiltFromThePTX(t *testing.T) {
+	manifest, err := os.ReadFile("fingerprint.fatbin.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(manifest)), "\n")
+	if len(lines) != 3 || lines[0] != fmt.Sprintf("ptx sha256 %x", sha256.Sum256(PTX)) {
+		t.Fatalf("fingerprint.fatbin.txt does not name this fingerprint.ptx (%q): run go generate ./record/fingerprint", lines[0])
+	}
+	images := fatbinImages(t, Fatbin)
+	cubins := map[int]bool{}
+	ptx := false
+	for _, im := range images {
+		switch im.kind {
+		case 2:
+			if !bytes.HasPrefix(im.payload, []byte("\x7fELF")) {
+				t.Errorf("the sm_%d image is not an ELF cubin", im.sm)
+			}
+			cubins[im.sm] = true
+		case 1:
+			ptx = true
+		}
+	}
+	if !ptx {
+		t.Error("the fatbin holds no PTX for GPUs without a cubin")
+	}
+	families := strings.Fields(strings.TrimPrefix(lines[2], "cubins"))
+	if len(families) == 0 {
+		t.Fatalf("fingerprint.fatbin.txt names no cubins: %q", lines[2])
+	}
+	for _, f := range families {
+		var sm int
+		if _, err := fmt.Sscanf(f, "sm_%d", &sm); err != nil || !cubins[sm] {
+			t.Errorf("the manifest names %s, the fatbin holds cubins for %v", f, cubins)
+		}
+	}
+	if len(cubins) != len(families) {
+		t.Errorf("the fatbin holds cubins for %v, the manifest names %v", cubins, families)
+	}
+}
+
+// With the ptxas its manifest names, regenerating the fatbin gives it byte
+// for byte.
+func TestFatbinIsRegenerated(t *testing.T) {
+	manifest, err := os.ReadFile("fingerprint.fatbin.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(manifest)), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("fingerprint.fatbin.txt has %d lines, want 3", len(lines))
+	}
+	cuda := os.Getenv("CUDA_PATH")
+	if cuda == "" {
+		cuda = "/usr/local/cuda"
+	}
+	ptxas := filepath.Join(cuda, "bin", "ptxas")
+	version, err := exec.Command(ptxas, "--version").Output()
+	if err != nil {
+		t.Skipf("no ptxas at %s (CUDA_PATH): the fatbin is not regenerated", ptxas)
+	}
+	if !strings.Contains(string(version), strings.TrimPrefix(lines[1], "ptxas ")) {
+		t.Skipf("fingerprint.fatbin was built by another ptxas (%s): not regenerated for a byte comparison", lines[1])
+	}
+	dir := t.TempDir()
+	for _, f := range []string{"fingerprint.ptx", "gen-fatbin.sh"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(filepath.Join(dir, "gen-fatbin.sh"))
+	cmd.Env = append(os.Environ(), "CUDA_PATH="+cuda)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("gen-fatbin.sh: %v\n%s", err, out)
+	}
+	got, err := os.ReadFile(filepath.Join(dir, "fingerprint.fatbin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, Fatbin) {
+		t.Fatal("fingerprint.fatbin is out of date: run go generate ./record/fingerprint")
 	}
 }
