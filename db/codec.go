@@ -92,7 +92,12 @@ func encodeChunk(raw []byte, how compression) encodedChunk {
 	if how == compressNone || len(raw) < 256 {
 		return c
 	}
-	if out, bp, ok := tryZstd(raw); ok {
+	if how == compressFastPlanes {
+		if out, bp, ok := tryS2(raw); ok {
+			c.codec, c.stored, c.buf = codecS2, out, bp
+			return c
+		}
+	} else if out, bp, ok := tryZstd(raw); ok {
 		c.codec, c.stored, c.buf = codecZstd, out, bp
 		return c
 	}
@@ -123,21 +128,69 @@ func tryZstd(raw []byte) ([]byte, *[]byte, bool) {
 	return out, bp, true
 }
 
+// tryS2 compresses raw whole as one S2 block, after a probe of its start
+// says it may pay.
+func tryS2(raw []byte) ([]byte, *[]byte, bool) {
+	bp := getBuf(s2.MaxEncodedLen(len(raw)))
+	if len(raw) >= 4*probeSize {
+		probe := appendS2((*bp)[:0], raw[:probeSize])
+		if !pays(len(probe), probeSize) {
+			putBuf(bp)
+			return nil, nil, false
+		}
+	}
+	out := appendS2((*bp)[:0], raw)
+	*bp = out[:0]
+	if !pays(len(out), len(raw)) {
+		putBuf(bp)
+		return nil, nil, false
+	}
+	return out, bp, true
+}
+
+// shuffle4 splits src's 32-bit words into dst's four byte planes. Four
+// words at a time, as one 4x4 byte transpose in registers: a quarter of the
+// loads and stores of a byte at a time.
 func shuffle4(dst, src []byte) {
 	n := len(src) / 4
 	p0, p1, p2, p3 := dst[:n], dst[n:2*n], dst[2*n:3*n], dst[3*n:4*n]
 	src = src[:4*n]
-	for i := 0; i < n; i++ {
+	i := 0
+	for ; i+4 <= n; i += 4 {
+		s := src[4*i : 4*i+16 : 4*i+16]
+		w0 := binary.LittleEndian.Uint32(s[0:])
+		w1 := binary.LittleEndian.Uint32(s[4:])
+		w2 := binary.LittleEndian.Uint32(s[8:])
+		w3 := binary.LittleEndian.Uint32(s[12:])
+		binary.LittleEndian.PutUint32(p0[i:i+4:i+4], w0&0xff|(w1&0xff)<<8|(w2&0xff)<<16|w3<<24)
+		binary.LittleEndian.PutUint32(p1[i:i+4:i+4], (w0>>8)&0xff|w1&0xff00|(w2&0xff00)<<8|(w3>>8)<<24)
+		binary.LittleEndian.PutUint32(p2[i:i+4:i+4], (w0>>16)&0xff|(w1>>8)&0xff00|w2&0xff0000|(w3>>16)<<24)
+		binary.LittleEndian.PutUint32(p3[i:i+4:i+4], w0>>24|(w1>>24)<<8|(w2>>24)<<16|(w3>>24)<<24)
+	}
+	for ; i < n; i++ {
 		w := src[4*i : 4*i+4 : 4*i+4]
 		p0[i], p1[i], p2[i], p3[i] = w[0], w[1], w[2], w[3]
 	}
 }
 
+// unshuffle4 is shuffle4's inverse, four words at a time likewise.
 func unshuffle4(dst, src []byte) {
 	n := len(dst) / 4
 	p0, p1, p2, p3 := src[:n], src[n:2*n], src[2*n:3*n], src[3*n:4*n]
 	dst = dst[:4*n]
-	for i := 0; i < n; i++ {
+	i := 0
+	for ; i+4 <= n; i += 4 {
+		b0 := binary.LittleEndian.Uint32(p0[i : i+4 : i+4])
+		b1 := binary.LittleEndian.Uint32(p1[i : i+4 : i+4])
+		b2 := binary.LittleEndian.Uint32(p2[i : i+4 : i+4])
+		b3 := binary.LittleEndian.Uint32(p3[i : i+4 : i+4])
+		d := dst[4*i : 4*i+16 : 4*i+16]
+		binary.LittleEndian.PutUint32(d[0:], b0&0xff|(b1&0xff)<<8|(b2&0xff)<<16|b3<<24)
+		binary.LittleEndian.PutUint32(d[4:], (b0>>8)&0xff|b1&0xff00|(b2&0xff00)<<8|(b3>>8)<<24)
+		binary.LittleEndian.PutUint32(d[8:], (b0>>16)&0xff|(b1>>8)&0xff00|b2&0xff0000|(b3>>16)<<24)
+		binary.LittleEndian.PutUint32(d[12:], b0>>24|(b1>>24)<<8|(b2>>24)<<16|(b3>>24)<<24)
+	}
+	for ; i < n; i++ {
 		w := dst[4*i : 4*i+4 : 4*i+4]
 		w[0], w[1], w[2], w[3] = p0[i], p1[i], p2[i], p3[i]
 	}

@@ -22,16 +22,19 @@ func smallSnapshots(t testing.TB) [][]byte {
 		{Blobs: []Blob{{Addr: 0x1000, Size: uint64(len(fl)), Data: fl}}, Args: [][]byte{{9}}},
 		{Blobs: []Blob{{Addr: 0x1000, Size: 6000, Data: bytes.Repeat([]byte("abc"), 2000)}}},
 	} {
-		for _, compress := range []bool{false, true} {
+		// Uncompressed, zstd, and as a recording writes (version 4: S2
+		// chunks where zstd would go).
+		for _, opts := range []SnapshotOptions{{}, {Compress: true}, {Compress: true, FastPlanes: true}} {
 			var buf bytes.Buffer
-			if err := EncodeSnapshot(&buf, s, SnapshotOptions{Compress: compress, ChunkSize: 4096}); err != nil {
+			opts.ChunkSize = 4096
+			if err := EncodeSnapshot(&buf, s, opts); err != nil {
 				t.Fatal(err)
 			}
 			seeds = append(seeds, buf.Bytes())
 		}
 	}
 	// Chunks of 128 KiB are the smallest that are tried as byte planes:
-	// float data stored as zstd planes and as S2 planes (version 3).
+	// float data stored as zstd planes and as S2 planes (version 4).
 	for _, fast := range []bool{false, true} {
 		var buf bytes.Buffer
 		s := &Snapshot{Blobs: []Blob{{Addr: 0x1000, Size: uint64(len(fl)), Data: fl}}}

@@ -237,7 +237,10 @@ func (m *metaReader) region(p *plan, size uint64, ref regionRef) error {
 			if c.stored != c.rawLen {
 				return m.errf(hdrOff, "%s chunk %d: raw chunk stores %d bytes, want %d", ref.what, i, c.stored, c.rawLen)
 			}
-		case codecZstd, codecShuffle4:
+		case codecZstd, codecShuffle4, codecS2:
+			if c.codec == codecS2 && m.version < snapshotVersionS2Chunks {
+				return m.errf(hdrOff, "%s chunk %d: an S2 chunk, which only version %d files may hold", ref.what, i, snapshotVersionS2Chunks)
+			}
 			if c.stored == 0 || c.stored >= c.rawLen {
 				return m.errf(hdrOff, "%s chunk %d: compressed chunk stores %d bytes for %d", ref.what, i, c.stored, c.rawLen)
 			}
@@ -366,10 +369,10 @@ func (m *metaReader) header() (int, error) {
 		return 0, m.errf(0, "not a mneme snapshot (no %s header)", snapMagic)
 	}
 	switch v := binary.LittleEndian.Uint32(hdr[8:]); v {
-	case FormatVersion, snapshotVersionRefs, snapshotVersionS2:
+	case FormatVersion, snapshotVersionRefs, snapshotVersionS2, snapshotVersionS2Chunks:
 		m.version = v
 	default:
-		return 0, m.errf(8, "snapshot format version %d is not supported (this mneme reads %d to %d)", v, FormatVersion, snapshotVersionS2)
+		return 0, m.errf(8, "snapshot format version %d is not supported (this mneme reads %d to %d)", v, FormatVersion, snapshotVersionS2Chunks)
 	}
 	if f := binary.LittleEndian.Uint32(hdr[12:]); f&^flagCompressed != 0 {
 		return 0, m.errf(12, "unknown flags 0x%x", f)
@@ -638,7 +641,7 @@ func decodeChunkTo(m *metaReader, p *plan, c *chunkPlan, dst []byte, scratch *[]
 		if _, err := m.ra.ReadAt(dst, c.dataOff); err != nil && !(errors.Is(err, io.EOF)) {
 			return fmt.Errorf("%s: read at %d: %w", m.name, c.dataOff, err)
 		}
-	case codecZstd, codecShuffle4:
+	case codecZstd, codecShuffle4, codecS2:
 		if cap(*scratch) < c.stored {
 			*scratch = make([]byte, c.stored)
 		}
@@ -647,9 +650,12 @@ func decodeChunkTo(m *metaReader, p *plan, c *chunkPlan, dst []byte, scratch *[]
 			return fmt.Errorf("%s: read at %d: %w", m.name, c.dataOff, err)
 		}
 		var err error
-		if c.codec == codecZstd {
+		switch c.codec {
+		case codecZstd:
 			err = decodeZstd(dst, src)
-		} else {
+		case codecS2:
+			err = decodeS2(dst, src)
+		default:
 			planes := getBuf(len(dst))
 			err = decodeShuffle(dst, src, planes)
 			putBuf(planes)
@@ -744,7 +750,7 @@ func (m *metaReader) readRef(dst []byte, c *chunkPlan, what string, idx uint64, 
 		return 0, m.errf(c.hdrOff, "%s: that file has %d chunks", where, len(rf.plan.chunks))
 	}
 	t := rf.plan.chunks[r.Chunk]
-	if rf.plan.regions[t.region].kind != 'b' || t.rawLen != len(dst) || t.codec != codecRaw && t.codec != codecZstd && t.codec != codecShuffle4 {
+	if rf.plan.regions[t.region].kind != 'b' || t.rawLen != len(dst) || t.codec != codecRaw && t.codec != codecZstd && t.codec != codecShuffle4 && t.codec != codecS2 {
 		return 0, m.errf(c.hdrOff, "%s: the chunk there (codec %d, %d bytes) is not a stored blob chunk of %d bytes", where, t.codec, t.rawLen, len(dst))
 	}
 	src := dst
@@ -760,6 +766,8 @@ func (m *metaReader) readRef(dst []byte, c *chunkPlan, what string, idx uint64, 
 	switch t.codec {
 	case codecZstd:
 		err = decodeZstd(dst, src)
+	case codecS2:
+		err = decodeS2(dst, src)
 	case codecShuffle4:
 		planes := getBuf(len(dst))
 		err = decodeShuffle(dst, src, planes)

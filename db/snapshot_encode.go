@@ -191,7 +191,7 @@ func encodeWithWorkers(w io.Writer, s *Snapshot, opts SnapshotOptions, workers i
 		sw.version = snapshotVersionRefs
 	}
 	if sw.compress == compressFastPlanes {
-		sw.version = snapshotVersionS2
+		sw.version = snapshotVersionS2Chunks
 	}
 	for _, step := range []func(*Snapshot) error{sw.header, sw.globals, sw.blobs, sw.args, sw.trailer} {
 		if err := step(s); err != nil {

@@ -106,7 +106,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 		}
 		wantVersion := uint32(FormatVersion)
 		if opts.FastPlanes {
-			wantVersion = snapshotVersionS2
+			wantVersion = snapshotVersionS2Chunks
 		}
 		if v := binary.LittleEndian.Uint32(header[8:]); v != wantVersion {
 			t.Errorf("%+v: format version %d, want %d", opts, v, wantVersion)
@@ -333,19 +333,24 @@ func TestCodecChoice(t *testing.T) {
 		name     string
 		data     []byte
 		compress bool
+		fast     bool
 		want     byte
 	}{
-		{"zeros", make([]byte, 1<<20), false, codecZero},
-		{"zeros compressed", make([]byte, 1<<20), true, codecZero},
-		{"floats uncompressed", floatData(1 << 20), false, codecRaw},
-		{"floats", floatData(1 << 20), true, codecShuffle4},
-		{"text", text, true, codecZstd},
-		{"random", randomData(1<<20, 9), true, codecRaw},
+		{"zeros", make([]byte, 1<<20), false, false, codecZero},
+		{"zeros compressed", make([]byte, 1<<20), true, false, codecZero},
+		{"floats uncompressed", floatData(1 << 20), false, false, codecRaw},
+		{"floats", floatData(1 << 20), true, false, codecShuffle4},
+		{"text", text, true, false, codecZstd},
+		{"random", randomData(1<<20, 9), true, false, codecRaw},
+		// FastPlanes, as a recording writes: S2 where zstd would go.
+		{"floats fast", floatData(1 << 20), true, true, codecShuffle4},
+		{"text fast", text, true, true, codecS2},
+		{"random fast", randomData(1<<20, 9), true, true, codecRaw},
 	}
 	for _, c := range cases {
 		var buf bytes.Buffer
 		s := &Snapshot{Blobs: []Blob{{Addr: 0x1000, Size: uint64(len(c.data)), Data: c.data}}}
-		if err := EncodeSnapshot(&buf, s, SnapshotOptions{Compress: c.compress}); err != nil {
+		if err := EncodeSnapshot(&buf, s, SnapshotOptions{Compress: c.compress, FastPlanes: c.fast}); err != nil {
 			t.Fatal(err)
 		}
 		m := &metaReader{name: c.name, ra: bytes.NewReader(buf.Bytes()), size: int64(buf.Len()), hash: xxh3.New()}
@@ -364,5 +369,25 @@ func TestCodecChoice(t *testing.T) {
 			t.Fatalf("%s: data changed in the round trip", c.name)
 		}
 		t.Logf("%s: %d bytes stored for %d", c.name, p.chunks[0].stored, len(c.data))
+	}
+}
+
+// An S2 chunk belongs to version 4: the same bytes labelled version 3 are
+// refused with a message naming the chunk, not decoded.
+func TestS2ChunkNeedsVersion4(t *testing.T) {
+	data := bytes.Repeat([]byte("kernel launch record; "), 1<<20/22+1)[:1<<20]
+	var buf bytes.Buffer
+	s := &Snapshot{Blobs: []Blob{{Addr: 0x1000, Size: uint64(len(data)), Data: data}}}
+	if err := EncodeSnapshot(&buf, s, SnapshotOptions{Compress: true, FastPlanes: true}); err != nil {
+		t.Fatal(err)
+	}
+	b := buf.Bytes()
+	if v := binary.LittleEndian.Uint32(b[8:]); v != snapshotVersionS2Chunks {
+		t.Fatalf("version %d, want %d", v, snapshotVersionS2Chunks)
+	}
+	binary.LittleEndian.PutUint32(b[8:], snapshotVersionS2)
+	_, err := DecodeSnapshotBytes(b)
+	if err == nil || !strings.Contains(err.Error(), "S2 chunk") {
+		t.Fatalf("a version 3 file with an S2 chunk: %v", err)
 	}
 }

@@ -597,8 +597,9 @@ func argMeta(ir *KernelIR, sizes []uint64) (names []string, kinds []mneme.ArgKin
 const minCompressedSnapshot = 16 << 20
 
 // snapshotOptions are the write options of a snapshot holding raw bytes of
-// data. Byte planes are compressed with S2 (db.SnapshotOptions.FastPlanes):
-// the application waits for these writes, or shares the CPU with them.
+// data. Chunks and byte planes are compressed with S2
+// (db.SnapshotOptions.FastPlanes): the application waits for these
+// writes, or shares the CPU with them.
 func (r *Recorder) snapshotOptions(raw uint64) db.SnapshotOptions {
 	compress := r.cfg.Compress && raw >= minCompressedSnapshot
 	return db.SnapshotOptions{Compress: compress, FastPlanes: compress, NoSync: true}

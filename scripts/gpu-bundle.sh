@@ -14,7 +14,7 @@
 #       without clang: the prefix as `make` ships it (LLVM linked statically),
 #       the same mneme linked against libLLVM-22.so with that library, and
 #       scalarsweep built plainly and with the wrapper for sm_90 against CUDA
-#       headers from NVIDIA's wheels, and tracer likewise for run-scale.sh.
+#       headers from NVIDIA's wheels, and tracer likewise for its run-scale script.
 #       Run on the GPU machine:
 #         mkdir -p /tmp/rb && tar xJf .gpu/record-bench.tar.xz -C /tmp/rb && /tmp/rb/run.sh
 #         /tmp/rb/run-scale.sh --runs 8 --replay   (tracer, record_scale.py)

@@ -65,6 +65,7 @@ func mneme_rt_init(api *C.struct_mneme_host_api) C.int {
 		fmt.Fprintln(os.Stderr, "mneme record:", err)
 		return -1
 	}
+	startProfile()
 	if api.cuda_initialized == 0 {
 		// Loaded at exit by an application that made no CUDA call: report
 		// the registrations, touch nothing else.
@@ -303,5 +304,6 @@ func mneme_rt_finish() {
 		drainMemo()
 	}
 	rec.Finish()
+	stopProfile()
 	record.Trace("runtime", "finish end")
 }
