@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -153,20 +154,21 @@ func TestStreamOfAZeroBombTakesNoMemory(t *testing.T) {
 	}
 	ps, es := openStreams(t, path, path)
 	start := time.Now()
-	windows := 0
+	// fn runs on several goroutines at once: the count is atomic.
+	var windows atomic.Int64
 	err := WalkBlobPairs(ps, es, func(w BlobWindow) error {
 		if !w.ProZero || !w.EpiZero || w.Pro != nil {
 			t.Errorf("window %d: zero %v/%v, bytes given", w.Off, w.ProZero, w.EpiZero)
 		}
-		windows++
+		windows.Add(1)
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Windows are at least a chunk (64 MiB here).
-	if want := 64 << 30 / max(blobWindowSize, maxChunkSize); windows != want {
-		t.Errorf("%d windows, want %d", windows, want)
+	if want := int64(64 << 30 / max(blobWindowSize, maxChunkSize)); windows.Load() != want {
+		t.Errorf("%d windows, want %d", windows.Load(), want)
 	}
 	t.Logf("64 GiB of zero chunks walked in %v", time.Since(start))
 }
