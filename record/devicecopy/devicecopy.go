@@ -192,8 +192,9 @@ type slot struct {
 // slot back only after writing its chunks, from the goroutine that waits
 // for the next run, so too few slots would stall that wait (with only the
 // writer's share, `tracer`'s 4 GiB drained at 2.3 GB/s instead of 50 on an
-// H100). Page-locked memory costs ~3 ms per 8 MiB to allocate, during
-// which the driver serves no other thread.
+// H100). Short runs are packed into a slot together (staging.issue), so
+// the count holds for them too. Page-locked memory costs ~3 ms per 8 MiB to
+// allocate, during which the driver serves no other thread.
 func New(slotBytes int) *Reader {
 	n := max(8, 2*runtime.GOMAXPROCS(0)*(1<<20)/slotBytes+4)
 	return &Reader{slotBytes: slotBytes, nSlots: n}
@@ -537,7 +538,7 @@ func (r *Reader) stageLocked(runs []fingerprint.Range, blocking bool) (*staging,
 		r.stageMu.Unlock()
 		return nil, err
 	}
-	s := &staging{r: r, runs: runs, slotOf: make([]int, len(runs)), blocking: blocking}
+	s := &staging{r: r, runs: runs, slotOf: make([]int, len(runs)), offOf: make([]int, len(runs)), held: make([]int, len(r.slots)), blocking: blocking}
 	s.freed = sync.NewCond(&s.mu)
 	for i := range s.slotOf {
 		s.slotOf[i] = -1
@@ -558,6 +559,7 @@ type staging struct {
 	r      *Reader
 	runs   []fingerprint.Range
 	slotOf []int // run -> slot while issued and not released; -1 otherwise, spareRun when copied to spare
+	offOf  []int // run -> where its bytes start in its slot
 	issued int
 	waited int
 	stats  record.CopyStats
@@ -568,6 +570,7 @@ type staging struct {
 
 	mu       sync.Mutex
 	free     []int
+	held     []int // slot -> its runs not yet released
 	blocking bool
 	freed    *sync.Cond // signalled by Release, for blocking stagings
 }
@@ -575,7 +578,11 @@ type staging struct {
 // spareRun marks a run copied into the spare buffer instead of a slot.
 const spareRun = -2
 
-// issue starts the next runs' copies into the free slots.
+// issue starts the next runs' copies into the free slots. Consecutive runs
+// share a slot while they fit: a snapshot whose changed chunks are
+// scattered between chunks already stored has runs of a chunk or two, and
+// one run to a slot would leave the writer's window of chunks wider than
+// the ring, every further run copied on the slow spare path.
 func (s *staging) issue() error {
 	for s.issued < len(s.runs) {
 		s.mu.Lock()
@@ -586,22 +593,36 @@ func (s *staging) issue() error {
 		k := s.free[len(s.free)-1]
 		s.free = s.free[:len(s.free)-1]
 		s.mu.Unlock()
-		run, sl := s.runs[s.issued], s.r.slots[k]
-		s.slotOf[s.issued] = k
-		s.issued++
+		sl := s.r.slots[k]
 		st := s.r.copyStreams[k%copyStreamCount]
 		if err := sl.start.Record(st); err != nil {
 			return err
 		}
-		if err := cuda.MemcpyDtoHAsync(sl.buf[:run.Len], run.Addr, st); err != nil {
-			return err
+		packed := 0
+		for off := 0; s.issued < len(s.runs); packed++ {
+			run := s.runs[s.issued]
+			if packed > 0 && off+int(run.Len) > len(sl.buf) {
+				break
+			}
+			if err := cuda.MemcpyDtoHAsync(sl.buf[off:off+int(run.Len)], run.Addr, st); err != nil {
+				return err
+			}
+			s.slotOf[s.issued], s.offOf[s.issued] = k, off
+			s.issued++
+			off = (off + int(run.Len) + slotAlign - 1) &^ (slotAlign - 1)
 		}
+		s.mu.Lock()
+		s.held[k] = packed
+		s.mu.Unlock()
 		if err := sl.end.Record(st); err != nil {
 			return err
 		}
 	}
 	return nil
 }
+
+// slotAlign aligns the runs packed into a slot, for full-speed copies.
+const slotAlign = 4096
 
 func (s *staging) Wait(i int) ([]byte, error) {
 	if i != s.waited {
@@ -646,17 +667,19 @@ func (s *staging) Wait(i int) ([]byte, error) {
 		s.stats.TransferSeconds += time.Since(start).Seconds()
 		return buf, nil
 	}
-	sl := s.r.slots[k]
+	sl, off := s.r.slots[k], s.offOf[i]
 	if err := sl.end.Synchronize(); err != nil {
 		return nil, err
 	}
-	a, err1 := cuda.Elapsed(s.r.ref, sl.start)
-	b, err2 := cuda.Elapsed(s.r.ref, sl.end)
-	if err1 == nil && err2 == nil {
-		s.busy = append(s.busy, [2]float64{a.Seconds(), b.Seconds()})
+	if off == 0 { // the slot's first run: its copies' interval, once
+		a, err1 := cuda.Elapsed(s.r.ref, sl.start)
+		b, err2 := cuda.Elapsed(s.r.ref, sl.end)
+		if err1 == nil && err2 == nil {
+			s.busy = append(s.busy, [2]float64{a.Seconds(), b.Seconds()})
+		}
 	}
 	s.stats.Bytes += int64(run.Len)
-	return sl.buf[:run.Len], nil
+	return sl.buf[off : off+int(run.Len) : off+int(run.Len)], nil
 }
 
 func (s *staging) Release(i int) {
@@ -668,9 +691,12 @@ func (s *staging) Release(i int) {
 		}
 		return
 	}
-	s.free = append(s.free, s.slotOf[i])
+	k := s.slotOf[i]
 	s.slotOf[i] = -1
-	s.freed.Signal()
+	if s.held[k]--; s.held[k] == 0 {
+		s.free = append(s.free, k)
+		s.freed.Signal()
+	}
 }
 
 // Close waits for copies still in flight (a snapshot that failed half way)

@@ -213,6 +213,57 @@ func TestGPUStagedCopiesDeliverEveryRun(t *testing.T) {
 	}
 }
 
+// Short runs (changed chunks scattered between stored ones) share slots:
+// with the writer holding a window of 32 runs, as it holds 32 chunks on 16
+// cores, none is copied on the spare path, and every run's bytes arrive.
+func TestGPUShortRunsShareSlots(t *testing.T) {
+	gpu(t)
+	const mib = 1 << 20
+	host := random(64*mib, 11)
+	addr := deviceData(t, host)
+	var runs []fingerprint.Range
+	for off := uint64(0); off < 64*mib; off += mib {
+		runs = append(runs, fingerprint.Range{Addr: addr + off, Len: mib / 4})
+	}
+	r := New(8 * mib)
+	defer r.Close()
+	st, err := r.Stage(runs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := st.(*staging)
+	var held []int
+	spare := 0
+	for i, run := range runs {
+		data, err := st.Wait(i)
+		if err != nil {
+			t.Fatalf("run %d: %v", i, err)
+		}
+		if s.slotOf[i] == spareRun {
+			spare++
+		}
+		off := run.Addr - addr
+		if !bytes.Equal(data, host[off:off+run.Len]) {
+			t.Fatalf("run %d: wrong bytes", i)
+		}
+		held = append(held, i)
+		if len(held) > 32 {
+			st.Release(held[0])
+			held = held[1:]
+		}
+	}
+	for _, i := range held {
+		st.Release(i)
+	}
+	stats := st.Close()
+	if spare > 0 {
+		t.Errorf("%d of %d short runs were copied on the spare path (%d slots)", spare, len(runs), len(r.slots))
+	}
+	if stats.Bytes != int64(len(runs))*mib/4 {
+		t.Errorf("stats %+v, want %d bytes", stats, len(runs)*mib/4)
+	}
+}
+
 // A shadow, on the device or on the host, holds a copy of the runs that
 // outlives changes to the source, reports the copies that made it, and is
 // refused when it would eat into the reserve.
