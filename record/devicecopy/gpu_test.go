@@ -180,30 +180,7 @@ func TestGPUStagedCopiesDeliverEveryRun(t *testing.T) {
 	r := New(slot)
 	defer r.Close()
 	for _, hold := range []int{0, 3, len(runs)} {
-		st, err := r.Stage(runs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var held []int
-		for i, run := range runs {
-			data, err := st.Wait(i)
-			if err != nil {
-				t.Fatalf("hold %d: run %d: %v", hold, i, err)
-			}
-			off := run.Addr - addr
-			if !bytes.Equal(data, host[off:off+run.Len]) {
-				t.Fatalf("hold %d: run %d: wrong bytes", hold, i)
-			}
-			held = append(held, i)
-			for len(held) > hold {
-				st.Release(held[0])
-				held = held[1:]
-			}
-		}
-		for _, i := range held {
-			st.Release(i)
-		}
-		stats := st.Close()
+		stats, _ := stageHolding(t, r, runs, addr, host, hold)
 		if stats.Bytes != int64(len(host)) || stats.TransferSeconds <= 0 {
 			t.Errorf("hold %d: stats %+v, want %d bytes and a transfer time", hold, stats, len(host))
 		}
@@ -211,6 +188,43 @@ func TestGPUStagedCopiesDeliverEveryRun(t *testing.T) {
 	if _, err := r.Stage([]fingerprint.Range{{Addr: addr, Len: slot + 1}}); err == nil {
 		t.Error("a run larger than the staging buffers was accepted")
 	}
+}
+
+// stageHolding stages runs, checks each run's bytes against host (what the
+// device holds at addr) and releases each once hold later runs have
+// arrived, as the snapshot writer holds its window; it returns the copy
+// stats and how many runs went on the spare path.
+func stageHolding(t *testing.T, r *Reader, runs []fingerprint.Range, addr uint64, host []byte, hold int) (record.CopyStats, int) {
+	t.Helper()
+	st, err := r.Stage(runs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := st.(*staging)
+	var held []int
+	spare := 0
+	for i, run := range runs {
+		data, err := st.Wait(i)
+		if err != nil {
+			t.Fatalf("hold %d: run %d: %v", hold, i, err)
+		}
+		if s.slotOf[i] == spareRun {
+			spare++
+		}
+		off := run.Addr - addr
+		if !bytes.Equal(data, host[off:off+run.Len]) {
+			t.Fatalf("hold %d: run %d: wrong bytes", hold, i)
+		}
+		held = append(held, i)
+		for len(held) > hold {
+			st.Release(held[0])
+			held = held[1:]
+		}
+	}
+	for _, i := range held {
+		st.Release(i)
+	}
+	return st.Close(), spare
 }
 
 // Short runs (changed chunks scattered between stored ones) share slots:
@@ -227,35 +241,7 @@ func TestGPUShortRunsShareSlots(t *testing.T) {
 	}
 	r := New(8 * mib)
 	defer r.Close()
-	st, err := r.Stage(runs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := st.(*staging)
-	var held []int
-	spare := 0
-	for i, run := range runs {
-		data, err := st.Wait(i)
-		if err != nil {
-			t.Fatalf("run %d: %v", i, err)
-		}
-		if s.slotOf[i] == spareRun {
-			spare++
-		}
-		off := run.Addr - addr
-		if !bytes.Equal(data, host[off:off+run.Len]) {
-			t.Fatalf("run %d: wrong bytes", i)
-		}
-		held = append(held, i)
-		if len(held) > 32 {
-			st.Release(held[0])
-			held = held[1:]
-		}
-	}
-	for _, i := range held {
-		st.Release(i)
-	}
-	stats := st.Close()
+	stats, spare := stageHolding(t, r, runs, addr, host, 32)
 	if spare > 0 {
 		t.Errorf("%d of %d short runs were copied on the spare path (%d slots)", spare, len(runs), len(r.slots))
 	}
