@@ -52,9 +52,9 @@ func benchSnapshots() []struct {
 // Run with -cpu 1,2 (or more) to see single-core and parallel throughput.
 func BenchmarkEncodeSnapshot(b *testing.B) {
 	for _, c := range benchSnapshots() {
-		for _, opts := range []SnapshotOptions{{}, {Compress: true}, {Compress: true, FastPlanes: true}} {
+		for _, opts := range []SnapshotOptions{{}, {Compress: true}, {Compress: true, Fast: true}} {
 			name := fmt.Sprintf("%s/compress=%v", c.name, opts.Compress)
-			if opts.FastPlanes {
+			if opts.Fast {
 				name += "/fast-planes"
 			}
 			b.Run(name, func(b *testing.B) {
@@ -167,7 +167,7 @@ func fieldData(n int) []byte {
 func BenchmarkWriteSnapshotFile(b *testing.B) {
 	const size = 512 << 20
 	s := &Snapshot{Blobs: []Blob{{Addr: 0x153940000000, Size: size, Data: fieldData(size)}}, Args: [][]byte{make([]byte, 8)}}
-	opts := SnapshotOptions{Compress: true, FastPlanes: true, NoSync: true}
+	opts := SnapshotOptions{Compress: true, Fast: true, NoSync: true}
 	dir := b.TempDir()
 	for _, sink := range []string{"discard", "file"} {
 		b.Run(sink, func(b *testing.B) {

@@ -70,16 +70,17 @@ type compression int
 const (
 	compressNone compression = iota
 	compressZstd
-	// compressFastPlanes: zstd for whole chunks, S2 for byte planes.
-	compressFastPlanes
+	// compressFast: S2 for whole chunks and for byte planes
+	// (SnapshotOptions.Fast).
+	compressFast
 )
 
 func compressionOf(opts SnapshotOptions) compression {
 	switch {
 	case !opts.Compress:
 		return compressNone
-	case opts.FastPlanes:
-		return compressFastPlanes
+	case opts.Fast:
+		return compressFast
 	}
 	return compressZstd
 }
@@ -92,7 +93,7 @@ func encodeChunk(raw []byte, how compression) encodedChunk {
 	if how == compressNone || len(raw) < 256 {
 		return c
 	}
-	if how == compressFastPlanes {
+	if how == compressFast {
 		if out, bp, ok := tryS2(raw); ok {
 			c.codec, c.stored, c.buf = codecS2, out, bp
 			return c
@@ -101,45 +102,36 @@ func encodeChunk(raw []byte, how compression) encodedChunk {
 		c.codec, c.stored, c.buf = codecZstd, out, bp
 		return c
 	}
-	if out, bp, ok := tryShuffle(raw, how == compressFastPlanes); ok {
+	if out, bp, ok := tryShuffle(raw, how == compressFast); ok {
 		c.codec, c.stored, c.buf = codecShuffle4, out, bp
 	}
 	return c
 }
 
-// tryZstd compresses raw whole, after a probe of its start says it may pay.
+// tryZstd compresses raw whole as one zstd frame, tryWhole's way.
 func tryZstd(raw []byte) ([]byte, *[]byte, bool) {
-	enc := zstdEncoder()
-	bp := getBuf(len(raw))
+	return tryWhole(raw, len(raw), func(dst, src []byte) []byte { return zstdEncoder().EncodeAll(src, dst) })
+}
+
+// tryS2 compresses raw whole as one S2 block, tryWhole's way.
+func tryS2(raw []byte) ([]byte, *[]byte, bool) {
+	return tryWhole(raw, s2.MaxEncodedLen(len(raw)), appendS2)
+}
+
+// tryWhole compresses raw whole with encode (which appends src compressed
+// to dst) into a pooled buffer of at least bufLen bytes, after a probe of
+// its start says it may pay; it keeps the result only when it pays.
+func tryWhole(raw []byte, bufLen int, encode func(dst, src []byte) []byte) ([]byte, *[]byte, bool) {
+	bp := getBuf(bufLen)
 	if len(raw) >= 4*probeSize {
-		probe := enc.EncodeAll(raw[:probeSize], (*bp)[:0])
+		probe := encode((*bp)[:0], raw[:probeSize])
 		*bp = probe[:0]
 		if !pays(len(probe), probeSize) {
 			putBuf(bp)
 			return nil, nil, false
 		}
 	}
-	out := enc.EncodeAll(raw, (*bp)[:0])
-	*bp = out[:0]
-	if !pays(len(out), len(raw)) {
-		putBuf(bp)
-		return nil, nil, false
-	}
-	return out, bp, true
-}
-
-// tryS2 compresses raw whole as one S2 block, after a probe of its start
-// says it may pay.
-func tryS2(raw []byte) ([]byte, *[]byte, bool) {
-	bp := getBuf(s2.MaxEncodedLen(len(raw)))
-	if len(raw) >= 4*probeSize {
-		probe := appendS2((*bp)[:0], raw[:probeSize])
-		if !pays(len(probe), probeSize) {
-			putBuf(bp)
-			return nil, nil, false
-		}
-	}
-	out := appendS2((*bp)[:0], raw)
+	out := encode((*bp)[:0], raw)
 	*bp = out[:0]
 	if !pays(len(out), len(raw)) {
 		putBuf(bp)

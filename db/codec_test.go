@@ -49,7 +49,7 @@ func TestEncodeChunkCodecs(t *testing.T) {
 // them S2-compressed, and decodes to the same bytes.
 func TestFastPlanesRoundTrip(t *testing.T) {
 	raw := floatData(1 << 20)
-	c := encodeChunk(raw, compressFastPlanes)
+	c := encodeChunk(raw, compressFast)
 	defer c.release()
 	if c.codec != codecShuffle4 {
 		t.Fatalf("float chunk with fast planes: codec %d, want %d (shuffle4)", c.codec, codecShuffle4)

@@ -24,7 +24,7 @@ func smallSnapshots(t testing.TB) [][]byte {
 	} {
 		// Uncompressed, zstd, and as a recording writes (version 4: S2
 		// chunks where zstd would go).
-		for _, opts := range []SnapshotOptions{{}, {Compress: true}, {Compress: true, FastPlanes: true}} {
+		for _, opts := range []SnapshotOptions{{}, {Compress: true}, {Compress: true, Fast: true}} {
 			var buf bytes.Buffer
 			opts.ChunkSize = 4096
 			if err := EncodeSnapshot(&buf, s, opts); err != nil {
@@ -38,7 +38,7 @@ func smallSnapshots(t testing.TB) [][]byte {
 	for _, fast := range []bool{false, true} {
 		var buf bytes.Buffer
 		s := &Snapshot{Blobs: []Blob{{Addr: 0x1000, Size: uint64(len(fl)), Data: fl}}}
-		if err := EncodeSnapshot(&buf, s, SnapshotOptions{Compress: true, FastPlanes: fast, ChunkSize: 128 << 10}); err != nil {
+		if err := EncodeSnapshot(&buf, s, SnapshotOptions{Compress: true, Fast: fast, ChunkSize: 128 << 10}); err != nil {
 			t.Fatal(err)
 		}
 		seeds = append(seeds, buf.Bytes())

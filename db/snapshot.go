@@ -90,12 +90,12 @@ type SnapshotOptions struct {
 	// atomically (safe if the application crashes) but not durable across
 	// a power loss.
 	NoSync bool
-	// FastPlanes (with Compress) compresses with S2 instead of zstd, whole
+	// Fast (with Compress) compresses with S2 instead of zstd, whole
 	// chunks and byte planes: about twice the encoding speed of the planes
 	// of a float chunk and four times that of repetitive data (and faster
 	// decoding) for more bytes, for writes that hold up an application. The
 	// file is a version 4 snapshot.
-	FastPlanes bool
+	Fast bool
 }
 
 // DefaultChunkSize is 1 MiB: large enough for zstd to find redundancy and
@@ -129,7 +129,7 @@ const (
 	codecRef = 4
 	// codecS2: one S2 block of the chunk's bytes (the block format of
 	// github.com/klauspost/compress/s2). Only in snapshots of version 4,
-	// written with FastPlanes: it encodes repetitive data about four times
+	// written with Fast: it encodes repetitive data about four times
 	// faster than zstd, for about twice the (already small) size.
 	codecS2 = 5
 

@@ -649,18 +649,7 @@ func decodeChunkTo(m *metaReader, p *plan, c *chunkPlan, dst []byte, scratch *[]
 		if _, err := m.ra.ReadAt(src, c.dataOff); err != nil && !(errors.Is(err, io.EOF)) {
 			return fmt.Errorf("%s: read at %d: %w", m.name, c.dataOff, err)
 		}
-		var err error
-		switch c.codec {
-		case codecZstd:
-			err = decodeZstd(dst, src)
-		case codecS2:
-			err = decodeS2(dst, src)
-		default:
-			planes := getBuf(len(dst))
-			err = decodeShuffle(dst, src, planes)
-			putBuf(planes)
-		}
-		if err != nil {
+		if err := decodeStored(c.codec, dst, src); err != nil {
 			return m.errf(c.dataOff, "%s chunk %d: %v", ref.what, idx, err)
 		}
 	}
@@ -763,18 +752,26 @@ func (m *metaReader) readRef(dst []byte, c *chunkPlan, what string, idx uint64, 
 	if _, err := rf.f.ReadAt(src, t.dataOff); err != nil && !errors.Is(err, io.EOF) {
 		return 0, fmt.Errorf("%s: %s: %w", m.name, where, err)
 	}
-	switch t.codec {
-	case codecZstd:
-		err = decodeZstd(dst, src)
-	case codecS2:
-		err = decodeS2(dst, src)
-	case codecShuffle4:
-		planes := getBuf(len(dst))
-		err = decodeShuffle(dst, src, planes)
-		putBuf(planes)
-	}
-	if err != nil {
-		return 0, m.errf(c.hdrOff, "%s: %v", where, err)
+	if t.codec != codecRaw {
+		if err := decodeStored(t.codec, dst, src); err != nil {
+			return 0, m.errf(c.hdrOff, "%s: %v", where, err)
+		}
 	}
 	return t.sum, nil
+}
+
+// decodeStored decodes the stored bytes src of a compressed chunk (zstd,
+// S2 or shuffle4) into dst, which it must fill exactly.
+func decodeStored(codec byte, dst, src []byte) error {
+	switch codec {
+	case codecZstd:
+		return decodeZstd(dst, src)
+	case codecS2:
+		return decodeS2(dst, src)
+	case codecShuffle4:
+		planes := getBuf(len(dst))
+		defer putBuf(planes)
+		return decodeShuffle(dst, src, planes)
+	}
+	return fmt.Errorf("codec %d is not a compressed one", codec)
 }

@@ -190,7 +190,7 @@ func encodeWithWorkers(w io.Writer, s *Snapshot, opts SnapshotOptions, workers i
 	if s.hasChunkSources() {
 		sw.version = snapshotVersionRefs
 	}
-	if sw.compress == compressFastPlanes {
+	if sw.compress == compressFast {
 		sw.version = snapshotVersionS2Chunks
 	}
 	for _, step := range []func(*Snapshot) error{sw.header, sw.globals, sw.blobs, sw.args, sw.trailer} {

@@ -67,7 +67,7 @@ func openStreams(t *testing.T, proPath, epiPath string) (*SnapshotStream, *Snaps
 }
 
 func TestStreamReadsWhatTheWholeDecodeReads(t *testing.T) {
-	for _, opts := range []SnapshotOptions{{}, {Compress: true, ChunkSize: 64 << 10}, {Compress: true, FastPlanes: true, ChunkSize: 4 << 10}} {
+	for _, opts := range []SnapshotOptions{{}, {Compress: true, ChunkSize: 64 << 10}, {Compress: true, Fast: true, ChunkSize: 4 << 10}} {
 		pro, _, proPath, epiPath := streamPair(t, opts)
 		ps, _ := openStreams(t, proPath, epiPath)
 		if ps.Snapshot.Blobs[0].Data != nil {

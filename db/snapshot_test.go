@@ -85,7 +85,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	s := sampleSnapshot()
 	dir := t.TempDir()
 	sizes := map[string]int64{}
-	for _, opts := range []SnapshotOptions{{}, {Compress: true}, {Compress: true, FastPlanes: true}, {Compress: true, ChunkSize: 4096}, {ChunkSize: 64 << 20, NoSync: true}} {
+	for _, opts := range []SnapshotOptions{{}, {Compress: true}, {Compress: true, Fast: true}, {Compress: true, ChunkSize: 4096}, {ChunkSize: 64 << 20, NoSync: true}} {
 		path := filepath.Join(dir, "DeviceState.prologue.a.b.mneme")
 		n, err := WriteSnapshot(path, s, opts)
 		if err != nil {
@@ -105,7 +105,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantVersion := uint32(FormatVersion)
-		if opts.FastPlanes {
+		if opts.Fast {
 			wantVersion = snapshotVersionS2Chunks
 		}
 		if v := binary.LittleEndian.Uint32(header[8:]); v != wantVersion {
@@ -113,7 +113,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 		}
 		if opts.ChunkSize == 0 {
 			switch {
-			case opts.FastPlanes:
+			case opts.Fast:
 				sizes["s2"] = n
 			case opts.Compress:
 				sizes["zstd"] = n
@@ -342,7 +342,7 @@ func TestCodecChoice(t *testing.T) {
 		{"floats", floatData(1 << 20), true, false, codecShuffle4},
 		{"text", text, true, false, codecZstd},
 		{"random", randomData(1<<20, 9), true, false, codecRaw},
-		// FastPlanes, as a recording writes: S2 where zstd would go.
+		// Fast, as a recording writes: S2 where zstd would go.
 		{"floats fast", floatData(1 << 20), true, true, codecShuffle4},
 		{"text fast", text, true, true, codecS2},
 		{"random fast", randomData(1<<20, 9), true, true, codecRaw},
@@ -350,7 +350,7 @@ func TestCodecChoice(t *testing.T) {
 	for _, c := range cases {
 		var buf bytes.Buffer
 		s := &Snapshot{Blobs: []Blob{{Addr: 0x1000, Size: uint64(len(c.data)), Data: c.data}}}
-		if err := EncodeSnapshot(&buf, s, SnapshotOptions{Compress: c.compress, FastPlanes: c.fast}); err != nil {
+		if err := EncodeSnapshot(&buf, s, SnapshotOptions{Compress: c.compress, Fast: c.fast}); err != nil {
 			t.Fatal(err)
 		}
 		m := &metaReader{name: c.name, ra: bytes.NewReader(buf.Bytes()), size: int64(buf.Len()), hash: xxh3.New()}
@@ -378,7 +378,7 @@ func TestS2ChunkNeedsVersion4(t *testing.T) {
 	data := bytes.Repeat([]byte("kernel launch record; "), 1<<20/22+1)[:1<<20]
 	var buf bytes.Buffer
 	s := &Snapshot{Blobs: []Blob{{Addr: 0x1000, Size: uint64(len(data)), Data: data}}}
-	if err := EncodeSnapshot(&buf, s, SnapshotOptions{Compress: true, FastPlanes: true}); err != nil {
+	if err := EncodeSnapshot(&buf, s, SnapshotOptions{Compress: true, Fast: true}); err != nil {
 		t.Fatal(err)
 	}
 	b := buf.Bytes()

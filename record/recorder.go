@@ -598,11 +598,11 @@ const minCompressedSnapshot = 16 << 20
 
 // snapshotOptions are the write options of a snapshot holding raw bytes of
 // data. Chunks and byte planes are compressed with S2
-// (db.SnapshotOptions.FastPlanes): the application waits for these
+// (db.SnapshotOptions.Fast): the application waits for these
 // writes, or shares the CPU with them.
 func (r *Recorder) snapshotOptions(raw uint64) db.SnapshotOptions {
 	compress := r.cfg.Compress && raw >= minCompressedSnapshot
-	return db.SnapshotOptions{Compress: compress, FastPlanes: compress, NoSync: true}
+	return db.SnapshotOptions{Compress: compress, Fast: compress, NoSync: true}
 }
 
 // minStagedBytes is the live device memory from which snapshots are taken
