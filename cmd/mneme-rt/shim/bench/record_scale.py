@@ -16,7 +16,11 @@ affects every variant alike) and prints one row per variant:
   copy GB/s    copied bytes over the GPU's time on the transfers
   refs/zero    chunks referenced (already stored) / all zero, of all chunks
 
-and then, per application and variant, every run's wall time in run order.
+and then, per application and variant, every run's wall time in run order,
+and the verdict on the 1.10x bound. The bound applies to programs holding at
+least 1 GiB on the device and running at least a second plainly; the rest are
+named as outside it with the reason (the 2000-launch example's own check is
+record_overhead.py's, over many more rounds).
 
 Variants: "record" (the default: fingerprints, staged copies, snapshots
 written in the background), and with --variants also "sync"
@@ -42,6 +46,37 @@ import tempfile
 import time
 
 TARGET = 1.10
+# The bound covers production-scale runs only: these many device bytes and
+# plain seconds at least.
+SCOPE_BYTES = 1 << 30
+SCOPE_SECONDS = 1.0
+
+
+def verdict(rows):
+    """The target line for rows of (name, ratio, device bytes, plain s)."""
+    met, over, outside = [], [], []
+    for name, ratio, device, plain in rows:
+        why = []
+        if device < SCOPE_BYTES:
+            why.append(f"{size(device)} on the device")
+        if plain < SCOPE_SECONDS:
+            why.append(f"{plain:.2f} s plainly")
+        if why:
+            outside.append(f"{name} {ratio:.3f} ({', '.join(why)})")
+        else:
+            (over if ratio > TARGET else met).append(f"{name} {ratio:.3f}")
+    line = f"recording overhead target {TARGET}x (programs with >= 1 GiB on the device and >= 1 s plainly): "
+    if over:
+        line += "not met by " + ", ".join(over)
+        if met:
+            line += "; met by " + ", ".join(met)
+    elif met:
+        line += "met by every one: " + ", ".join(met)
+    else:
+        line += "no program in scope"
+    if outside:
+        line += "; outside the bound: " + ", ".join(outside)
+    return line
 
 
 def run(cmd, env=None):
@@ -104,7 +139,7 @@ def main():
                         shutil.rmtree(last_rdb[(name, v)], ignore_errors=True)
                     last_rdb[(name, v)] = rdb
         print(f"{'application':<12} {'variant':<7} {'plain s':>8} {'record s':>9} {'ratio':>6} {'device':>10} {'copied':>10} {'written':>10} {'copy GB/s':>9} {'of pinned':>9} {'refs/zero/copied chunks':>24}")
-        worst = {}
+        in_record = []
         for name, plain, wrapped, args in apps:
             p = statistics.median(s["wall"] for s in samples[(name, "plain")])
             for v in variants:
@@ -115,7 +150,8 @@ def main():
                 chunks = f"{st.get('chunks_referenced', 0)}/{st.get('chunks_zero', 0)}/{st.get('chunks_copied', 0)}"
                 print(f"{name:<12} {v:<7} {p:8.3f} {w:9.3f} {w / p:6.3f} {size(st.get('arena_peak', 0)):>10} {size(st.get('copied_bytes', 0)):>10} "
                       f"{size(st.get('snapshot_bytes', 0)):>10} {gbs:9.1f} {gbs / pinned:9.2f} {chunks:>24}")
-                worst[(name, v)] = w / p
+                if v == "record":
+                    in_record.append((name, w / p, st.get("arena_peak", 0), p))
         # Every sample in run order, so an outlier round shows in the
         # output itself (the JSON may not come back from a GPU machine).
         for (name, v), ss in samples.items():
@@ -133,8 +169,7 @@ def main():
                     else:
                         print(f"replay {name} {i}: exit {p.returncode}: {p.stderr.decode(errors='replace')[-600:]}")
                 print(f"replay {name} ({variants[0]}): {ok}/{len(ids)} instances verified")
-        over = [f"{n} {v} {x:.3f}" for (n, v), x in worst.items() if v == "record" and x > TARGET]
-        print(f"recording overhead target {TARGET}x: " + ("met by every application" if not over else "not met by " + ", ".join(over)))
+        print(verdict(in_record))
         if a.json:
             with open(a.json, "w") as f:
                 json.dump({"pinned_gbs": pinned, "samples": {f"{k[0]}/{k[1]}": v for k, v in samples.items()}}, f, indent=1)
