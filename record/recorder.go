@@ -838,8 +838,7 @@ func (r *Recorder) writeOrQueue(dr DeviceReader, p *snapshotPlan, pend *pendingI
 	start := time.Now()
 	live := func() (Staging, error) { return dr.Stage(p.runs) }
 	n, st, err := writePlan(live, r.cfg.DB, p, r.snapshotOptions(p.raw))
-	r.status.CopiedBytes += st.Bytes
-	r.status.CopyTransferSeconds += st.TransferSeconds
+	r.status.addCopies(st)
 	r.status.CopySeconds += time.Since(start).Seconds() // the copies overlap the writing: one figure for both
 	if err != nil {
 		r.forgetChunks(p)
@@ -929,8 +928,7 @@ func (r *Recorder) collect() {
 	for _, j := range r.writer.take() {
 		pend := r.pending[j.plan.name]
 		delete(r.pending, j.plan.name)
-		r.status.CopiedBytes += j.stats.Bytes
-		r.status.CopyTransferSeconds += j.stats.TransferSeconds
+		r.status.addCopies(j.stats)
 		r.status.BackgroundSeconds += j.seconds
 		if j.err != nil {
 			r.forgetChunks(j.plan)

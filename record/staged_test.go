@@ -393,6 +393,10 @@ func stagedMatchesFull(t *testing.T, fullDir string, g *stagingGPU) {
 	if wantBytes := int64(7*mib + 100 + mib + 100); g.copied != wantBytes || st.CopiedBytes != wantBytes {
 		t.Errorf("copied %d bytes (status %d), want %d", g.copied, st.CopiedBytes, wantBytes)
 	}
+	// The largest is the first prologue's copy of fresh data.
+	if st.LargestCopyBytes != 7*mib+100 || st.LargestCopySeconds <= 0 {
+		t.Errorf("largest snapshot copied %d bytes in %gs, want %d in a positive time", st.LargestCopyBytes, st.LargestCopySeconds, 7*mib+100)
+	}
 	for k, n := range g.released {
 		if n != 1 {
 			t.Errorf("run %x released %d times", k, n)

@@ -53,11 +53,26 @@ type Status struct {
 	ArenaError          string   `json:"arena_error,omitempty"`
 	Errors              []string `json:"errors,omitempty"`
 	ErrorsDropped       int      `json:"errors_dropped,omitempty"`
+
+	// The snapshot that moved the most bytes, typically a first copy of
+	// fresh data: its rate is the one to hold against the bus, which the
+	// totals blur with small snapshots whose copies waited on the driver.
+	LargestCopyBytes   int64   `json:"largest_copy_bytes,omitempty"`
+	LargestCopySeconds float64 `json:"largest_copy_seconds,omitempty"` // its GPU time on the transfers
 }
 
 // maxStatusErrors bounds the error list, so an application that fails the
 // same way a million times does not grow the file without limit.
 const maxStatusErrors = 50
+
+// addCopies counts one snapshot's device-to-host copies.
+func (s *Status) addCopies(st CopyStats) {
+	s.CopiedBytes += st.Bytes
+	s.CopyTransferSeconds += st.TransferSeconds
+	if st.Bytes > s.LargestCopyBytes && st.TransferSeconds > 0 {
+		s.LargestCopyBytes, s.LargestCopySeconds = st.Bytes, st.TransferSeconds
+	}
+}
 
 func (s *Status) addError(msg string) {
 	if len(s.Errors) >= maxStatusErrors {

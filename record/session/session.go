@@ -328,11 +328,15 @@ func (r *readBack) summarize(status *record.Status) (summary string, finalizeErr
 }
 
 // copySummary says what the snapshots copied from the device: the bytes,
-// the transfer rate, and the chunks that fingerprints spared.
+// the transfer rate (over all of them, and for the largest alone), and the
+// chunks that fingerprints spared.
 func copySummary(s *record.Status) string {
 	out := fmt.Sprintf("; copied %s from the device", db.FormatSize(uint64(s.CopiedBytes)))
 	if s.CopyTransferSeconds > 0 {
 		out += fmt.Sprintf(" at %.1f GB/s", float64(s.CopiedBytes)/1e9/s.CopyTransferSeconds)
+	}
+	if s.LargestCopySeconds > 0 && s.LargestCopyBytes < s.CopiedBytes {
+		out += fmt.Sprintf(", the largest snapshot's %s at %.1f GB/s", db.FormatSize(uint64(s.LargestCopyBytes)), float64(s.LargestCopyBytes)/1e9/s.LargestCopySeconds)
 	}
 	if n := s.ChunksCopied + s.ChunksZero + s.ChunksReferenced; n > 0 {
 		out += fmt.Sprintf(" (%d of %d chunks; %d zero, %d already stored; fingerprints %.3fs)",
