@@ -31,7 +31,7 @@ type Status struct {
 	ArenaPeak          uint64  `json:"arena_peak,omitempty"` // physical bytes mapped
 	SnapshotBytes      int64   `json:"snapshot_bytes"`       // written to snapshot files
 	SnapshotRawBytes   int64   `json:"snapshot_raw_bytes"`   // device data they hold, before compression
-	SnapshotSeconds    float64 `json:"snapshot_seconds"`     // spent writing them
+	SnapshotSeconds    float64 `json:"snapshot_seconds"`     // the application held for them (planning, copies, writes not left to the background)
 	// Where recording time went (seconds), for the overhead report.
 	LoadSeconds  float64 `json:"load_seconds"`  // loading this library into the application and starting it
 	ArenaSeconds float64 `json:"arena_seconds"` // reserving and mapping the arena, allocating

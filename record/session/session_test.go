@@ -219,7 +219,7 @@ func TestRecordReadsTheRecordingBack(t *testing.T) {
 	src := t.TempDir()
 	writeRecording(t, src)
 	writeStatus(t, src, record.Status{KernelsRegistered: 2, InstancesRecorded: 1, LaunchesSelected: 1, LaunchesSeen: 5,
-		SnapshotBytes: 1 << 20, SnapshotRawBytes: 3 << 20, SnapshotSeconds: 0.5,
+		SnapshotBytes: 1 << 20, SnapshotRawBytes: 3 << 20, SnapshotSeconds: 0.5, BackgroundSeconds: 0.25,
 		CopiedBytes: 3 << 20, CopyTransferSeconds: 0.0015, LargestCopyBytes: 2 << 20, LargestCopySeconds: 0.0005, ChunksCopied: 2, ChunksZero: 3, ChunksReferenced: 1, FingerprintSeconds: 0.002})
 	o := options(t, script(t, `cp "`+src+`"/* "`+src+`"/.mneme-record.status "$MNEME_RDB"/`))
 	var log bytes.Buffer
@@ -227,7 +227,7 @@ func TestRecordReadsTheRecordingBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	abs, _ := filepath.Abs(o.DB)
-	want := "mneme record: 1 instance(s) of 1 kernel(s) recorded in " + abs + " (1 of 5 launches selected); snapshots: 3.0 MiB of device data written as 1.0 MiB at 6 MiB/s; " +
+	want := "mneme record: 1 instance(s) of 1 kernel(s) recorded in " + abs + " (1 of 5 launches selected); snapshots: 3.0 MiB of device data stored as 1.0 MiB, holding the application 0.500s (0.250s of writing beside it); " +
 		"copied 3.0 MiB from the device at 2.1 GB/s, the largest snapshot's 2.0 MiB at 4.2 GB/s (2 of 6 chunks; 3 zero, 1 already stored; fingerprints 0.002s)\n"
 	if !strings.HasPrefix(log.String(), want) || !regexp.MustCompile(`\nmneme record: time spent recording: loading the runtime [0-9.]+s`).MatchString(log.String()) {
 		t.Fatalf("summary:\n%s\nwant it to start with\n%s", log.String(), want)
