@@ -85,6 +85,8 @@ test: lint
 	$(GO) test -tags llvmstatic ./llvm ./jit
 	# the Python API (python/), from the virtual environment scripts/setup.sh makes
 	cd python && ../.venv/bin/python -m pytest -q
+	# the verdicts the GPU benchmark scripts print (cmd/mneme-rt/shim/bench)
+	.venv/bin/python -m pytest -q -p no:cacheprovider cmd/mneme-rt/shim/bench
 	# every fuzz target past its seeds, FUZZTIME each (scripts/fuzz-all.sh)
 	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz-all.sh
 

@@ -62,6 +62,20 @@ COPY_TARGET = 0.50
 COPY_SCOPE_BYTES = 256 << 20
 
 
+def judged(head, met, missed, outside, outside_label):
+    """One target line: who missed it, who met it, who was out of its scope."""
+    line = head + ": "
+    if missed:
+        line += "not met by " + ", ".join(missed) + ("; met by " + ", ".join(met) if met else "")
+    elif met:
+        line += "met by every one: " + ", ".join(met)
+    else:
+        line += "nothing in scope"
+    if outside:
+        line += f"; {outside_label}: " + ", ".join(outside)
+    return line
+
+
 def copy_verdict(rows):
     """The copy target's line for rows of (name, largest bytes, share of pinned)."""
     met, under, outside = [], [], []
@@ -70,20 +84,12 @@ def copy_verdict(rows):
             outside.append(f"{name} ({size(largest)})")
         else:
             (under if share < COPY_TARGET else met).append(f"{name} {share:.2f}")
-    line = f"copy target {COPY_TARGET:.2f} of pinned (each application's largest snapshot, >= {size(COPY_SCOPE_BYTES)}): "
-    if under:
-        line += "not met by " + ", ".join(under) + ("; met by " + ", ".join(met) if met else "")
-    elif met:
-        line += "met by every one: " + ", ".join(met)
-    else:
-        line += "no snapshot in scope"
-    if outside:
-        line += "; too small to judge: " + ", ".join(outside)
-    return line
+    return judged(f"copy target {COPY_TARGET:.2f} of pinned (each application's largest snapshot, >= {size(COPY_SCOPE_BYTES)})",
+                  met, under, outside, "too small to judge")
 
 
 def verdict(rows):
-    """The target line for rows of (name, ratio, device bytes, plain s)."""
+    """The overhead target's line for rows of (name, ratio, device bytes, plain s)."""
     met, over, outside = [], [], []
     for name, ratio, device, plain in rows:
         why = []
@@ -95,18 +101,8 @@ def verdict(rows):
             outside.append(f"{name} {ratio:.3f} ({', '.join(why)})")
         else:
             (over if ratio > TARGET else met).append(f"{name} {ratio:.3f}")
-    line = f"recording overhead target {TARGET}x (programs with >= 1 GiB on the device and >= 1 s plainly): "
-    if over:
-        line += "not met by " + ", ".join(over)
-        if met:
-            line += "; met by " + ", ".join(met)
-    elif met:
-        line += "met by every one: " + ", ".join(met)
-    else:
-        line += "no program in scope"
-    if outside:
-        line += "; outside the bound: " + ", ".join(outside)
-    return line
+    return judged(f"recording overhead target {TARGET}x (programs with >= 1 GiB on the device and >= 1 s plainly)",
+                  met, over, outside, "outside the bound")
 
 
 def run(cmd, env=None):
