@@ -190,30 +190,40 @@ func TestGPUStagedCopiesDeliverEveryRun(t *testing.T) {
 	}
 }
 
-// stageHolding stages runs, checks each run's bytes against host (what the
-// device holds at addr) and releases each once hold later runs have
-// arrived, as the snapshot writer holds its window; it returns the copy
-// stats and how many runs went on the spare path.
+// stageHolding stages runs from the device and checks them (checkStaged),
+// releasing each once hold later runs have arrived, as the snapshot writer
+// holds its window; it returns the copy stats and how many runs went on the
+// spare path.
 func stageHolding(t *testing.T, r *Reader, runs []fingerprint.Range, addr uint64, host []byte, hold int) (record.CopyStats, int) {
 	t.Helper()
 	st, err := r.Stage(runs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := st.(*staging)
+	return checkStaged(t, fmt.Sprintf("hold %d", hold), st, runs, addr, host, hold)
+}
+
+// checkStaged waits for each of st's runs in turn, checks its bytes against
+// host (what the device held at addr), releases it once hold later runs
+// have arrived, and closes st, returning its copy stats and how many runs
+// went on the spare path.
+func checkStaged(t *testing.T, what string, st record.Staging, runs []fingerprint.Range, addr uint64, host []byte, hold int) (record.CopyStats, int) {
+	t.Helper()
+	s, _ := st.(*staging)
 	var held []int
 	spare := 0
 	for i, run := range runs {
 		data, err := st.Wait(i)
 		if err != nil {
-			t.Fatalf("hold %d: run %d: %v", hold, i, err)
+			t.Errorf("%s: run %d: %v", what, i, err)
+			break
 		}
-		if s.slotOf[i] == spareRun {
+		if s != nil && s.slotOf[i] == spareRun {
 			spare++
 		}
 		off := run.Addr - addr
 		if !bytes.Equal(data, host[off:off+run.Len]) {
-			t.Fatalf("hold %d: run %d: wrong bytes", hold, i)
+			t.Errorf("%s: run %d does not hold the device's bytes", what, i)
 		}
 		held = append(held, i)
 		for len(held) > hold {
@@ -250,32 +260,22 @@ func TestGPUShortRunsShareSlots(t *testing.T) {
 	}
 }
 
-// A shadow, on the device or on the host, holds a copy of the runs that
-// outlives changes to the source, reports the copies that made it, and is
-// refused when it would eat into the reserve.
 // stagedBytes stages sh's runs and checks each against host, the bytes
-// the device held at addr when the shadow was made; it returns the
-// staging's copy stats.
+// the device held at addr when the shadow was made (checkStaged); it
+// returns the staging's copy stats.
 func stagedBytes(t *testing.T, what string, sh record.Shadow, runs []fingerprint.Range, addr uint64, host []byte) record.CopyStats {
 	t.Helper()
 	st, err := sh.Stage()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, run := range runs {
-		data, err := st.Wait(i)
-		if err != nil {
-			t.Fatal(err)
-		}
-		off := run.Addr - addr
-		if !bytes.Equal(data, host[off:off+run.Len]) {
-			t.Errorf("%s: run %d does not hold the device's bytes from when the shadow was made", what, i)
-		}
-		st.Release(i)
-	}
-	return st.Close()
+	stats, _ := checkStaged(t, what, st, runs, addr, host, 0)
+	return stats
 }
 
+// A shadow, on the device or on the host, holds a copy of the runs that
+// outlives changes to the source, reports the copies that made it, and is
+// refused when it would eat into the reserve.
 func TestGPUShadowCopiesOutliveTheSource(t *testing.T) {
 	gpu(t)
 	host := random(3<<20+100, 5)
