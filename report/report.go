@@ -45,9 +45,9 @@ type Report struct {
 	Toolchain   string   `json:"toolchain,omitempty"`
 	Created     string   `json:"created"`
 	// Budget is the tuning budget given; TuningSeconds what tuning took.
-	Budget        string  `json:"budget,omitempty"`
-	TuningSeconds float64 `json:"tuning_seconds"`
-	GPUs          []int   `json:"gpus,omitempty"`
+	Budget        string   `json:"budget,omitempty"`
+	TuningSeconds float64  `json:"tuning_seconds"`
+	GPUs          []int    `json:"gpus,omitempty"`
 	EndToEnd      EndToEnd `json:"end_to_end"`
 	Kernels       []Kernel `json:"kernels"`
 	// Notes are sentences for the reader: a budget too small, a stage that
