@@ -22,8 +22,8 @@ import (
 
 type optimizeFlags struct {
 	rdb, output, budget, gpus, minShare, sampler, preset string
-	top, runs, trials                                   int
-	checkOutput                                         bool
+	top, runs, trials                                    int
+	checkOutput                                          bool
 }
 
 func init() {
