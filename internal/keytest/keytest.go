@@ -19,7 +19,7 @@ type Variant[T any] struct {
 // EachLeaf returns one copy of v per leaf field (a string, bool, number or
 // slice; structs are entered), each with that field alone changed to another
 // value: strings and slices grow by one element, numbers grow by one,
-// booleans flip. Unexported fields are left alone. It panics on a kind it
+// booleans flip, an interface holds a string. Unexported fields are left alone. It panics on a kind it
 // cannot change (a map, a pointer), so a new field of such a kind makes the
 // tests that use it fail loudly rather than skip it.
 func EachLeaf[T any](v T) []Variant[T] {
@@ -63,6 +63,10 @@ func Change(f reflect.Value, path string) {
 		f.SetUint(f.Uint() + 1)
 	case reflect.Float32, reflect.Float64:
 		f.SetFloat(f.Float() + 1)
+	case reflect.Interface:
+		// A value of any kind: the text of the old one and an x, a string
+		// no number or boolean equals.
+		f.Set(reflect.ValueOf(fmt.Sprint(f.Interface()) + "x"))
 	case reflect.Slice:
 		n := reflect.MakeSlice(f.Type(), f.Len(), f.Len()+1)
 		reflect.Copy(n, f)

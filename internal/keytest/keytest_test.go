@@ -15,13 +15,14 @@ type sample struct {
 	In     inner
 	Ints   []int
 	Bytes  []byte
+	Any    []any
 	hidden int
 }
 
 // Every exported leaf gets one variant that differs from the original in
 // that field alone.
 func TestEachLeafChangesOneFieldAtATime(t *testing.T) {
-	base := sample{S: "a", I: 3, Ints: []int{1}, Bytes: []byte{2}, In: inner{X: 1, Y: 1}}
+	base := sample{S: "a", I: 3, Ints: []int{1}, Bytes: []byte{2}, In: inner{X: 1, Y: 1}, Any: []any{1}}
 	vs := EachLeaf(base)
 	var paths []string
 	for _, v := range vs {
@@ -48,12 +49,14 @@ func TestEachLeafChangesOneFieldAtATime(t *testing.T) {
 			back.Ints = base.Ints
 		case "Bytes":
 			back.Bytes = base.Bytes
+		case "Any":
+			back.Any = base.Any
 		}
 		if !reflect.DeepEqual(back, base) {
 			t.Errorf("%s: changed more than itself: %+v", v.Path, v.Value)
 		}
 	}
-	want := []string{"S", "B", "I", "F", "In.X", "In.Y", "Ints", "Bytes"}
+	want := []string{"S", "B", "I", "F", "In.X", "In.Y", "Ints", "Bytes", "Any"}
 	if !reflect.DeepEqual(paths, want) {
 		t.Errorf("paths %v, want %v", paths, want)
 	}
