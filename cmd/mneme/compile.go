@@ -32,8 +32,9 @@ type compileFlags struct {
 func init() {
 	var f compileFlags
 	cmd := &cobra.Command{
-		Use:   "compile --ir FILE.bc [--kernel NAME] [flags]",
-		Short: "Compile one kernel's IR under a configuration to PTX (and a cubin with a GPU)",
+		Use:         "compile --ir FILE.bc [--kernel NAME] [flags]",
+		Annotations: map[string]string{rawStdoutAnnotation: "yes"},
+		Short:       "Compile one kernel's IR under a configuration to PTX (and a cubin with a GPU)",
 		Long: `compile specializes, optimizes and generates code for one kernel of an LLVM
 bitcode file, the way replay and tuning do, and prints the result and the time
 of each stage. With a CUDA driver and GPU it also runs ptxas through the driver

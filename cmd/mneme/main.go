@@ -7,6 +7,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -54,6 +55,24 @@ func usageErrorsExit2(cmd *cobra.Command) {
 	}
 }
 
+// rawStdoutAnnotation marks a command whose stdout is data, written as is:
+// code (compile), protocol lines (worker, deploy compile-variant), whose
+// JSON escapes control characters itself.
+const rawStdoutAnnotation = "mneme/raw-stdout"
+
+// routeOutput gives the commands marked with rawStdoutAnnotation the
+// process's stdout itself, and sends every command's flag warnings (a
+// deprecated flag) to stderr: cobra prints them to the command's output.
+func routeOutput(cmd *cobra.Command, stderr io.Writer) {
+	if cmd.Annotations[rawStdoutAnnotation] != "" {
+		cmd.SetOut(os.Stdout)
+	}
+	cmd.Flags().SetOutput(stderr)
+	for _, sub := range cmd.Commands() {
+		routeOutput(sub, stderr)
+	}
+}
+
 // argsChecked remembers the commands whose argument check is wrapped, so
 // in-process tests that call run repeatedly wrap it once.
 var argsChecked = map[*cobra.Command]struct{}{}
@@ -65,7 +84,16 @@ func main() { os.Exit(run(os.Args[1:])) }
 func run(args []string) int {
 	usageErrorsExit2(rootCmd)
 	rootCmd.SetArgs(args)
+	// Every command's reports and messages quote names from files that may
+	// come from elsewhere: escaped on their way out. Commands whose stdout
+	// carries data (code, protocol answers) say so and write it as is.
+	stdout, stderr := newTermWriter(os.Stdout), newTermWriter(os.Stderr)
+	rootCmd.SetOut(stdout)
+	rootCmd.SetErr(stderr)
+	routeOutput(rootCmd, stderr)
 	err := rootCmd.Execute()
+	stdout.Flush()
+	stderr.Flush()
 	if err != nil && strings.HasPrefix(err.Error(), "unknown command") {
 		err = withExit(exitUsage, err) // cobra's, for a subcommand that does not exist
 	}
