@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/mneme-gpu/mneme"
+	"github.com/mneme-gpu/mneme/cuda"
 	"github.com/mneme-gpu/mneme/jit"
 )
 
@@ -96,6 +97,12 @@ func compileJob(f *compileFlags) (jit.FileJob, error) {
 		Prune: !f.noPrune, Internalize: f.internalize, Arch: f.arch, PTXVersion: f.ptxVersion,
 		PtxasOpt: f.ptxasOpt, MaxRegisters: f.maxRegisters}
 	var err error
+	if f.arch != "" {
+		// Checked here, without a GPU: LLVM would only fail to make a target.
+		if _, err := cuda.ParseArch(f.arch); err != nil {
+			return job, fmt.Errorf("--%s: %w", mneme.KeyArch, err)
+		}
+	}
 	if f.block != "" {
 		if cfg.Block, err = mneme.ParseDim3(f.block); err != nil {
 			return job, fmt.Errorf("--block: %w", err)

@@ -44,6 +44,11 @@ func withExit(code int, err error) error {
 // every command, as the commands' own checks do.
 func usageErrorsExit2(cmd *cobra.Command) {
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return withExit(exitUsage, err) })
+	if cmd.HasSubCommands() && cmd.Run == nil && cmd.RunE == nil {
+		// cobra would print the help and exit 0 for an unknown or missing
+		// subcommand of a command that only groups others.
+		cmd.RunE = missingSubcommand
+	}
 	if check := cmd.Args; check != nil {
 		if _, done := argsChecked[cmd]; !done {
 			cmd.Args = func(c *cobra.Command, args []string) error { return withExit(exitUsage, check(c, args)) }
@@ -71,6 +76,21 @@ func routeOutput(cmd *cobra.Command, stderr io.Writer) {
 	for _, sub := range cmd.Commands() {
 		routeOutput(sub, stderr)
 	}
+}
+
+// missingSubcommand is the run of a command that groups others, reached
+// with no subcommand or an unknown one: bad usage, one line naming them.
+func missingSubcommand(cmd *cobra.Command, args []string) error {
+	var names []string
+	for _, sub := range cmd.Commands() {
+		if sub.IsAvailableCommand() {
+			names = append(names, sub.Name())
+		}
+	}
+	if len(args) > 0 {
+		return withExit(exitUsage, fmt.Errorf("unknown command %q for %q: want one of %s", args[0], cmd.CommandPath(), strings.Join(names, ", ")))
+	}
+	return withExit(exitUsage, fmt.Errorf("%s: name a command, one of %s (%s --help describes them)", cmd.CommandPath(), strings.Join(names, ", "), cmd.CommandPath()))
 }
 
 // argsChecked remembers the commands whose argument check is wrapped, so
