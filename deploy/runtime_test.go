@@ -207,7 +207,7 @@ func TestRuntimeUnlistedAndOriginal(t *testing.T) {
 	if r.Kernel("tuned") == nil {
 		t.Error("a tuned kernel got no deployment state")
 	}
-	if r.Kernel("tuned") != r.Kernel("tuned") {
+	if first, again := r.Kernel("tuned"), r.Kernel("tuned"); first != again {
 		t.Error("a kernel's state is not kept between launches")
 	}
 }
