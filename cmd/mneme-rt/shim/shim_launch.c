@@ -11,36 +11,51 @@
  * ~1 KiB of arguments. */
 #define MEMO_STACK_KEY 1024
 
+/* A launch's place in its kernel's statistics, decided under the lock and
+ * used after it: its kernel, its shape (-1: not in the table) and whether
+ * it is one to time. counted: the launch was counted. */
+struct launch_stats {
+  int counted;
+  int shape;
+  int timed;
+};
+
 /* memo_forward decides a launch in C when it can: a kernel the library
- * never wants to see, a remembered repeat, or a capped kernel. It returns
- * the kernel's index (or -1) in *idx and whether to forward at once. The
- * launch's key goes to *key, replaced by a heap buffer for large keys,
- * which the caller frees. Called with mneme_table_lock held. */
+ * never wants to see, a remembered repeat, a shape the kernel takes no new
+ * instance of, or a capped kernel. It returns the kernel's index (or -1)
+ * in *idx and whether to forward at once, and counts the launch in the
+ * kernel's statistics once the library has seen the kernel. The launch's
+ * key goes to *key, replaced by a heap buffer for large keys, which the
+ * caller frees. Called with mneme_table_lock held. */
 static int memo_forward(const void *func, dim3 grid, dim3 block, void **args,
-                        size_t shared, int *idx, unsigned char **key) {
+                        size_t shared, int *idx, unsigned char **key,
+                        struct launch_stats *st) {
   *idx = kernel_index_locked(func);
   if (*idx < 0)
     return 0;
   struct kernel_entry *k = &mneme_kernels[*idx];
+  if (k->stats != NULL) {
+    st->counted = 1;
+    st->shape = stats_count(k, grid, block, shared, args, &st->timed);
+  }
   if (k->forward_always) {
     k->forwarded++;
     mneme_memo_pending++;
     return 1;
   }
   struct launch_memo *m = k->memo;
-  if (m == NULL)
-    return 0;
-  if (m->key_len > MEMO_STACK_KEY && (*key = malloc(m->key_len)) == NULL)
-    return 0;
-  if (!launch_key(m, grid, block, shared, args, *key))
-    return 0;
-  struct memo_slot *s = memo_find(m, key_hash(*key, m->key_len), *key);
-  if (s != NULL) {
-    s->launches++;
-    mneme_memo_pending++;
-    return 1;
+  if (m != NULL &&
+      (m->key_len <= MEMO_STACK_KEY || (*key = malloc(m->key_len)) != NULL) &&
+      launch_key(m, grid, block, shared, args, *key)) {
+    struct memo_slot *s = memo_find(m, key_hash(*key, m->key_len), *key);
+    if (s != NULL) {
+      s->launches++;
+      mneme_memo_pending++;
+      return 1;
+    }
   }
-  if (m->capped) {
+  if ((m != NULL && m->capped) ||
+      (st->counted && st->shape >= 0 && k->stats->shapes[st->shape].covered)) {
     k->forwarded++;
     mneme_memo_pending++;
     return 1;
@@ -53,12 +68,14 @@ static int memo_forward(const void *func, dim3 grid, dim3 block, void **args,
 static void memo_learn(int idx, int handled,
                        const struct mneme_launch_memo *memo, dim3 grid,
                        dim3 block, void **args, size_t shared,
-                       unsigned char **key) {
+                       unsigned char **key, int shape) {
   if (idx < 0 || idx >= mneme_n_kernels)
     return;
   struct kernel_entry *k = &mneme_kernels[idx];
   if (handled == MNEME_LAUNCH_FORWARD_ALWAYS)
     k->forward_always = 1;
+  if (memo->shape_covered && shape >= 0 && k->stats != NULL)
+    k->stats->shapes[shape].covered = 1;
   struct launch_memo *m = k->memo;
   if (m == NULL)
     return;
@@ -94,6 +111,24 @@ static inline cudaError_t forward_launch(const void *func, dim3 grid,
   return e;
 }
 
+/* stats_forward forwards a launch, bracketed by a pair of the library's
+ * events when it is one to time and a pair is free. */
+static inline cudaError_t stats_forward(int idx, const struct launch_stats *st,
+                                        const void *func, dim3 grid, dim3 block,
+                                        void **args, size_t shared,
+                                        cudaStream_t stream, int ptsz) {
+  if (__builtin_expect(
+          !st->timed || st->shape < 0 ||
+              !__atomic_load_n(&mneme_stats_timing, __ATOMIC_RELAXED),
+          1))
+    return forward_launch(func, grid, block, args, shared, stream, ptsz);
+  int slot = mneme_stats_begin(idx, st->shape, stream, ptsz);
+  cudaError_t e = forward_launch(func, grid, block, args, shared, stream, ptsz);
+  if (slot >= 0)
+    mneme_stats_end(slot, e == mneme_cudaSuccess, stream, ptsz);
+  return e;
+}
+
 static cudaError_t record_launch(const void *func, dim3 grid, dim3 block,
                                  void **args, size_t shared,
                                  cudaStream_t stream, int ptsz) {
@@ -101,31 +136,40 @@ static cudaError_t record_launch(const void *func, dim3 grid, dim3 block,
     return api_launch(func, grid, block, args, shared, stream, ptsz);
   unsigned char stack_key[MEMO_STACK_KEY], *key = stack_key;
   int idx;
+  struct launch_stats st = {0, -1, 0};
   pthread_mutex_lock(&mneme_table_lock);
-  int forward = memo_forward(func, grid, block, args, shared, &idx, &key);
+  int forward = memo_forward(func, grid, block, args, shared, &idx, &key, &st);
   pthread_mutex_unlock(&mneme_table_lock);
   if (key != stack_key) {
     free(key);
     key = stack_key;
   }
   if (forward)
-    return forward_launch(func, grid, block, args, shared, stream, ptsz);
+    return stats_forward(idx, &st, func, grid, block, args, shared, stream,
+                         ptsz);
   int handled = MNEME_LAUNCH_FORWARD;
-  struct mneme_launch_memo memo = {0, 0};
+  struct mneme_launch_memo memo = {0, 0, 0};
   cudaError_t e =
       mneme_rt.launch(func, idx, grid.x, grid.y, grid.z, block.x, block.y,
                       block.z, args, shared, stream, ptsz, &handled, &memo);
-  if (idx >= 0 && (handled == MNEME_LAUNCH_FORWARD_ALWAYS || memo.repeat > 0 ||
-                   memo.capped)) {
+  if (idx >= 0) {
     pthread_mutex_lock(&mneme_table_lock);
-    memo_learn(idx, handled, &memo, grid, block, args, shared, &key);
+    /* A kernel's first launch is counted once the library has told the
+     * shim its parameters, which it learns on that launch. */
+    if (!st.counted)
+      st.shape = stats_count(&mneme_kernels[idx], grid, block, shared, args,
+                             &st.timed);
+    if (handled == MNEME_LAUNCH_FORWARD_ALWAYS || memo.repeat > 0 ||
+        memo.capped || memo.shape_covered)
+      memo_learn(idx, handled, &memo, grid, block, args, shared, &key,
+                 st.shape);
     pthread_mutex_unlock(&mneme_table_lock);
     if (key != stack_key)
       free(key);
   }
   if (handled == MNEME_LAUNCH_DONE)
     return e;
-  return forward_launch(func, grid, block, args, shared, stream, ptsz);
+  return stats_forward(idx, &st, func, grid, block, args, shared, stream, ptsz);
 }
 
 typedef int (*cu_launch_fn)(void *f, unsigned gx, unsigned gy, unsigned gz,
