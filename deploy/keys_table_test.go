@@ -145,3 +145,25 @@ func TestIRHashEachInputAlone(t *testing.T) {
 		t.Error("equal units gave different hashes")
 	}
 }
+
+// Facts are found by module and kernel, each alone: facts of one kernel
+// never answer for another kernel of the module or the same kernel of
+// another module, from memory or from disk.
+func TestFactsKeyEachInputAlone(t *testing.T) {
+	dir := t.TempDir()
+	c := NewCache(dir)
+	facts := &KernelFacts{ScalarArgs: []int{1}, ArgSizes: []int{8, 4}}
+	if err := c.PutFacts("ab", "c", facts); err != nil {
+		t.Fatal(err)
+	}
+	for _, cache := range map[string]*Cache{"memory": c, "disk": NewCache(dir)} {
+		if _, ok := cache.GetFacts("ab", "c"); !ok {
+			t.Fatal("the facts put are not found")
+		}
+		for _, other := range [][2]string{{"ab", "d"}, {"ax", "c"}, {"a", "bc"}, {"abc", ""}} {
+			if _, ok := cache.GetFacts(other[0], other[1]); ok {
+				t.Errorf("facts of module ab, kernel c answer for module %s, kernel %s", other[0], other[1])
+			}
+		}
+	}
+}
