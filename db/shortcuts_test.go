@@ -15,8 +15,9 @@ func oneSidedPair() (pro, epi *Snapshot) {
 	const n = 3*blobWindowSize + 5*DiffGranule
 	proA, epiA := make([]byte, n), make([]byte, n)
 	fill := func(b []byte, from, to int, seed uint64) { copy(b[from:to], randomData(to-from, seed)) }
-	// Window 0: zero in the prologue, written in the epilogue (part of it).
-	fill(epiA, 100, blobWindowSize-DiffGranule, 1)
+	// Window 0: zero in the prologue, written in the epilogue from its
+	// fourth granule on (its first chunks stay zero).
+	fill(epiA, 3*DiffGranule+100, blobWindowSize-DiffGranule, 1)
 	// Window 1: data in both, the epilogue clears a range that crosses
 	// into window 2.
 	fill(proA, blobWindowSize, 3*blobWindowSize, 2)
