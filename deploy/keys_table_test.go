@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 
@@ -165,5 +166,19 @@ func TestFactsKeyEachInputAlone(t *testing.T) {
 				t.Errorf("facts of module ab, kernel c answer for module %s, kernel %s", other[0], other[1])
 			}
 		}
+	}
+}
+
+// A named argument one past the last (as many as the launch has) folds
+// nothing, like any index outside the arguments; the one before it folds.
+func TestVariantKeyIndexOnePastTheArguments(t *testing.T) {
+	cfg := mneme.Config{Passes: "default<O3>", CodegenOpt: 3, Specialize: true, SpecializeArgs: []int{1, 2}}
+	a := VariantKey("ir", "k", cfg, KernelFacts{}, [][]byte{{0}, {1}}, "sm_90", 1, "")
+	b := VariantKey("ir", "k", cfg, KernelFacts{}, [][]byte{{0}, {2}}, "sm_90", 1, "")
+	if a.Hash() == b.Hash() {
+		t.Error("argument 1 is folded: its value must enter the key")
+	}
+	if want := AppendValue(nil, 1, []byte{1}); !bytes.Equal(a.Values, want) {
+		t.Errorf("values %x, want %x (argument 1 only)", a.Values, want)
 	}
 }
