@@ -599,6 +599,15 @@ var hostileCases = []hostileCase{
 		stderr: []string{"out"},
 	},
 	{
+		name: "record --overwrite into a -rdb that is a link to a folder outside",
+		setup: func(h *hostileEnv) ([]string, string) {
+			h.symlink(h.Outside, filepath.Join(h.Dir, "linked"))
+			return []string{"record", "--overwrite", "-rdb", "linked", "--", "/bin/true"}, ""
+		},
+		code:   2,
+		stderr: []string{"-rdb", "linked is a symbolic link"},
+	},
+	{
 		name: "record --overwrite that records nothing keeps the old recording",
 		setup: func(h *hostileEnv) ([]string, string) {
 			// A runtime library that loads and records nothing.
