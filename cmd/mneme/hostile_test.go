@@ -608,6 +608,15 @@ var hostileCases = []hostileCase{
 		stderr: []string{"-rdb", "linked is a symbolic link"},
 	},
 	{
+		name: "a worker compile of block.x = 0 is an invalid configuration, not block.x = 1",
+		setup: func(h *hostileEnv) ([]string, string) {
+			return []string{"worker"}, fmt.Sprintf(`{"id":1,"op":"open","open":{"db":"db","kernel":"_Z7stencil6Paramsd","instance":%q,"iterations":1,"compile_only":true}}`+"\n"+
+				`{"id":2,"op":"compile","config":{"block":{"x":0,"y":1,"z":1}}}`+"\n"+`{"id":3,"op":"close"}`+"\n", h.instance(h.Stencil).DynamicHash)
+		},
+		code:   0,
+		stdout: []string{`"id":2,"ok":true`, `"status":"invalid_config"`, "block 0,1,1"},
+	},
+	{
 		name: "record --overwrite that records nothing keeps the old recording",
 		setup: func(h *hostileEnv) ([]string, string) {
 			// A runtime library that loads and records nothing.
