@@ -24,6 +24,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/zeebo/xxh3"
 
+	"github.com/mneme-gpu/mneme/appabi"
 	"github.com/mneme-gpu/mneme/db"
 	"github.com/mneme-gpu/mneme/llvm"
 )
@@ -617,6 +618,24 @@ var hostileCases = []hostileCase{
 		stdout: []string{`"id":2,"ok":true`, `"status":"invalid_config"`, "block 0,1,1"},
 	},
 	{
+		name: "deploy check: an unparseable pipeline is invalid, not deployed; names are escaped",
+		setup: func(h *hostileEnv) ([]string, string) {
+			h.executableWithIR(filepath.Join(h.Dir, "app"))
+			h.write(filepath.Join(h.Dir, "tuned.json"), []byte(`{
+				"_Z6vecaddPfPKfif": {"config": {"passes": "default<O3>,no-such-pass"}},
+				"_Z7stencil6Paramsd": {"config": {"passes": "default<O2>"}},
+				"\u001b]0;owned\u0007\u001b[2J": {"config": {}}}`))
+			return []string{"deploy", "check", "--tuned", "tuned.json", "app"}, ""
+		},
+		code:   0,
+		stdout: []string{"_Z6vecaddPfPKfif", "invalid", "no-such-pass", "_Z7stencil6Paramsd", "deployed", `\x1b]0;owned\x07\x1b[2J`, "1 of 3 tuned kernels"},
+		check: func(h *hostileEnv, stdout string) {
+			if strings.ContainsAny(stdout, "\x1b\x07") {
+				h.t.Errorf("control characters reached the terminal: %q", stdout)
+			}
+		},
+	},
+	{
 		name: "record --overwrite that records nothing keeps the old recording",
 		setup: func(h *hostileEnv) ([]string, string) {
 			// A runtime library that loads and records nothing.
@@ -631,6 +650,24 @@ var hostileCases = []hostileCase{
 			}
 		},
 	},
+}
+
+// executableWithIR writes an ELF executable at path whose mneme_ir section
+// holds the test database's kernels, as the mneme compilers build one.
+func (h *hostileEnv) executableWithIR(path string) {
+	h.t.Helper()
+	objcopy, err := exec.LookPath("objcopy")
+	if err != nil {
+		h.t.Skip("no objcopy: ", err)
+	}
+	mod, err := llvm.ParseIR(hostileIR, "hostile.ll")
+	h.must(err)
+	sec := filepath.Join(h.Dir, "ir-section")
+	h.write(sec, appabi.EncodeIREntry(appabi.IREntry{Name: "hostile.cu", Bitcode: mod.Bitcode()}))
+	mod.Dispose()
+	if out, err := exec.Command(objcopy, "--add-section", appabi.IRSection+"="+sec, "/bin/true", path).CombinedOutput(); err != nil {
+		h.t.Fatalf("objcopy: %v\n%s", err, out)
+	}
 }
 
 // resultsFolder makes out/ a results folder as a run leaves it (config.json,
