@@ -373,3 +373,21 @@ func TestPreparationStepsCombine(t *testing.T) {
 		t.Errorf("%d entries after internalizing, want only the kernel's", n)
 	}
 }
+
+// TestFatalRemembersAnLLVMCrash: a compile that crashes LLVM (a pipeline
+// nested 5,000 deep) fails, and the compiler says so from then on; a
+// compile that only fails (an unknown pass) does not mark it.
+func TestFatalRemembersAnLLVMCrash(t *testing.T) {
+	c := NewCompiler(Options{})
+	cfg := baseConfig()
+	cfg.Passes = "no-such-pass"
+	if _, err := c.Compile(&Request{IR: testIR(t), Kernel: "vecadd", Config: cfg}); err == nil || c.Fatal() != nil {
+		t.Fatalf("an unknown pass: %v, fatal %v", err, c.Fatal())
+	}
+	cfg.Passes = strings.Repeat("function(", 5000) + "instcombine" + strings.Repeat(")", 5000)
+	_, err := c.Compile(&Request{IR: testIR(t), Kernel: "vecadd", Config: cfg})
+	var fe *llvm.FatalError
+	if !errors.As(err, &fe) || c.Fatal() == nil {
+		t.Fatalf("a crashing pipeline: %v, fatal %v", err, c.Fatal())
+	}
+}

@@ -636,6 +636,22 @@ var hostileCases = []hostileCase{
 		},
 	},
 	{
+		name: "a worker whose compile crashed LLVM answers and exits, to be replaced",
+		setup: func(h *hostileEnv) ([]string, string) {
+			deep := strings.Repeat("function(", 5000) + "instcombine" + strings.Repeat(")", 5000)
+			return []string{"worker"}, fmt.Sprintf(`{"id":1,"op":"open","open":{"db":"db","kernel":"_Z7stencil6Paramsd","instance":%q,"iterations":1,"compile_only":true}}`+"\n"+
+				`{"id":2,"op":"compile","config":{"passes":%q}}`+"\n"+`{"id":3,"op":"compile","config":{"passes":"default<O3>"}}`+"\n", h.instance(h.Stencil).DynamicHash, deep)
+		},
+		code:   5,
+		stdout: []string{`"id":2,"ok":true`, `"status":"compile_error"`, `"closing":true`},
+		stderr: []string{"LLVM"},
+		check: func(h *hostileEnv, stdout string) {
+			if strings.Contains(stdout, `"id":3`) {
+				h.t.Errorf("the worker served a request after LLVM crashed: %s", stdout)
+			}
+		},
+	},
+	{
 		name: "record --overwrite that records nothing keeps the old recording",
 		setup: func(h *hostileEnv) ([]string, string) {
 			// A runtime library that loads and records nothing.
