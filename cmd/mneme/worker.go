@@ -21,7 +21,8 @@ func init() {
 JSON-lines protocol of tune/PROTOCOL.md: "open" a recorded instance, then
 "compile" and "run" configurations, then "close". Responses go to stdout, logs
 to stderr. After a kernel fault that leaves the GPU context unusable, the
-worker answers that run and exits with code 4 so its client can restart it.`,
+worker answers that run and exits with code 4 so its client can restart it;
+after an LLVM fatal error or crash in a compile, it answers and exits with 5.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			w := &replayWorker{log: cmd.ErrOrStderr()}
