@@ -176,6 +176,13 @@ func selectRank(o *Options, log io.Writer) (rankEnv string, untouched bool, err 
 		return "", true, nil
 	}
 	if sel.Several() {
+		// The ranks' folders go inside -rdb: it must not lead elsewhere
+		// either (each rank's own folder is checked as -rdb is).
+		if abs, err := filepath.Abs(o.DB); err == nil {
+			if err := refuseLink(abs); err != nil {
+				return "", false, mneme.BadInput(err)
+			}
+		}
 		o.DB = filepath.Join(o.DB, RankDir(rank))
 	}
 	return strconv.Itoa(rank), false, nil
