@@ -600,3 +600,52 @@ func TestRuntimeHotKeysBound(t *testing.T) {
 		t.Errorf("%d compiles, want 1", c.count())
 	}
 }
+
+// Launches from many threads beside Preload: every launch runs a variant,
+// each kernel's code is loaded once and compiled at most once.
+func TestRuntimeConcurrentLaunchesAndPreload(t *testing.T) {
+	dir := t.TempDir()
+	names := []string{"a", "b", "c", "d"}
+	plans, facts := Plans{}, map[string]KernelFacts{}
+	for _, n := range names {
+		p := plan(n, mneme.Config{Passes: "default<O3>"})
+		p.RecordedBlock, p.RecordedGrid = dim(64, 1, 1), dim(4, 1, 1)
+		plans[n], facts[n] = p, twoArgs
+	}
+	c := &fakeCompiler{facts: facts}
+	var warns []string
+	warm := testRuntime(dir, Plans{"a": plans["a"], "b": plans["b"]}, c, &fakeLoader{}, &warns)
+	launch(t, warm, "a", dim(4, 1, 1), dim(64, 1, 1), u32(0), u32(0))
+	launch(t, warm, "b", dim(4, 1, 1), dim(64, 1, 1), u32(0), u32(0))
+	l := &fakeLoader{}
+	r := testRuntime(dir, plans, c, l, &warns)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); r.Preload() }()
+	errs := make(chan error, 64)
+	for i := 0; i < 16; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			k := r.Kernel(names[i%len(names)])
+			lp, err := r.Prepare(k, dim(4, 1, 1), dim(64, 1, 1), [][]byte{u32(0), u32(uint32(i))}, 0)
+			if err == nil && lp.Variant == nil {
+				err = errors.New("no variant")
+			}
+			if err != nil {
+				errs <- err
+			}
+		}(i)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if l.count() != len(names) {
+		t.Errorf("%d loads, want one per kernel: %q", l.count(), l.loads)
+	}
+	if c.count() != 4 {
+		t.Errorf("%d compiles, want the warm run's 2 and c's and d's", c.count())
+	}
+}
