@@ -13,7 +13,7 @@
 # record record/devicecopy), GPU_BENCH=1 (add the jit, replay and staged-copy benchmarks),
 # EXAMPLES (those recorded and replayed end to end; every example is built),
 # SKIP_E2E, SKIP_TUNE, SKIP_TUNE_CHECKS, TUNE_CHECKS, SKIP_FIDELITY (FIDELITY_EXAMPLES,
-# FIDELITY_TRIALS, SKIP_FIDELITY_TUNE), SKIP_DEPLOY (DEPLOY_EXAMPLES), SKIP_RECORD_SCALE
+# FIDELITY_TRIALS, SKIP_FIDELITY_TUNE), SKIP_DEPLOY (DEPLOY_EXAMPLES), SKIP_FIRST_LAUNCH, SKIP_RECORD_SCALE
 # (SCALE_APPS, SCALE_RUNS, SCALE_VARIANTS), SKIP_PYTHON, SKIP_RECORD_CHECKS,
 # OVERHEAD_RUNS (rounds of the overhead benchmark, default 31).
 set -uo pipefail
@@ -141,6 +141,13 @@ if [ -z "${SKIP_E2E:-}" ]; then
     LOGS=$logs/deploy scripts/gpu-deploy.sh "$w" > "$logs/deploy.log" 2>&1
     grep -v '^==' "$logs/deploy.log"
     while read -r l; do note "${l#== }"; done < <(grep '^==' "$logs/deploy.log")
+  fi
+  # No first-launch penalty: a kernel launched once, plain against tuned
+  # with its code in the cache (cmd/mneme-rt/shim/bench/gpu-first-launch.sh).
+  if [ -z "${SKIP_FIRST_LAUNCH:-}" ]; then
+    cmd/mneme-rt/shim/bench/gpu-first-launch.sh "$w/first-launch" > "$logs/first-launch.log" 2>&1
+    grep -v '^==' "$logs/first-launch.log"
+    while read -r l; do note "${l#== }"; done < <(grep '^==' "$logs/first-launch.log")
   fi
   # Recording at scale: copies against the pinned bandwidth, overhead on
   # the big examples, the 1% check, MPI ranks (scripts/gpu-record-scale.sh).
