@@ -108,6 +108,11 @@ type Memo struct {
 	// launches that are not a remembered repeat need not be shown, only
 	// counted (AddForwarded).
 	Capped bool
+	// ShapeCovered: the kernel takes no new instance of this launch's
+	// shape (grid, block, dynamic shared memory) whatever its arguments
+	// (under --max-recordings one instance per shape is kept), so such
+	// launches need not be shown either, only counted (AddForwarded).
+	ShapeCovered bool
 }
 
 // Recorder records the selected launches of one application run.
@@ -148,6 +153,8 @@ type Recorder struct {
 	// planned names every snapshot file planned from fingerprints, written
 	// or not: a name other snapshots may reference is never reused.
 	planned map[string]bool
+	// statsFailed: writing the launch statistics failed, and was reported.
+	statsFailed bool
 }
 
 // repeatRef is the instance a Memo.Repeat names.
@@ -156,12 +163,21 @@ type repeatRef struct {
 	dh string
 }
 
+// launchShape is a launch's grid, block and dynamic shared memory.
+type launchShape struct {
+	grid, block mneme.Dim3
+	shared      uint32
+}
+
 type kernelKey struct {
 	name   string
 	module int
 }
 
 type kernelState struct {
+	// shapes are the launch shapes of the kernel's instances, recorded or
+	// being written: under --max-recordings a shape gets one instance.
+	shapes   map[launchShape]bool
 	selected bool
 	broken   bool           // could not be recorded (no IR, ...); reported once
 	meta     *db.Kernel     // nil until the first instance is recorded
@@ -404,10 +420,16 @@ func (r *Recorder) LaunchMemo(l *Launch) (Decision, Memo, error) {
 		if inst := ks.meta.Instances[dh]; inst != nil {
 			inst.Occurrences++
 			ks.dirty = true
-			return Forward, r.memo(ks, dh), nil
+			m := r.memo(ks, dh)
+			m.ShapeCovered = r.cfg.MaxRecordings > 0
+			return Forward, m, nil
 		}
 		if r.capped(ks) {
 			return Forward, Memo{Capped: true}, nil
+		}
+		if r.cfg.MaxRecordings > 0 && ks.shapes[shapeOf(l)] {
+			// Under a cap, the instances go to shapes not yet covered.
+			return Forward, Memo{ShapeCovered: true}, nil
 		}
 	}
 	if ks.meta == nil {
@@ -425,9 +447,16 @@ func (r *Recorder) LaunchMemo(l *Launch) (Decision, Memo, error) {
 	if ks.meta.Instances[dh] != nil {
 		m = r.memo(ks, dh)
 		m.Capped = r.capped(ks)
+		if ks.shapes == nil {
+			ks.shapes = map[launchShape]bool{}
+		}
+		ks.shapes[shapeOf(l)] = true
+		m.ShapeCovered = r.cfg.MaxRecordings > 0
 	}
 	return d, m, err
 }
+
+func shapeOf(l *Launch) launchShape { return launchShape{l.Grid, l.Block, l.Shared} }
 
 func (r *Recorder) kernelState(k Kernel) *kernelState {
 	key := kernelKey{k.Name, k.Module}

@@ -316,6 +316,9 @@ func (r *readBack) summarize(status *record.Status) (summary string, finalizeErr
 			d.NumInstances(), len(d.Kernels), rdb, status.LaunchesSelected, status.LaunchesSeen)
 		record.Trace("mneme", "read back")
 	}
+	if status.StatsKernels > 0 {
+		summary += fmt.Sprintf("; launch statistics of %d kernel(s) in %s (mneme inspect shows them)", status.StatsKernels, db.LaunchStatsFileName)
+	}
 	if status.SnapshotSeconds > 0 {
 		// No rate: chunks already stored or all zero count as device data
 		// but cost nothing, and the background writing overlaps the run.
