@@ -163,7 +163,7 @@ func writeTestStats(dir, vecadd, stencil string) error {
 				}},
 			{KernelName: "_Z7stencil6Paramsd", DemangledName: "stencil(Params, double)", StaticHash: stencil,
 				Shapes: []db.ShapeStats{{GridDims: mneme.Dim3{X: 128, Y: 128, Z: 1}, BlockDims: mneme.Dim3{X: 16, Y: 16, Z: 1}, SharedMem: 4096, Launches: 1, TimedLaunches: 1, TimedNs: 1000000}},
-				Args: []db.ArgStats{{Index: 0, Size: 24}, {Index: 1, Size: 8, Tracked: true, Invariant: true, Distinct: 1, Values: []db.ArgValue{{Bytes: u64(math.Float64bits(-0.25)), Launches: 1}}}}},
+				Args:   []db.ArgStats{{Index: 0, Size: 24}, {Index: 1, Size: 8, Tracked: true, Invariant: true, Distinct: 1, Values: []db.ArgValue{{Bytes: u64(math.Float64bits(-0.25)), Launches: 1}}}}},
 			{KernelName: "_Z4initPf",
 				Shapes: []db.ShapeStats{{GridDims: d1(1), BlockDims: d1(32), Launches: 2, TimedLaunches: 2, TimedNs: 10000}},
 				Args:   []db.ArgStats{{Index: 0, Size: 8, Tracked: true, Invariant: true, Distinct: 1, Values: []db.ArgValue{{Bytes: u64(testArena), Launches: 2}}}}},
