@@ -90,8 +90,10 @@ type inspectDoc struct {
 func inspectPath(path string) (inspectDoc, error) {
 	d, err := db.Open(path)
 	if err != nil {
+		// Only a directory without kernel files: a kernel file that does
+		// not read is an error, whatever else the directory holds.
 		fi, statErr := os.Stat(path)
-		if statErr != nil || !fi.IsDir() {
+		if kernels, _ := filepath.Glob(filepath.Join(path, "*.json")); statErr != nil || !fi.IsDir() || len(kernels) > 0 {
 			return inspectDoc{}, err
 		}
 		s, serr := db.ReadLaunchStats(path)
