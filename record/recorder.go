@@ -175,15 +175,17 @@ type kernelKey struct {
 }
 
 type kernelState struct {
-	// shapes are the launch shapes of the kernel's instances, recorded or
-	// being written: under --max-recordings a shape gets one instance.
-	shapes   map[launchShape]bool
-	selected bool
-	broken   bool           // could not be recorded (no IR, ...); reported once
-	meta     *db.Kernel     // nil until the first instance is recorded
-	dirty    bool           // Occurrences changed since the last write
-	repeat   map[string]int // dynamic hash -> Memo.Repeat handed out for it
-	recorded int            // instances written to the kernel file
+	// order lists the kernel's instances by the time they were recorded,
+	// and evictions counts those that gave their place to a new shape
+	// under --max-recordings (instances.go).
+	order     []string
+	evictions int
+	selected  bool
+	broken    bool           // could not be recorded (no IR, ...); reported once
+	meta      *db.Kernel     // nil until the first instance is recorded
+	dirty     bool           // Occurrences changed since the last write
+	repeat    map[string]int // dynamic hash -> Memo.Repeat handed out for it
+	recorded  int            // instances written to the kernel file
 }
 
 // New prepares a recording into cfg.DB, creating the directory and the
@@ -416,20 +418,21 @@ func (r *Recorder) LaunchMemo(l *Launch) (Decision, Memo, error) {
 		return Forward, Memo{}, nil
 	}
 	dh := db.DynamicHash(l.Grid, l.Block, l.Shared, l.Args)
+	var evicted *db.Instance
 	if ks.meta != nil {
 		if inst := ks.meta.Instances[dh]; inst != nil {
 			inst.Occurrences++
 			ks.dirty = true
 			m := r.memo(ks, dh)
-			m.ShapeCovered = r.cfg.MaxRecordings > 0
+			m.ShapeCovered = r.capped(ks)
 			return Forward, m, nil
 		}
 		if r.capped(ks) {
-			return Forward, Memo{Capped: true}, nil
-		}
-		if r.cfg.MaxRecordings > 0 && ks.shapes[shapeOf(l)] {
-			// Under a cap, the instances go to shapes not yet covered.
-			return Forward, Memo{ShapeCovered: true}, nil
+			// Full: a new shape may take the place of an instance that
+			// stands for less (instances.go); nothing else is recorded.
+			if evicted = r.makeRoom(ks, shapeOf(l)); evicted == nil {
+				return Forward, Memo{ShapeCovered: true, Capped: !r.canEvict(ks)}, nil
+			}
 		}
 	}
 	if ks.meta == nil {
@@ -445,13 +448,17 @@ func (r *Recorder) LaunchMemo(l *Launch) (Decision, Memo, error) {
 	d, err := r.recordInstance(ks, l, dh)
 	var m Memo
 	if ks.meta.Instances[dh] != nil {
-		m = r.memo(ks, dh)
-		m.Capped = r.capped(ks)
-		if ks.shapes == nil {
-			ks.shapes = map[launchShape]bool{}
+		ks.order = append(ks.order, dh)
+		if evicted != nil {
+			r.evicted(ks, evicted)
 		}
-		ks.shapes[shapeOf(l)] = true
-		m.ShapeCovered = r.cfg.MaxRecordings > 0
+		m = r.memo(ks, dh)
+		m.ShapeCovered = r.capped(ks)
+		m.Capped = m.ShapeCovered && !r.canEvict(ks)
+	} else if evicted != nil {
+		// The new launch was not recorded: the instance it was to replace
+		// stays.
+		ks.meta.Instances[evicted.DynamicHash] = evicted
 	}
 	return d, m, err
 }

@@ -382,17 +382,10 @@ func TestSelectionSkipAndCap(t *testing.T) {
 	if d := f.launch(other); d != ForwardAlways {
 		t.Errorf("unselected kernel: %v, want ForwardAlways", d)
 	}
-	// Under the cap one instance per shape: a=4 has the shape of a=2.
-	type try struct {
-		a    float32
-		grid uint32
-		want Decision
-	}
-	for i, c := range []try{{1, 1, Forward}, {2, 1, Launched}, {4, 1, Forward}, {3, 2, Launched}, {5, 3, Forward}, {2, 1, Forward}} {
-		l := saxpyLaunch(c.a, f.x, f.y, 4)
-		l.Grid.X = c.grid
-		if d := f.launch(l); d != c.want {
-			t.Errorf("launch %d (a=%v, grid %d): %v, want %v", i, c.a, c.grid, d, c.want)
+	want := []Decision{Forward, Launched, Launched, Forward, Forward}
+	for i, a := range []float32{1, 2, 3, 4, 2} {
+		if d := f.launch(saxpyLaunch(a, f.x, f.y, 4)); d != want[i] {
+			t.Errorf("launch %d (a=%v): %v, want %v", i, a, d, want[i])
 		}
 	}
 	f.rec.Finish()
@@ -407,26 +400,22 @@ func TestSelectionSkipAndCap(t *testing.T) {
 		if r.Instance.Args[0] == fmt.Sprintf("%x", floats(2)) && r.Instance.Occurrences != 2 {
 			t.Errorf("a=2 occurrences %d, want 2", r.Instance.Occurrences)
 		}
-		if r.Instance.Args[0] == fmt.Sprintf("%x", floats(3)) && r.Instance.GridDims.X != 2 {
-			t.Errorf("a=3 recorded with grid %v, want 2", r.Instance.GridDims)
-		}
 	}
 	st := f.rec.Status()
-	if st.LaunchesSeen != 7 || st.LaunchesSelected != 6 || st.InstancesRecorded != 2 {
+	if st.LaunchesSeen != 6 || st.LaunchesSelected != 5 || st.InstancesRecorded != 2 {
 		t.Errorf("status %+v", st)
 	}
 }
 
-// TestCapCoversShapesFirst: under --max-recordings the instances go to
-// the launch shapes as they first appear, not to a step counter's first
-// values, and each answer says which launches the caller need not show:
-// the covered shape's, until the cap, then every new one.
-func TestCapCoversShapesFirst(t *testing.T) {
-	f := newFixture(t, func(c *Config) { c.MaxRecordings = 3 })
+// shapeFixture records saxpy under --max-recordings cap; launch(a, grid)
+// shows the recorder a launch with that argument and grid and performs it
+// when the recorder does not.
+func shapeFixture(t *testing.T, cap int) (*fixture, func(a float32, grid uint32) (Decision, Memo)) {
+	f := newFixture(t, func(c *Config) { c.MaxRecordings = cap })
 	f.setup()
-	launch := func(step float32, grid uint32) (Decision, Memo) {
+	return f, func(a float32, grid uint32) (Decision, Memo) {
 		t.Helper()
-		l := saxpyLaunch(step, f.x, f.y, 4)
+		l := saxpyLaunch(a, f.x, f.y, 4)
 		l.Grid.X = grid
 		d, m, err := f.rec.LaunchMemo(l)
 		if err != nil {
@@ -439,41 +428,184 @@ func TestCapCoversShapesFirst(t *testing.T) {
 		}
 		return d, m
 	}
-	step := float32(0)
-	next := func() float32 { step++; return step }
-	if d, m := launch(next(), 1); d != Launched || !m.ShapeCovered || m.Capped || m.Repeat == 0 {
-		t.Errorf("first launch: %v %+v, want Launched, its shape covered", d, m)
-	}
-	for range 4 {
-		if d, m := launch(next(), 1); d != Forward || m != (Memo{ShapeCovered: true}) {
-			t.Errorf("a new step of a covered shape: %v %+v, want Forward, shape covered", d, m)
-		}
-	}
-	if d, m := launch(next(), 2); d != Launched || !m.ShapeCovered || m.Capped {
-		t.Errorf("second shape: %v %+v, want Launched, not capped", d, m)
-	}
-	if d, m := launch(next(), 3); d != Launched || !m.Capped {
-		t.Errorf("third shape: %v %+v, want Launched and capped", d, m)
-	}
-	if d, m := launch(next(), 4); d != Forward || m != (Memo{Capped: true}) {
-		t.Errorf("a shape past the cap: %v %+v, want Forward, capped", d, m)
-	}
+}
+
+// instancesByGrid counts the database's instances by grid.
+func instancesByGrid(f *fixture) map[uint32]int {
 	f.rec.Finish()
 	grids := map[uint32]int{}
 	for _, r := range f.open().All() {
 		grids[r.Instance.GridDims.X]++
 	}
-	if len(grids) != 3 || grids[1] != 1 || grids[2] != 1 || grids[3] != 1 {
-		t.Errorf("instances by grid %v, want one each of 1, 2 and 3", grids)
+	return grids
+}
+
+// TestCapMakesRoomForNewShapes: under --max-recordings a kernel fills its
+// instances with distinct launches as before; once full, a launch shape no
+// instance has takes the place of a second instance of a shape (a step
+// counter's later value), and the memo tells the shim which launches it
+// need not show: the covered shapes' once full, every new one only when
+// no instance can give way any more.
+func TestCapMakesRoomForNewShapes(t *testing.T) {
+	f, launch := shapeFixture(t, 3)
+	step := float32(0)
+	next := func() float32 { step++; return step }
+	if d, m := launch(next(), 1); d != Launched || m.ShapeCovered || m.Capped || m.Repeat == 0 {
+		t.Errorf("first launch: %v %+v, want Launched, nothing covered", d, m)
 	}
-	// Without a cap every distinct launch is an instance, as before.
-	g := newFixture(t, func(c *Config) { c.MaxRecordings = 0 })
-	g.setup()
-	for i := range 3 {
-		l := saxpyLaunch(float32(i+1), g.x, g.y, 4)
-		if d, m, _ := g.rec.LaunchMemo(l); d != Launched || m.ShapeCovered {
-			t.Errorf("uncapped launch %d: %v %+v, want Launched, no shape covered", i, d, m)
+	for i := range 2 {
+		if d, m := launch(next(), 1); d != Launched || m.ShapeCovered != (i == 1) || m.Capped {
+			t.Errorf("step %d of one shape: %v %+v, want Launched (filling), covered once full", i+2, d, m)
 		}
+	}
+	if d, m := launch(next(), 1); d != Forward || m != (Memo{ShapeCovered: true}) {
+		t.Errorf("a new step of a covered shape when full: %v %+v, want Forward, shape covered", d, m)
+	}
+	// Grid 2: the third step gives way; grid 3: the second.
+	if d, m := launch(next(), 2); d != Launched || !m.ShapeCovered || m.Capped {
+		t.Errorf("second shape: %v %+v, want Launched, not capped", d, m)
+	}
+	if d, _ := launch(next(), 3); d != Launched {
+		t.Errorf("third shape: %v, want Launched", d)
+	}
+	if got := instancesByGrid(f); len(got) != 3 || got[1] != 1 || got[2] != 1 || got[3] != 1 {
+		t.Errorf("instances by grid %v, want one each of 1, 2 and 3", got)
+	}
+	for _, r := range f.open().All() {
+		if r.Instance.GridDims.X == 1 && r.Instance.Args[0] != fmt.Sprintf("%x", floats(1)) {
+			t.Errorf("grid 1 kept step %s, want the first", r.Instance.Args[0])
+		}
+	}
+	if st := f.rec.Status(); st.InstancesReplaced != 2 || st.InstancesRecorded != 5 {
+		t.Errorf("status: %d replaced, %d recorded; want 2 and 5", st.InstancesReplaced, st.InstancesRecorded)
+	}
+}
+
+// TestCapPrefersLargerShapes: with one instance per shape and the kernel
+// full, a larger launch (more threads) takes the place of the smallest, a
+// smaller one does not; a size sweep recorded with --max-recordings 1
+// keeps its largest size. The replacements are bounded: past N + 8 the
+// kernel is capped for good.
+func TestCapPrefersLargerShapes(t *testing.T) {
+	f, launch := shapeFixture(t, 1)
+	for _, grid := range []uint32{2, 4, 8} {
+		if d, _ := launch(1, grid); d != Launched {
+			t.Errorf("grid %d: %v, want Launched (larger than what is kept)", grid, d)
+		}
+	}
+	if d, m := launch(1, 3); d != Forward || m != (Memo{ShapeCovered: true}) {
+		t.Errorf("a smaller grid: %v %+v, want Forward, shape covered", d, m)
+	}
+	if got := instancesByGrid(f); len(got) != 1 || got[8] != 1 {
+		t.Errorf("instances by grid %v, want the largest (8) alone", got)
+	}
+
+	g, launch := shapeFixture(t, 1)
+	var last Memo
+	for grid := uint32(1); grid <= 1+1+evictionSlack+1; grid++ {
+		d, m := launch(1, grid)
+		if want := grid <= 1+1+evictionSlack; (d == Launched) != want {
+			t.Errorf("grid %d: %v, want Launched %v", grid, d, want)
+		}
+		last = m
+	}
+	if !last.Capped {
+		t.Errorf("past %d replacements: memo %+v, want capped", 1+evictionSlack, last)
+	}
+	if got := instancesByGrid(g); len(got) != 1 || got[1+1+evictionSlack] != 1 {
+		t.Errorf("instances by grid %v, want grid %d alone", got, 1+1+evictionSlack)
+	}
+}
+
+// TestCapKeepsTheInstanceWhenTheNewShapeIsNotRecorded: an instance that
+// was to give way stays when the new launch could not be recorded.
+func TestCapKeepsTheInstanceWhenTheNewShapeIsNotRecorded(t *testing.T) {
+	f, launch := shapeFixture(t, 1)
+	launch(1, 1)
+	f.gpu.syncErr = errors.New("an earlier launch of the application failed")
+	if d, _ := launch(1, 2); d != Forward {
+		t.Errorf("a launch that cannot be recorded: %v, want Forward", d)
+	}
+	f.gpu.syncErr = nil
+	if got := instancesByGrid(f); len(got) != 1 || got[1] != 1 {
+		t.Errorf("instances by grid %v, want the first (grid 1) kept", got)
+	}
+}
+
+// TestNoCapRecordsEveryDistinctLaunch: without a cap nothing is covered.
+func TestNoCapRecordsEveryDistinctLaunch(t *testing.T) {
+	f, launch := shapeFixture(t, 0)
+	for i := range 3 {
+		if d, m := launch(float32(i+1), 1); d != Launched || m.ShapeCovered || m.Capped {
+			t.Errorf("uncapped launch %d: %v %+v, want Launched, nothing covered", i, d, m)
+		}
+	}
+	if got := instancesByGrid(f); got[1] != 3 {
+		t.Errorf("instances by grid %v, want 3 of grid 1", got)
+	}
+}
+
+// TestMemoLetsTheCallerCountRepeats: LaunchMemo names recorded instances
+// and says when a kernel's shape is covered, never during --skip; the counts the
+// caller reports for what it decided alone end up in the occurrences and
+// the status exactly as if every launch had been shown.
+func TestMemoLetsTheCallerCountRepeats(t *testing.T) {
+	f := newFixture(t, saxpySkip1Cap2)
+	f.setup()
+	launch := func(a float32) (Decision, Memo) {
+		t.Helper()
+		l := saxpyLaunch(a, f.x, f.y, 4)
+		d, m, err := f.rec.LaunchMemo(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d != Launched {
+			if err := f.gpu.Launch(l); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return d, m
+	}
+	if _, m := launch(1); m != (Memo{}) {
+		t.Errorf("skipped launch: memo %+v, want none", m)
+	}
+	d, m2 := launch(2)
+	if d != Launched || m2.Repeat == 0 || m2.Capped {
+		t.Errorf("first instance: %v %+v, want Launched with a repeat, not capped", d, m2)
+	}
+	if _, m := launch(2); m != m2 {
+		t.Errorf("a repeat shown anyway: memo %+v, want %+v", m, m2)
+	}
+	d, m3 := launch(3)
+	if d != Launched || m3.Repeat == 0 || m3.Repeat == m2.Repeat || !m3.ShapeCovered || m3.Capped {
+		t.Errorf("second instance: %v %+v, want Launched, another repeat, its shape covered (a new shape may still come)", d, m3)
+	}
+	if _, m := launch(4); m != (Memo{ShapeCovered: true}) {
+		t.Errorf("a launch past the cap: memo %+v, want its shape covered only", m)
+	}
+	other := Kernel{Name: "_Z5otherv", Demangled: "other()"}
+	f.gpu.kernels["_Z5otherv"] = func(*simGPU, *Launch) error { return nil }
+	if d, _ := f.rec.Launch(&Launch{Kernel: other, Grid: mneme.Dim3{X: 1, Y: 1, Z: 1}, Block: mneme.Dim3{X: 1, Y: 1, Z: 1}}); d != ForwardAlways {
+		t.Fatalf("unselected kernel: %v", d)
+	}
+	// What a shim decided alone: 5 more of a=2, 1 of a=3, 7 past the cap,
+	// 9 of the unselected kernel.
+	f.rec.AddRepeats(m2.Repeat, 5)
+	f.rec.AddRepeats(m3.Repeat, 1)
+	f.rec.AddForwarded(saxpyLaunch(0, 0, 0, 0).Kernel, 7)
+	f.rec.AddForwarded(other, 9)
+	f.rec.AddRepeats(99, 1) // an unknown repeat is ignored
+	f.rec.Finish()
+	occ := map[string]int{}
+	for _, r := range f.open().All() {
+		occ[r.Instance.Args[0]] = r.Instance.Occurrences
+	}
+	if occ[fmt.Sprintf("%x", floats(2))] != 7 || occ[fmt.Sprintf("%x", floats(3))] != 2 || len(occ) != 2 {
+		t.Errorf("occurrences %v, want a=2: 7, a=3: 2", occ)
+	}
+	st := f.rec.Status()
+	if st.LaunchesSeen != 6+5+1+7+9 || st.LaunchesSelected != 5+5+1+7 {
+		t.Errorf("launches seen %d, selected %d; want 28 and 18", st.LaunchesSeen, st.LaunchesSelected)
 	}
 }
 
