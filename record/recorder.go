@@ -110,8 +110,9 @@ type Memo struct {
 	Capped bool
 	// ShapeCovered: the kernel takes no new instance of this launch's
 	// shape (grid, block, dynamic shared memory) whatever its arguments
-	// (under --max-recordings one instance per shape is kept), so such
-	// launches need not be shown either, only counted (AddForwarded).
+	// (it is full under --max-recordings, and only new shapes may still
+	// take an instance's place), so such launches need not be shown
+	// either, only counted (AddForwarded).
 	ShapeCovered bool
 }
 

@@ -52,8 +52,8 @@ check(abs(triad["recorded_share"] - 1) < 1e-6, f"triad: recorded instances cover
 n = next(a for a in triad["args"] if a["index"] == 3)
 check(n["distinct"] == 6 and not n["more_values"] and all(v["launches"] == 20 for v in n["values"]), f"triad: n took {n['distinct']} values, want 6 of 20 launches each")
 check(all(a["invariant"] for a in triad["args"] if a["index"] != 3), "triad: an argument other than n changed")
-# The optimizer step: one shape, one instance, the step counter changing.
-check(adam["launches"] == 300 and len(adam["shapes"]) == 1 and len(adam["shapes"][0]["instances"]) == 1, f"adam: {adam['launches']} launches, {len(adam['shapes'])} shapes")
+# The optimizer step: one shape, its first 8 steps recorded (the cap), the step counter changing.
+check(adam["launches"] == 300 and len(adam["shapes"]) == 1 and len(adam["shapes"][0]["instances"]) == 8, f"adam: {adam['launches']} launches in {len(adam['shapes'])} shapes, {sum(len(sh['instances']) for sh in adam['shapes'])} instances; want 300 in 1, 8 instances")
 step = next(a for a in adam["args"] if a["index"] == 5)
 check(not step["invariant"] and step["more_values"], f"adam: the step counter reads invariant={step['invariant']}, more_values={step['more_values']}")
 check(all(a["invariant"] for a in adam["args"] if a["index"] != 5), "adam: an argument other than step changed")
