@@ -444,6 +444,9 @@ type Summary struct {
 	GeometryDependent bool   `json:"geometry_dependent"`
 	LaunchSearched    bool   `json:"launch_searched"`
 	Geometry          string `json:"geometry,omitempty"`
+	// BlockRule says which rule limited the block shapes searched (see
+	// GeometryReport.BlockRule).
+	BlockRule string `json:"block_rule,omitempty"`
 	// BannedBlocks are the block shapes the adaptive invalid ban took out of
 	// the search; BannedSkips counts the proposals skipped for them.
 	BannedBlocks []string `json:"banned_blocks,omitempty"`

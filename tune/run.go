@@ -16,6 +16,7 @@ import (
 
 	"github.com/mneme-gpu/mneme"
 	"github.com/mneme-gpu/mneme/db"
+	"github.com/mneme-gpu/mneme/geometry"
 	"github.com/mneme-gpu/mneme/internal/safefile"
 )
 
@@ -143,7 +144,10 @@ func probe(ctx context.Context, study *Study, t *target, desc Describe) (Describ
 	if len(study.Prior) > 0 || geo.Probed || geo.Dependent || !geo.LaunchSearched || geo.LaunchSafety != LaunchSafe {
 		return desc, nil
 	}
-	cfg, ok := probeConfig(study.Space.Baseline, t.limits)
+	base := study.Space.Baseline
+	cfg, ok := probeConfigWhere(base, t.limits, func(c mneme.Config) bool {
+		return !study.Space.exactCover() || geometry.CoversExactly(c.Grid, c.Block, base.Grid, base.Block)
+	})
 	if !ok {
 		return desc, nil
 	}

@@ -368,6 +368,7 @@ func (s *Study) Finish(kernel, staticHash, gpuName string, spaceSize int64, resu
 		Baseline: baselineKind(s.baseline.Config), BannedBlocks: s.BannedBlocks(), BannedSkips: s.bannedSkips}
 	if s.Geometry != nil {
 		sum.LaunchSafety, sum.GeometryDependent, sum.LaunchSearched, sum.Geometry = s.Geometry.LaunchSafety, s.Geometry.Dependent, s.Geometry.LaunchSearched, s.Geometry.Note
+		sum.BlockRule = s.Geometry.BlockRule
 	}
 	for _, t := range s.trials {
 		sum.Statuses[t.Status]++

@@ -17,6 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "deploy_policy.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -270,9 +272,6 @@ enum {
   MNEME_MODE_DEPLOY = 1,
 };
 
-/* The most specialized arguments a variant the shim remembers may have. */
-#define MNEME_DEPLOY_MAX_FOLDED 32
-
 /* What mneme_rt_deploy_launch answers about a launch of a kernel in
  * deployment. handled is an MNEME_LAUNCH_* value. A non-NULL function is
  * the kernel's tuned code for every launch (keyed 0: no argument or
@@ -281,8 +280,9 @@ enum {
  * cuLaunchKernel) without calling the library again. A launch
  * whose block is recorded_block (or any launch when that is zero) runs with
  * the tuned block (zero: the launch's own) and a grid derived so the
- * launch's threads stay covered, as deploy.Plan.Geometry does; one the
- * derived grid would not fit keeps its own geometry. */
+ * launch's threads stay covered (mneme_deploy_geometry in deploy_policy.h,
+ * as deploy.Plan.Geometry does); one the derived grid would not fit keeps
+ * its own geometry. */
 struct mneme_deploy_answer {
   int handled;
   void *function;

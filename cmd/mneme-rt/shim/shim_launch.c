@@ -183,47 +183,26 @@ typedef int (*cu_launch_fn)(void *f, unsigned gx, unsigned gy, unsigned gz,
 
 static cu_launch_fn deploy_cu_launch;
 
-/* rederive is the grid dimension that keeps grid * block threads covered
- * with the tuned block dimension; 0 when it exceeds limit. */
-static unsigned rederive(unsigned grid, unsigned block, unsigned tuned,
-                         unsigned long long limit) {
-  if (tuned == block)
-    return grid;
-  unsigned long long g = ((unsigned long long)grid * block + tuned - 1) / tuned;
-  return g > limit ? 0 : (unsigned)g;
-}
-
 /* fast_launch runs a tuned kernel's code; the geometry follows
- * deploy.Plan.Geometry (see struct mneme_deploy_answer). */
+ * mneme_deploy_geometry (see struct mneme_deploy_answer). */
 static int fast_launch(void *fn, const unsigned tb[3], const unsigned rb[3],
                        dim3 grid, dim3 block, void **args, size_t shared,
                        cudaStream_t stream, int ptsz) {
   void *s = (ptsz && stream == NULL) ? CU_STREAM_PER_THREAD_HANDLE : stream;
-  int retune = tb[0] != 0 && grid.x && grid.y && grid.z &&
-               (rb[0] == 0 ||
-                (block.x == rb[0] && block.y == rb[1] && block.z == rb[2]));
-  if (retune) {
-    unsigned gx = rederive(grid.x, block.x, tb[0], 2147483647ull),
-             gy = rederive(grid.y, block.y, tb[1], 65535ull),
-             gz = rederive(grid.z, block.z, tb[2], 65535ull);
-    if (gx && gy && gz)
-      return deploy_cu_launch(fn, gx, gy, gz, tb[0], tb[1], tb[2],
-                              (unsigned)shared, s, args, NULL);
-  }
-  return deploy_cu_launch(fn, grid.x, grid.y, grid.z, block.x, block.y, block.z,
+  const unsigned g[3] = {grid.x, grid.y, grid.z},
+                 b[3] = {block.x, block.y, block.z};
+  unsigned out[6];
+  mneme_deploy_geometry(tb, rb, g, b, out);
+  return deploy_cu_launch(fn, out[0], out[1], out[2], out[3], out[4], out[5],
                           (unsigned)shared, s, args, NULL);
 }
 
 /* ---- specialized variants: the tuned code of each launch key ---- */
 
-/* Beyond this many keys a kernel's new launches keep asking the library,
- * which runs them with its unspecialized tuned code (its own variant bound
- * is far lower). */
-#define VARIANT_KEYS_MAX 4096
-/* A specialized argument larger than this is not keyed in C. */
-#define VARIANT_ARG_MAX 4096
-/* Launches may use up to 48 KiB of dynamic shared memory without opting in. */
-#define DEFAULT_SHARED_LIMIT (48u << 10)
+/* The limits (MNEME_DEPLOY_MAX_KEYS keys per kernel, beyond which new
+ * launches keep asking the library, which runs them with its unspecialized
+ * tuned code; MNEME_DEPLOY_MAX_KEYED_ARG bytes per keyed argument;
+ * MNEME_DEPLOY_DEFAULT_SHARED) are deploy_policy.h's. */
 
 struct variant_slot {
   uint64_t hash;
@@ -258,19 +237,10 @@ static unsigned char *key_buffer(size_t len, unsigned char *stack) {
  * (0) when the arguments cannot be read. */
 static int variant_key(const struct variant_table *t, dim3 grid, dim3 block,
                        void **args, unsigned char *buf) {
-  if (t->nfolded > 0 && args == NULL)
-    return 0;
-  uint32_t dims[6] = {block.x, block.y, block.z, grid.x, grid.y, grid.z};
-  size_t off = t->dims ? sizeof dims : sizeof dims / 2;
-  memcpy(buf, dims, off);
-  for (int i = 0; i < t->nfolded; i++) {
-    const void *a = args[t->folded[i]];
-    if (a == NULL)
-      return 0;
-    memcpy(buf + off, a, t->folded_size[i]);
-    off += t->folded_size[i];
-  }
-  return 1;
+  const unsigned g[3] = {grid.x, grid.y, grid.z},
+                 b[3] = {block.x, block.y, block.z};
+  return mneme_deploy_variant_key(t->dims, t->nfolded, t->folded,
+                                  t->folded_size, g, b, args, buf);
 }
 
 static struct variant_slot *variant_find(const struct variant_table *t,
@@ -299,7 +269,7 @@ static void *variant_lookup(const struct variant_table *t, dim3 grid,
   if (variant_key(t, grid, block, args, key)) {
     struct variant_slot *s = variant_find(t, key_hash(key, t->key_len), key);
     if (s != NULL &&
-        (shared <= DEFAULT_SHARED_LIMIT || shared <= s->shared_max))
+        (shared <= MNEME_DEPLOY_DEFAULT_SHARED || shared <= s->shared_max))
       fn = s->fn;
   }
   if (key != stack)
@@ -329,21 +299,20 @@ variant_table_new(const struct mneme_deploy_answer *a) {
     return NULL;
   t->dims = a->dims_folded != 0;
   t->nfolded = a->nfolded;
-  t->key_len = (t->dims ? 6 : 3) * sizeof(uint32_t);
   for (int i = 0; i < t->nfolded; i++) {
-    if (a->folded[i] < 0 || a->folded_size[i] > VARIANT_ARG_MAX) {
+    if (a->folded[i] < 0 || a->folded_size[i] > MNEME_DEPLOY_MAX_KEYED_ARG) {
       free(t);
       return NULL;
     }
     t->folded[i] = a->folded[i];
     t->folded_size[i] = a->folded_size[i];
-    t->key_len += a->folded_size[i];
   }
+  t->key_len = mneme_deploy_key_len(t->dims, t->nfolded, t->folded_size);
   return t;
 }
 
 /* variant_insert remembers fn under key (or updates what the key had);
- * without memory, or beyond VARIANT_KEYS_MAX, it remembers nothing and the
+ * without memory, or beyond MNEME_DEPLOY_MAX_KEYS, it remembers nothing and the
  * key keeps asking the library. */
 static void variant_insert(struct variant_table *t, const unsigned char *key,
                            void *fn, unsigned shared_max) {
@@ -354,7 +323,7 @@ static void variant_insert(struct variant_table *t, const unsigned char *key,
     s->shared_max = shared_max;
     return;
   }
-  if (t->used >= VARIANT_KEYS_MAX)
+  if (t->used >= MNEME_DEPLOY_MAX_KEYS)
     return;
   if ((t->used + 1) * 2 > t->cap) {
     size_t cap = t->cap ? t->cap * 2 : 16;

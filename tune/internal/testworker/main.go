@@ -19,7 +19,9 @@
 // TESTWORKER_FAIL_OPEN_GPU=N makes the run workers' opens on GPU N fail;
 // TESTWORKER_INVALID_BLOCK=N makes runs with block.x N end invalid_launch;
 // TESTWORKER_ONLY_BLOCK=N makes runs with another block.x fail verification,
-// as a kernel written for one block shape does.
+// as a kernel written for one block shape does; TESTWORKER_THREADS=N makes
+// runs of more than N threads in x end runtime_error, as a kernel with an
+// unguarded index does.
 package main
 
 import (
@@ -121,6 +123,10 @@ func (s *session) Run(c mneme.Config) mneme.Result {
 	}
 	if n, err := strconv.Atoi(os.Getenv("TESTWORKER_INVALID_BLOCK")); err == nil && c.Block.X == uint32(n) {
 		return mneme.Result{Status: mneme.StatusInvalidLaunch, Failed: true, Error: "CUDA_ERROR_INVALID_VALUE (test worker told to fail this block)"}
+	}
+	if n, err := strconv.Atoi(os.Getenv("TESTWORKER_THREADS")); err == nil && uint64(c.Grid.X)*uint64(c.Block.X) > uint64(n) {
+		// A kernel with an unguarded index: threads past the data fault.
+		return mneme.Result{Status: mneme.StatusRuntimeError, Failed: true, Error: "CUDA_ERROR_ILLEGAL_ADDRESS (test worker: more threads than the data)"}
 	}
 	if n, err := strconv.Atoi(os.Getenv("TESTWORKER_ONLY_BLOCK")); err == nil && c.Block.X != uint32(n) {
 		return mneme.Result{Status: mneme.StatusFailedVerification, Executed: true, Failed: true, Error: "output differs (test worker verifies one block only)"}
