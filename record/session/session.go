@@ -323,6 +323,12 @@ func (r *readBack) summarize(status *record.Status) (summary string, finalizeErr
 			d.NumInstances(), len(d.Kernels), rdb, status.LaunchesSelected, status.LaunchesSeen)
 		record.Trace("mneme", "read back")
 	}
+	if status.InstancesReplaced > 0 {
+		summary += fmt.Sprintf("; %d instance(s) gave their place to new launch shapes (--max-recordings)", status.InstancesReplaced)
+	}
+	if status.StatsKernels > 0 {
+		summary += fmt.Sprintf("; launch statistics of %d kernel(s) in %s (mneme inspect shows them)", status.StatsKernels, db.LaunchStatsFileName)
+	}
 	if status.SnapshotSeconds > 0 {
 		// No rate: chunks already stored or all zero count as device data
 		// but cost nothing, and the background writing overlaps the run.
