@@ -1,6 +1,8 @@
 package tune
 
 import (
+	"context"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -86,4 +88,66 @@ func TestInstanceWeights(t *testing.T) {
 	if w := instanceWeights([]*db.Instance{a, b, c}, stats); !slices.Equal(w, []float64{50, 50, 50}) {
 		t.Errorf("with statistics: %v, want a shape's launches shared by its instances", w)
 	}
+}
+
+// TestRunFoldsWhatTheStatisticsAllow tunes the one instance with statistics
+// in which the argument a changes at every launch: no trial folds it, the
+// invariant n is folded, and the tuned entry and the summary say what the
+// folding rested on. A second run whose probe fails (the test worker
+// verifies one block only) rebuilds the preset: the rebuilt space must keep
+// the restriction.
+func TestRunFoldsWhatTheStatisticsAllow(t *testing.T) {
+	stats := func(string, *db.Kernel) (*KernelStats, error) {
+		return &KernelStats{Launches: 500, Shapes: []ShapeStats{{Grid: mneme.Dim3{X: 4, Y: 1, Z: 1}, Block: mneme.Dim3{X: 256, Y: 1, Z: 1}, Launches: 500}},
+			Args: []ArgStats{{Arg: 2, Invariant: true, Distinct: 1}, {Arg: 3, Distinct: 500, Capped: true}}}, nil
+	}
+	checkTrials := func(name, out string) {
+		t.Helper()
+		trials, _, _ := ReadTrials(filepath.Join(out, TrialsFile))
+		folded := false
+		for _, tr := range trials {
+			if tr.Config.Specialize {
+				folded = true
+				if !slices.Equal(tr.Config.SpecializeArgs, []int{2}) {
+					t.Errorf("%s: trial %d folds %v, want only the invariant argument 2", name, tr.Number, tr.Config.SpecializeArgs)
+				}
+			}
+		}
+		if !folded {
+			t.Errorf("%s: no trial folded the invariant argument", name)
+		}
+	}
+	ro, _, stderr := runOptions(t)
+	ro.AnalyzeGeometry, ro.Stats = agnostic, stats
+	if err := Run(context.Background(), ro); err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	out := ro.Options.Output
+	checkTrials("searched blocks", out)
+	var sum Summary
+	readJSON(t, filepath.Join(out, SummaryFile), &sum)
+	if !strings.Contains(sum.Folding, "statistics: run") || !strings.Contains(sum.Folding, "argument 3 (a): at least 500 values") {
+		t.Errorf("summary folding: %q", sum.Folding)
+	}
+	var tuned map[string]TunedKernel
+	readJSON(t, filepath.Join(out, MnemeTunedFile), &tuned)
+	tk, ok := tuned["_Z6vecaddPfPKfif"]
+	if !ok || tk.Statistics != StatisticsRun {
+		t.Fatalf("tuned entry: %+v", tuned)
+	}
+	if tk.Config.Specialize && (len(tk.Folded) != 1 || tk.Folded[0].Arg != 2 || tk.Folded[0].Name != "n" || !tk.Folded[0].Invariant || !slices.Equal(tk.Folded[0].Values, []string{"e8030000"})) {
+		t.Errorf("folded: %+v", tk.Folded)
+	}
+
+	ro, _, stderr = runOptions(t, "TESTWORKER_ONLY_BLOCK=256")
+	ro.AnalyzeGeometry, ro.Stats = agnostic, stats
+	if err := Run(context.Background(), ro); err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	var geo GeometryReport
+	readJSON(t, filepath.Join(ro.Options.Output, GeometryFile), &geo)
+	if !geo.Probed || !geo.Dependent {
+		t.Fatalf("the probe did not fail: %+v", geo)
+	}
+	checkTrials("after the probe", ro.Options.Output)
 }
