@@ -76,13 +76,14 @@ type FoldPolicy struct {
 //   - an argument folds when it held one value over the run, or when its
 //     distinct values are few enough that one variant each, together with
 //     the other folded arguments, stays within the cap (arguments are taken
-//     in order of fewest values);
+//     in order of fewest values) and the instances tuned on (insts) hold
+//     every one of those values, so the objective counts each variant;
 //   - launch dimensions fold when the run's shapes are within the cap,
 //     since each shape is a variant of its own;
 //   - without statistics no argument folds (the one recorded value proves
 //     nothing of the others), and dimensions fold, since the runtime keys
 //     every variant by its shape.
-func DecideFold(k *db.Kernel, stats *KernelStats, maxVariants int) FoldPolicy {
+func DecideFold(k *db.Kernel, stats *KernelStats, maxVariants int, insts []*db.Instance) FoldPolicy {
 	var scalars []int
 	for i, s := range k.Specializations {
 		if s {
@@ -112,6 +113,8 @@ func DecideFold(k *db.Kernel, stats *KernelStats, maxVariants int) FoldPolicy {
 			p.Args = append(p.Args, i)
 		case a.Capped || a.Distinct > maxVariants:
 			p.Notes = append(p.Notes, fmt.Sprintf("argument %s: %s values over the run, more than the %d variants the runtime keeps: not folded", argLabel(k, i), distinctWord(a), maxVariants))
+		case recordedValues(insts, i) < a.Distinct:
+			p.Notes = append(p.Notes, fmt.Sprintf("argument %s: %d values over the run, %d of them in the instances tuned on: not folded, since the other variants could not be measured", argLabel(k, i), a.Distinct, recordedValues(insts, i)))
 		default:
 			cands = append(cands, cand{i, max(a.Distinct, 1)})
 		}
@@ -132,6 +135,17 @@ func DecideFold(k *db.Kernel, stats *KernelStats, maxVariants int) FoldPolicy {
 		p.Notes = append(p.Notes, fmt.Sprintf("launch dimensions: %d shapes over the run, times %d argument variants, exceed the %d variants the runtime keeps: not folded", shapes, p.Variants, maxVariants))
 	}
 	return p
+}
+
+// recordedValues counts the distinct values argument i has in insts.
+func recordedValues(insts []*db.Instance, i int) int {
+	seen := map[string]bool{}
+	for _, inst := range insts {
+		if i < len(inst.Args) {
+			seen[inst.Args[i]] = true
+		}
+	}
+	return len(seen)
 }
 
 func argLabel(k *db.Kernel, i int) string {
@@ -255,7 +269,7 @@ func (t *target) useStats(opts *Options, source StatsSource, maxVariants int) er
 	if maxVariants <= 0 {
 		maxVariants = deploy.DefaultMaxVariants
 	}
-	p := DecideFold(t.kernel, stats, maxVariants)
+	p := DecideFold(t.kernel, stats, maxVariants, []*db.Instance{t.inst})
 	t.space.applyFold(p)
 	opts.SpaceHash = t.space.Hash()
 	t.fold, t.stats = &p, stats

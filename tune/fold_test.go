@@ -14,34 +14,43 @@ import (
 func TestDecideFold(t *testing.T) {
 	k := &db.Kernel{ArgNames: []string{"y", "step", "n", "alpha"}, Specializations: []bool{false, true, true, true}}
 	shapes := func(n int) []ShapeStats { return make([]ShapeStats, n) }
+	// inst is an instance whose step and alpha have the given values.
+	inst := func(step, alpha string) *db.Instance {
+		return &db.Instance{Args: []string{"00", step, "e8030000", alpha}}
+	}
+	// Every value of step (4) and alpha (3) recorded.
+	all := []*db.Instance{inst("01", "a1"), inst("02", "a2"), inst("03", "a3"), inst("04", "a1")}
 	for _, tc := range []struct {
 		name     string
 		stats    *KernelStats
 		cap      int
+		insts    []*db.Instance
 		args     []int
 		variants int
 		dims     bool
 		note     string
 	}{
-		{"no statistics", nil, 16, nil, 1, true, "no launch statistics"},
+		{"no statistics", nil, 16, all, nil, 1, true, "no launch statistics"},
 		{"all invariant", &KernelStats{Shapes: shapes(1), Args: []ArgStats{{Arg: 1, Invariant: true, Distinct: 1}, {Arg: 2, Invariant: true, Distinct: 1}, {Arg: 3, Invariant: true, Distinct: 1}}},
-			16, []int{1, 2, 3}, 1, true, ""},
+			16, all[:1], []int{1, 2, 3}, 1, true, ""},
 		{"a step counter", &KernelStats{Shapes: shapes(1), Args: []ArgStats{{Arg: 1, Distinct: 64, Capped: true}, {Arg: 2, Invariant: true, Distinct: 1}, {Arg: 3, Invariant: true, Distinct: 1}}},
-			16, []int{2, 3}, 1, true, "argument 1 (step): at least 64 values"},
-		{"few values", &KernelStats{Shapes: shapes(1), Args: []ArgStats{{Arg: 1, Distinct: 4}, {Arg: 2, Invariant: true, Distinct: 1}, {Arg: 3, Distinct: 3}}},
-			16, []int{1, 2, 3}, 12, true, ""},
+			16, all, []int{2, 3}, 1, true, "argument 1 (step): at least 64 values"},
+		{"few values, all recorded", &KernelStats{Shapes: shapes(1), Args: []ArgStats{{Arg: 1, Distinct: 4}, {Arg: 2, Invariant: true, Distinct: 1}, {Arg: 3, Distinct: 3}}},
+			16, all, []int{1, 2, 3}, 12, true, ""},
+		{"few values, some not recorded", &KernelStats{Shapes: shapes(1), Args: []ArgStats{{Arg: 1, Distinct: 4}, {Arg: 2, Invariant: true, Distinct: 1}, {Arg: 3, Distinct: 3}}},
+			16, all[:3], []int{2, 3}, 3, true, "argument 1 (step): 4 values over the run, 3 of them in the instances tuned on"},
 		{"few values beyond a smaller cap", &KernelStats{Shapes: shapes(1), Args: []ArgStats{{Arg: 1, Distinct: 4}, {Arg: 2, Invariant: true, Distinct: 1}, {Arg: 3, Distinct: 3}}},
-			8, []int{2, 3}, 3, true, "argument 1 (step): 4 values, with the arguments folded before it"},
+			8, all, []int{2, 3}, 3, true, "argument 1 (step): 4 values, with the arguments folded before it"},
 		{"more values than the cap, uncapped count", &KernelStats{Shapes: shapes(1), Args: []ArgStats{{Arg: 1, Distinct: 17}, {Arg: 2, Invariant: true}, {Arg: 3, Invariant: true}}},
-			16, []int{2, 3}, 1, true, "argument 1 (step): 17 values"},
+			16, all, []int{2, 3}, 1, true, "argument 1 (step): 17 values"},
 		{"an argument without statistics", &KernelStats{Shapes: shapes(1), Args: []ArgStats{{Arg: 2, Invariant: true}, {Arg: 3, Invariant: true}}},
-			16, []int{2, 3}, 1, true, "argument 1 (step): no statistics"},
+			16, all, []int{2, 3}, 1, true, "argument 1 (step): no statistics"},
 		{"many shapes", &KernelStats{Shapes: shapes(20), Args: []ArgStats{{Arg: 1, Invariant: true}, {Arg: 2, Invariant: true}, {Arg: 3, Invariant: true}}},
-			16, []int{1, 2, 3}, 1, false, "20 shapes"},
+			16, all, []int{1, 2, 3}, 1, false, "20 shapes"},
 		{"shapes times variants", &KernelStats{Shapes: shapes(5), Args: []ArgStats{{Arg: 1, Distinct: 4}, {Arg: 2, Invariant: true}, {Arg: 3, Invariant: true}}},
-			16, []int{1, 2, 3}, 4, false, "5 shapes over the run, times 4 argument variants"},
+			16, all, []int{1, 2, 3}, 4, false, "5 shapes over the run, times 4 argument variants"},
 	} {
-		p := DecideFold(k, tc.stats, tc.cap)
+		p := DecideFold(k, tc.stats, tc.cap, tc.insts)
 		if !slices.Equal(p.Args, tc.args) || p.Variants != tc.variants || p.Dims != tc.dims || !strings.Contains(p.String(), tc.note) {
 			t.Errorf("%s: %s (args %v, variants %d, dims %v); want args %v, variants %d, dims %v, a note with %q", tc.name, p, p.Args, p.Variants, p.Dims, tc.args, tc.variants, tc.dims, tc.note)
 		}

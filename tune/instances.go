@@ -133,7 +133,7 @@ func RunInstances(ctx context.Context, io InstancesOptions) error {
 	if err != nil {
 		return err
 	}
-	fold := DecideFold(k, stats, maxVariants)
+	fold := DecideFold(k, stats, maxVariants, insts)
 	lead.t.space.applyFold(fold)
 	lead.t.space.Constraints = append(lead.t.space.Constraints, everyInstanceConstraint(lead.t.space, members, geo.ExactCover))
 	opts.SpaceHash = lead.t.space.Hash()

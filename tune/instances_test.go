@@ -216,3 +216,36 @@ func TestRunInstancesSelection(t *testing.T) {
 		t.Errorf("dry run of one id:\n%s", s)
 	}
 }
+
+// TestRunInstancesFoldsFewValuesAllRecorded: the argument a takes two values
+// over the run and both instances tuned on hold one each, so it folds, one
+// variant per instance.
+func TestRunInstancesFoldsFewValuesAllRecorded(t *testing.T) {
+	dbDir, _, _ := instancesDB(t)
+	io := instancesOptions(t, dbDir)
+	io.Options.Preset = "standard"
+	io.Stats = func(string, *db.Kernel) (*KernelStats, error) {
+		return &KernelStats{Launches: 11, Args: []ArgStats{{Arg: 2, Invariant: true, Distinct: 1}, {Arg: 3, Distinct: 2}}}, nil
+	}
+	if err := RunInstances(context.Background(), io); err != nil {
+		t.Fatalf("%v\n%s", err, io.Stderr)
+	}
+	trials, _, _ := ReadTrials(filepath.Join(io.Options.Output, TrialsFile))
+	folded := false
+	for _, tr := range trials {
+		if tr.Config.Specialize {
+			folded = true
+			if len(tr.Config.SpecializeArgs) != 2 || tr.Config.SpecializeArgs[0] != 2 || tr.Config.SpecializeArgs[1] != 3 {
+				t.Errorf("trial %d folds %v, want 2 and 3", tr.Number, tr.Config.SpecializeArgs)
+			}
+		}
+	}
+	if !folded {
+		t.Error("no trial folded")
+	}
+	var sum Summary
+	readJSON(t, filepath.Join(io.Options.Output, SummaryFile), &sum)
+	if !strings.Contains(sum.Folding, "arguments [2 3] (2 variants)") {
+		t.Errorf("summary folding %q", sum.Folding)
+	}
+}
