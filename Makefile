@@ -87,6 +87,8 @@ test: lint
 	cd python && ../.venv/bin/python -m pytest -q
 	# the verdicts the GPU benchmark scripts print (cmd/mneme-rt/shim/bench)
 	.venv/bin/python -m pytest -q -p no:cacheprovider cmd/mneme-rt/shim/bench
+	# an optimize report opened in headless Chromium (scripts/check-report.sh)
+	GO=$(GO) ./scripts/check-report.sh
 	# every fuzz target past its seeds, FUZZTIME each (scripts/fuzz-all.sh)
 	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz-all.sh
 

@@ -109,10 +109,11 @@ per value set: with --rdb, one per recorded instance of it.`,
 
 	var device int
 	variant := &cobra.Command{
-		Use:    "compile-variant",
-		Short:  "Compile one variant for the in-application runtime (JSON request on stdin, JSON on stdout)",
-		Hidden: true,
-		Args:   cobra.NoArgs,
+		Use:         "compile-variant",
+		Annotations: map[string]string{rawStdoutAnnotation: "yes"},
+		Short:       "Compile one variant for the in-application runtime (JSON request on stdin, JSON on stdout)",
+		Hidden:      true,
+		Args:        cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var req deploy.CompileRequest
 			data, err := io.ReadAll(io.LimitReader(cmd.InOrStdin(), safefile.MaxJSON))
@@ -152,7 +153,7 @@ func printDeployCheck(w io.Writer, rep deploy.CheckReport) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "KERNEL\tSTATUS\tFROM\tNOTE")
 	for _, r := range rep.Rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Kernel, r.Status, r.Source, r.Note)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", cell(r.Kernel), cell(string(r.Status)), cell(r.Source), cell(r.Note))
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "%d of %d tuned kernels are in the executable\n", rep.Matched, len(rep.Rows))

@@ -12,11 +12,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/zeebo/xxh3"
 
 	"github.com/mneme-gpu/mneme/db"
@@ -500,6 +503,72 @@ var hostileCases = []hostileCase{
 		stderr: []string{"response file missing.rsp: does not exist"},
 	},
 	{
+		name: "deploy check of an executable that is a FIFO",
+		setup: func(h *hostileEnv) ([]string, string) {
+			h.write(filepath.Join(h.Dir, "tuned.json"), []byte(`{"_Z6vecaddPfPKfif":{"config":{}}}`))
+			h.fifo(filepath.Join(h.Dir, "app"))
+			return []string{"deploy", "check", "--tuned", "tuned.json", "app"}, ""
+		},
+		code:   2,
+		stderr: []string{"app", "not a regular file (a FIFO)"},
+	},
+	{
+		name: "deploy precompile of an executable that is a FIFO",
+		setup: func(h *hostileEnv) ([]string, string) {
+			h.write(filepath.Join(h.Dir, "tuned.json"), []byte(`{"_Z6vecaddPfPKfif":{"config":{}}}`))
+			h.fifo(filepath.Join(h.Dir, "app"))
+			return []string{"deploy", "precompile", "--tuned", "tuned.json", "app"}, ""
+		},
+		code:   2,
+		stderr: []string{"app", "not a regular file (a FIFO)"},
+	},
+	{
+		name: "a tuned-kernels file of more entries than any application has kernels",
+		setup: func(h *hostileEnv) ([]string, string) {
+			var b strings.Builder
+			b.WriteString("{")
+			for i := range 70000 {
+				fmt.Fprintf(&b, `"k%d":{},`, i)
+			}
+			b.WriteString(`"k":{}}`)
+			h.write(filepath.Join(h.Dir, "tuned.json"), []byte(b.String()))
+			h.write(filepath.Join(h.Dir, "app"), []byte("\x7fELF"))
+			return []string{"deploy", "check", "--tuned", "tuned.json", "app"}, ""
+		},
+		code:   2,
+		stderr: []string{"tuned.json: more than 65536 kernels"},
+	},
+	{
+		name:   "an unknown deploy command",
+		setup:  func(h *hostileEnv) ([]string, string) { return []string{"deploy", "frobnicate"}, "" },
+		code:   2,
+		stderr: []string{`unknown command "frobnicate" for "mneme deploy"`},
+	},
+	{
+		name: "--arch that is no architecture, checked before compiling",
+		setup: func(h *hostileEnv) ([]string, string) {
+			return []string{"compile", "--ir", filepath.Join("db", h.Stencil.Modules[0]), "--kernel", "_Z7stencil6Paramsd", "--no-gpu", "--arch", "sm_9x"}, ""
+		},
+		code:   2,
+		stderr: []string{"--arch", `"sm_9x"`},
+	},
+	{
+		name: "replay --device -1 is refused before the GPU is looked for",
+		setup: func(h *hostileEnv) ([]string, string) {
+			return []string{"replay", "-rdb", "db", "--kernel", "_Z7stencil6Paramsd", "--device", "-1"}, ""
+		},
+		code:   2,
+		stderr: []string{"device -1"},
+	},
+	{
+		name: "replay --dtype with a verification that compares no floats by it",
+		setup: func(h *hostileEnv) ([]string, string) {
+			return []string{"replay", "-rdb", "db", "--kernel", "_Z7stencil6Paramsd", "--dtype", "f64", "--verify", "bitwise"}, ""
+		},
+		code:   2,
+		stderr: []string{"--dtype f64", "bitwise"},
+	},
+	{
 		name: "record --overwrite that records nothing keeps the old recording",
 		setup: func(h *hostileEnv) ([]string, string) {
 			// A runtime library that loads and records nothing.
@@ -629,31 +698,67 @@ func TestHostileInputs(t *testing.T) {
 	}
 }
 
-// TestUsageErrorsExit2InEveryCommand checks the exit-code contract on the
-// command line itself: an unknown flag is bad input (2) in every command,
-// and so is an unknown command. The compiler wrappers are left out: their
-// command line is the compiler's.
+// TestUsageErrorsExit2InEveryCommand walks every command (the compiler
+// wrappers left out: their command line is the compiler's) and checks the
+// exit-code contract on the command line itself: an unknown subcommand, a
+// missing subcommand, an unknown flag, a flag without its value, a value of
+// the wrong type and a missing argument all exit 2, with one line naming
+// what was wrong, and before any GPU is looked for.
 func TestUsageErrorsExit2InEveryCommand(t *testing.T) {
 	env := &hostileEnv{t: t, Dir: t.TempDir()}
-	var names []string
-	for _, c := range rootCmd.Commands() {
+	// Commands that need no argument: they run with none.
+	noArgs := map[string]bool{"mneme version": true, "mneme worker": true}
+	expect := func(args []string, want string) {
+		t.Helper()
+		code, _, stderr := env.run(args, "")
+		if code != exitUsage || !strings.Contains(stderr, want) || strings.Count(strings.TrimSpace(stderr), "\n") > 0 {
+			t.Errorf("mneme %s: exit %d, want %d and one line naming %q\n%s", strings.Join(args, " "), code, exitUsage, want, stderr)
+		}
+	}
+	var leaves, groups int
+	var walk func(c *cobra.Command, path []string)
+	walk = func(c *cobra.Command, path []string) {
 		switch c.Name() {
 		case "cc", "cxx", "help", "completion":
-			continue
+			return
 		}
-		names = append(names, c.Name())
-	}
-	if len(names) < 8 {
-		t.Fatalf("found only the commands %v", names)
-	}
-	for _, name := range names {
-		code, _, stderr := env.run([]string{name, "--no-such-flag"}, "")
-		if code != exitUsage || !strings.Contains(stderr, "no-such-flag") {
-			t.Errorf("mneme %s --no-such-flag: exit %d, want %d\n%s", name, code, exitUsage, stderr)
+		if c.HasSubCommands() {
+			groups++
+			expect(append(slices.Clone(path), "frobnicate"), "frobnicate")
+			expect(path, "name a command")
+			for _, sub := range c.Commands() {
+				walk(sub, append(slices.Clone(path), sub.Name()))
+			}
+			return
 		}
+		leaves++
+		expect(append(slices.Clone(path), "--no-such-flag"), "no-such-flag")
+		if !noArgs[c.CommandPath()] && len(path) > 0 {
+			code, _, stderr := env.run(path, "")
+			if code != exitUsage {
+				t.Errorf("mneme %s with no argument: exit %d, want %d\n%s", strings.Join(path, " "), code, exitUsage, stderr)
+			}
+		}
+		c.Flags().VisitAll(func(fl *pflag.Flag) {
+			if fl.Name == "help" || fl.Hidden || fl.Deprecated != "" {
+				return
+			}
+			if c.Name() == "tune" && fl.Name == "dump-config" {
+				return // --dump-config=PATH is Mneme's spelling: not a bad value
+			}
+			switch fl.Value.Type() {
+			case "int", "uint32", "uint", "int64", "float64":
+				expect(append(slices.Clone(path), "--"+fl.Name+"=notanumber"), fl.Name)
+			case "bool":
+				expect(append(slices.Clone(path), "--"+fl.Name+"=maybe"), fl.Name)
+			default:
+				expect(append(slices.Clone(path), "--"+fl.Name), fl.Name)
+			}
+		})
 	}
-	if code, _, stderr := env.run([]string{"no-such-command"}, ""); code != exitUsage {
-		t.Errorf("mneme no-such-command: exit %d, want %d\n%s", code, exitUsage, stderr)
+	walk(rootCmd, nil)
+	if leaves < 10 || groups < 2 {
+		t.Fatalf("found only %d commands and %d groups", leaves, groups)
 	}
 }
 

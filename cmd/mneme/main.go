@@ -7,6 +7,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -43,6 +44,11 @@ func withExit(code int, err error) error {
 // every command, as the commands' own checks do.
 func usageErrorsExit2(cmd *cobra.Command) {
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return withExit(exitUsage, err) })
+	if cmd.HasSubCommands() && cmd.Run == nil && cmd.RunE == nil {
+		// cobra would print the help and exit 0 for an unknown or missing
+		// subcommand of a command that only groups others.
+		cmd.RunE = missingSubcommand
+	}
 	if check := cmd.Args; check != nil {
 		if _, done := argsChecked[cmd]; !done {
 			cmd.Args = func(c *cobra.Command, args []string) error { return withExit(exitUsage, check(c, args)) }
@@ -52,6 +58,39 @@ func usageErrorsExit2(cmd *cobra.Command) {
 	for _, sub := range cmd.Commands() {
 		usageErrorsExit2(sub)
 	}
+}
+
+// rawStdoutAnnotation marks a command whose stdout is data, written as is:
+// code (compile), protocol lines (worker, deploy compile-variant), whose
+// JSON escapes control characters itself.
+const rawStdoutAnnotation = "mneme/raw-stdout"
+
+// routeOutput gives the commands marked with rawStdoutAnnotation the
+// process's stdout itself, and sends every command's flag warnings (a
+// deprecated flag) to stderr: cobra prints them to the command's output.
+func routeOutput(cmd *cobra.Command, stderr io.Writer) {
+	if cmd.Annotations[rawStdoutAnnotation] != "" {
+		cmd.SetOut(os.Stdout)
+	}
+	cmd.Flags().SetOutput(stderr)
+	for _, sub := range cmd.Commands() {
+		routeOutput(sub, stderr)
+	}
+}
+
+// missingSubcommand is the run of a command that groups others, reached
+// with no subcommand or an unknown one: bad usage, one line naming them.
+func missingSubcommand(cmd *cobra.Command, args []string) error {
+	var names []string
+	for _, sub := range cmd.Commands() {
+		if sub.IsAvailableCommand() {
+			names = append(names, sub.Name())
+		}
+	}
+	if len(args) > 0 {
+		return withExit(exitUsage, fmt.Errorf("unknown command %q for %q: want one of %s", args[0], cmd.CommandPath(), strings.Join(names, ", ")))
+	}
+	return withExit(exitUsage, fmt.Errorf("%s: name a command, one of %s (%s --help describes them)", cmd.CommandPath(), strings.Join(names, ", "), cmd.CommandPath()))
 }
 
 // argsChecked remembers the commands whose argument check is wrapped, so
@@ -65,7 +104,16 @@ func main() { os.Exit(run(os.Args[1:])) }
 func run(args []string) int {
 	usageErrorsExit2(rootCmd)
 	rootCmd.SetArgs(args)
+	// Every command's reports and messages quote names from files that may
+	// come from elsewhere: escaped on their way out. Commands whose stdout
+	// carries data (code, protocol answers) say so and write it as is.
+	stdout, stderr := newTermWriter(os.Stdout), newTermWriter(os.Stderr)
+	rootCmd.SetOut(stdout)
+	rootCmd.SetErr(stderr)
+	routeOutput(rootCmd, stderr)
 	err := rootCmd.Execute()
+	stdout.Flush()
+	stderr.Flush()
 	if err != nil && strings.HasPrefix(err.Error(), "unknown command") {
 		err = withExit(exitUsage, err) // cobra's, for a subcommand that does not exist
 	}

@@ -14,8 +14,9 @@ import (
 
 func init() {
 	rootCmd.AddCommand(&cobra.Command{
-		Use:   "worker",
-		Short: "Serve replay requests as JSON lines on stdin/stdout (used by tune and the Python API)",
+		Use:         "worker",
+		Annotations: map[string]string{rawStdoutAnnotation: "yes"},
+		Short:       "Serve replay requests as JSON lines on stdin/stdout (used by tune and the Python API)",
 		Long: `worker holds one open replay session and executes the requests of the
 JSON-lines protocol of tune/PROTOCOL.md: "open" a recorded instance, then
 "compile" and "run" configurations, then "close". Responses go to stdout, logs

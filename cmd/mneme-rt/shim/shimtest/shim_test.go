@@ -39,7 +39,7 @@ func newBuild(t testing.TB) *build {
 		t.Fatalf("no shim sources in ..: %v", err)
 	}
 	headers, _ := filepath.Glob("../*.h")
-	inputs := append(append(slices.Clone(shimSrcs), headers...), "testdata/cudart_standin.c", "testdata/cuda_api.h", "testdata/app.c", "testdata/memo_app.c", "testdata/throttle_app.c", "testdata/rt_standin.c", "../bench/forward_bench.c")
+	inputs := append(append(slices.Clone(shimSrcs), headers...), "testdata/cudart_standin.c", "testdata/cuda_api.h", "testdata/app.c", "testdata/memo_app.c", "testdata/throttle_app.c", "testdata/stats_app.c", "testdata/rt_standin.c", "../bench/forward_bench.c", "../bench/stats_bench.c")
 	for _, src := range inputs {
 		if _, err := os.ReadFile(src); err != nil {
 			t.Fatal(err)
@@ -197,8 +197,31 @@ func BenchmarkForwardedLaunch(b *testing.B) {
 	b.ReportMetric(w-p, "ns/added")
 }
 
-func measure(b *testing.B, exe string, n int) float64 {
-	out, err := exec.Command(exe, strconv.Itoa(n)).CombinedOutput()
+// BenchmarkRecordingLaunchStats reports what the shim adds to a launch
+// while recording that it forwards in C and counts in the launch
+// statistics (shape, four argument values, the timing sample with
+// stand-in events), against the same program linked without it: the
+// statistics' target is at most 100 ns a launch, and this figure holds the
+// whole of the shim's recording path around them.
+func BenchmarkRecordingLaunchStats(b *testing.B) {
+	bd := newBuild(b)
+	lib := filepath.Join(bd.dir, "librt_standin.so")
+	bd.run(bd.cc, "-O2", "-fPIC", "-shared", "-Wall", "-Werror", "-o", lib, "testdata/rt_standin.c")
+	plain := bd.link("stats_plain", "../bench/stats_bench.c", false)
+	wrapped := bd.link("stats_wrapped", "../bench/stats_bench.c", true)
+	n := max(b.N, 1000000)
+	b.ResetTimer()
+	p := measure(b, plain, n)
+	w := measure(b, wrapped, n, "MNEME_RECORD=1", "MNEME_RT_LIB="+lib, "MNEME_TEST_STATS=1")
+	b.ReportMetric(p, "ns/plain-launch")
+	b.ReportMetric(w, "ns/recording-launch")
+	b.ReportMetric(w-p, "ns/added")
+}
+
+func measure(b *testing.B, exe string, n int, env ...string) float64 {
+	cmd := exec.Command(exe, strconv.Itoa(n))
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		b.Fatalf("%s: %v\n%s", exe, err, out)
 	}
@@ -452,5 +475,74 @@ func TestDeployFastPath(t *testing.T) {
 	off, stderr := runProgram(t, app, "MNEME_TUNED_KERNELS=tuned.json", "MNEME_JIT=off", "MNEME_RT_LIB="+lib)
 	if strings.Contains(off, "deploy") || strings.Count(off, "launch ") != 23 || stderr != "" {
 		t.Errorf("with MNEME_JIT=off every launch must reach CUDA untouched:\n%s\nstderr: %s", off, stderr)
+	}
+}
+
+// TestLaunchStatistics checks the shim's launch statistics against the
+// stand-in library (MNEME_TEST_STATS): every launch of every kernel is
+// counted by shape and argument value, selected or not; the library is
+// asked once per shape of a kernel whose shapes it covers; a shape's
+// launches 2 to 5 and every 64th are timed with a pair of events, except on
+// a stream being captured; the launches the library recorded carry the
+// time it measured; and a step counter fills the value table, then stops
+// being watched.
+func TestLaunchStatistics(t *testing.T) {
+	b := newBuild(t)
+	lib := filepath.Join(b.dir, "librt_standin.so")
+	b.run(b.cc, "-O2", "-fPIC", "-shared", "-Wall", "-Werror", "-o", lib, "testdata/rt_standin.c")
+	app := b.link("stats_app", "testdata/stats_app.c", true)
+	out, stderr := runProgram(t, app, "MNEME_RECORD=1", "MNEME_RT_LIB="+lib, "MNEME_TEST_STATS=1")
+	var asked, stats []string
+	launches := 0
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		switch {
+		case strings.HasPrefix(line, "asked "):
+			asked = append(asked, strings.TrimPrefix(line, "asked "))
+		case strings.HasPrefix(line, "stats "):
+			stats = append(stats, strings.TrimPrefix(line, "stats "))
+		case strings.HasPrefix(line, "launch "):
+			launches++
+		}
+	}
+	wantAsked := []string{
+		"_Z4stepPfii grid=7 step=0", "_Z4stepPfii grid=14 step=1", "_Z4stepPfii grid=21 step=0",
+		"_Z5otherv grid=7 arg0=0",
+	}
+	if strings.Join(asked, "\n") != strings.Join(wantAsked, "\n") {
+		t.Errorf("the library was asked about:\n%s\nwant:\n%s", strings.Join(asked, "\n"), strings.Join(wantAsked, "\n"))
+	}
+	if launches != 215 {
+		t.Errorf("%d launches reached CUDA, want all 215", launches)
+	}
+	steps := ""
+	for i := range 16 {
+		steps += fmt.Sprintf(" %x:1", i)
+	}
+	want := []string{
+		"timer refused without elapsed",
+		"timer on",
+		// 10 sampled launches of the step kernel and 4 of the other are
+		// waiting for their events, then collected.
+		"in flight 14",
+		"in flight 0",
+		"records 28",
+		"_Z4stepPfii launches=210 other=0 params=3",
+		// The library's own launch (1 us) and launches 2-5 and 64 (2 us).
+		"_Z4stepPfii shape grid=7 block=128 shared=0 launches=100 timed=6 ns=11000 covered=1",
+		"_Z4stepPfii shape grid=14 block=128 shared=0 launches=100 timed=6 ns=11000 covered=1",
+		// Captured: only the library's launch is timed.
+		"_Z4stepPfii shape grid=21 block=128 shared=256 launches=10 timed=1 ns=1000 covered=1",
+		"_Z4stepPfii arg 0 size=8 tracked=1 more=0 values=1 7f0000001000:210",
+		"_Z4stepPfii arg 1 size=4 tracked=1 more=1 values=16" + steps,
+		"_Z4stepPfii arg 2 size=4 tracked=1 more=0 values=3 380:100 700:100 a80:10",
+		"_Z5otherv launches=5 other=0 params=1",
+		"_Z5otherv shape grid=7 block=128 shared=0 launches=5 timed=4 ns=8000 covered=0",
+		"_Z5otherv arg 0 size=4 tracked=1 more=0 values=1 0:5",
+	}
+	if strings.Join(stats, "\n") != strings.Join(want, "\n") {
+		t.Errorf("statistics:\n%s\nwant:\n%s", strings.Join(stats, "\n"), strings.Join(want, "\n"))
+	}
+	if stderr != "" {
+		t.Errorf("stderr: %q", stderr)
 	}
 }
