@@ -17,8 +17,11 @@ import (
 type KernelStats struct {
 	// Launches counts every launch of the kernel in the run.
 	Launches uint64
-	// Shapes are its distinct launch shapes with their launch counts.
-	Shapes []ShapeStats
+	// Shapes are its distinct launch shapes with their launch counts;
+	// MoreShapes is set when the run had more than the statistics could
+	// hold.
+	Shapes     []ShapeStats
+	MoreShapes bool
 	// Args are per-argument facts, indexed by argument (0-based); an
 	// argument the statistics do not cover has no entry.
 	Args []ArgStats
@@ -130,8 +133,11 @@ func DecideFold(k *db.Kernel, stats *KernelStats, maxVariants int, insts []*db.I
 	}
 	slices.Sort(p.Args)
 	shapes := max(len(stats.Shapes), 1)
-	p.Dims = p.Variants*shapes <= maxVariants
-	if !p.Dims {
+	p.Dims = p.Variants*shapes <= maxVariants && !stats.MoreShapes
+	switch {
+	case stats.MoreShapes:
+		p.Notes = append(p.Notes, fmt.Sprintf("launch dimensions: more than %d shapes over the run: not folded", len(stats.Shapes)))
+	case !p.Dims:
 		p.Notes = append(p.Notes, fmt.Sprintf("launch dimensions: %d shapes over the run, times %d argument variants, exceed the %d variants the runtime keeps: not folded", shapes, p.Variants, maxVariants))
 	}
 	return p

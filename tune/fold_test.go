@@ -47,6 +47,8 @@ func TestDecideFold(t *testing.T) {
 			16, all, []int{2, 3}, 1, true, "argument 1 (step): no statistics"},
 		{"many shapes", &KernelStats{Shapes: shapes(20), Args: []ArgStats{{Arg: 1, Invariant: true}, {Arg: 2, Invariant: true}, {Arg: 3, Invariant: true}}},
 			16, all, []int{1, 2, 3}, 1, false, "20 shapes"},
+		{"more shapes than the statistics hold", &KernelStats{Shapes: shapes(2), MoreShapes: true, Args: []ArgStats{{Arg: 1, Invariant: true}, {Arg: 2, Invariant: true}, {Arg: 3, Invariant: true}}},
+			16, all, []int{1, 2, 3}, 1, false, "more than 2 shapes"},
 		{"shapes times variants", &KernelStats{Shapes: shapes(5), Args: []ArgStats{{Arg: 1, Distinct: 4}, {Arg: 2, Invariant: true}, {Arg: 3, Invariant: true}}},
 			16, all, []int{1, 2, 3}, 4, false, "5 shapes over the run, times 4 argument variants"},
 	} {

@@ -57,13 +57,11 @@ type InstancesOptions struct {
 	// name, or static hash); Instances selects instances by id. Give one.
 	Kernel    string
 	Instances []string
-	// Stats gives the kernel's launch statistics; nil counts as a database
-	// without them.
-	Stats StatsSource
-	// MaxVariants is the runtime's variant cap (deploy.DefaultMaxVariants
-	// when zero).
-	MaxVariants int
 }
+
+// Across instances, RunOptions.Stats gives the kernel's launch statistics
+// (unset counts as a database without them) and RunOptions.MaxVariants is
+// the runtime's variant cap (deploy.DefaultMaxVariants when zero).
 
 // member is one instance of a run across instances.
 type member struct {

@@ -278,6 +278,9 @@ func runTrials(ctx context.Context, ro RunOptions, study *Study, t *target, desc
 	}
 	fmt.Fprintf(ro.Stderr, "baseline: %s on %s: %s (%s of %d launches; trial 0, %s)\n", t.kernel.Name(), gpuName, fmtNS(base.TimeNS), opts.Metric, opts.Iterations, baselineKind(base.Config))
 	fmt.Fprintln(ro.Stderr, study.Geometry.Note)
+	if t.fold != nil {
+		fmt.Fprintln(ro.Stderr, t.fold)
+	}
 	if ro.BaselineOnly {
 		return nil
 	}
@@ -399,6 +402,9 @@ func printDryRun(w io.Writer, opts Options, t *target, sampler Sampler, d Descri
 	fmt.Fprintf(w, "baseline:  trial 0, %s\n", baselineKind(t.baselines()[0]))
 	fmt.Fprintf(w, "launch:    %s\n", geo.Note)
 	fmt.Fprintf(w, "ban:       adaptive invalid ban %v\n", opts.AdaptiveInvalidBan)
+	if t.fold != nil {
+		fmt.Fprintf(w, "folding:   %s\n", t.fold)
+	}
 	fmt.Fprintf(w, "space:     %s, %d parameters", d.Name, len(d.Params))
 	if d.Finite {
 		fmt.Fprintf(w, ", %d points, %d feasible", d.Size, d.Feasible)

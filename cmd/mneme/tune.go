@@ -287,9 +287,9 @@ func runTune(stdout, stderr io.Writer, fl *pflag.FlagSet, f *tuneFlags, sel inst
 	ro := tune.RunOptions{
 		Options: opts, Resume: f.resume, PrintSpace: f.printSpace, DryRun: f.dryRun, BaselineOnly: f.baselineOnly,
 		CompileWorkers: f.compileWorkers, Factory: tune.ExecWorkerFactory{Path: self, Args: []string{"worker"}},
-		AnalyzeGeometry: analyzeGeometry,
-		Progress:        func(budget int) tune.ProgressDisplay { return newProgressBar(stderr, budget) },
-		Stdout:          stdout, Stderr: stderr,
+		AnalyzeGeometry: analyzeGeometry, Stats: tune.DBStats,
+		Progress: func(budget int) tune.ProgressDisplay { return newProgressBar(stderr, budget) },
+		Stdout:   stdout, Stderr: stderr,
 	}
 	if sel.active() {
 		return runTuneInstances(ctx, ro, sel)
