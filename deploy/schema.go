@@ -1,6 +1,12 @@
 package deploy
 
-import "github.com/mneme-gpu/mneme"
+import (
+	"encoding/hex"
+	"fmt"
+	"slices"
+
+	"github.com/mneme-gpu/mneme"
+)
 
 // TunedKernel is one entry of mneme_tuned_kernels.json (a JSON object keyed
 // by mangled kernel name): the whole tuned configuration, where it was tuned,
@@ -111,4 +117,47 @@ type ProteusKernel struct {
 	CodeGenOptLevel     int    `json:"CodeGenOptLevel"`
 	TunedMaxThreads     int    `json:"TunedMaxThreads"`
 	MinBlocksPerSM      int    `json:"MinBlocksPerSM"`
+}
+
+// Validate checks what the entry says beyond its configuration, which
+// ReadMnemeTuned checks itself: the statistics word, classes that name each
+// launch shape once with a valid configuration, and folded arguments that
+// the configuration folds. A file that fails it is refused for that kernel,
+// whose launches then run the application's own code.
+func (tk *TunedKernel) Validate() error {
+	switch tk.Statistics {
+	case "", "run", "none":
+	default:
+		return fmt.Errorf("statistics %q: want run or none", tk.Statistics)
+	}
+	seen := map[[7]uint32]int{}
+	for i, c := range tk.Classes {
+		g, b := c.Grid, c.Block
+		if g.X == 0 || b.X == 0 {
+			return fmt.Errorf("classes[%d]: grid %s block %s: a class names a launch shape (positive grid.x and block.x)", i, g, b)
+		}
+		g, b = normDim(g), normDim(b)
+		key := [7]uint32{g.X, g.Y, g.Z, b.X, b.Y, b.Z, c.SharedMem}
+		if j, ok := seen[key]; ok {
+			return fmt.Errorf("classes[%d] and classes[%d] overlap: both name grid %s block %s shared memory %d", j, i, g, b, c.SharedMem)
+		}
+		seen[key] = i
+		if err := checkCompileConfig(c.Config); err != nil {
+			return fmt.Errorf("classes[%d].config: %w", i, err)
+		}
+	}
+	if len(tk.Folded) > 0 && tk.Statistics == "none" {
+		return fmt.Errorf("folded: arguments folded although the entry says it had no statistics")
+	}
+	for i, f := range tk.Folded {
+		if f.Arg < 0 || !tk.Config.Specialize || (len(tk.Config.SpecializeArgs) > 0 && !slices.Contains(tk.Config.SpecializeArgs, f.Arg)) {
+			return fmt.Errorf("folded[%d]: argument %d is not one the configuration folds", i, f.Arg)
+		}
+		for _, v := range f.Values {
+			if _, err := hex.DecodeString(v); err != nil {
+				return fmt.Errorf("folded[%d]: value %q is not hex", i, v)
+			}
+		}
+	}
+	return nil
 }
