@@ -249,3 +249,33 @@ func TestRunInstancesFoldsFewValuesAllRecorded(t *testing.T) {
 		t.Errorf("summary folding %q", sum.Folding)
 	}
 }
+
+// TestRunInstancesResumes stops a run across instances after three trials
+// and resumes it: no configuration runs twice and every trial keeps its
+// figures per instance.
+func TestRunInstancesResumes(t *testing.T) {
+	dbDir, _, _ := instancesDB(t)
+	io := instancesOptions(t, dbDir)
+	io.Options.Trials = 3
+	if err := RunInstances(context.Background(), io); err != nil {
+		t.Fatalf("%v\n%s", err, io.Stderr)
+	}
+	io.Options.Trials, io.Resume = 8, true
+	if err := RunInstances(context.Background(), io); err != nil {
+		t.Fatalf("resume: %v\n%s", err, io.Stderr)
+	}
+	trials, _, _ := ReadTrials(filepath.Join(io.Options.Output, TrialsFile))
+	keys := map[string]bool{}
+	for _, tr := range trials {
+		if keys[tr.ConfigKey] {
+			t.Errorf("trial %d repeats a configuration", tr.Number)
+		}
+		keys[tr.ConfigKey] = true
+		if len(tr.Instances) != 2 {
+			t.Errorf("trial %d: figures of %d instances", tr.Number, len(tr.Instances))
+		}
+	}
+	if len(trials) != 8 {
+		t.Errorf("%d trials after the resume, want 8", len(trials))
+	}
+}
