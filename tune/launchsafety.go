@@ -77,6 +77,9 @@ func (t *target) fixLaunch(opts *Options) error {
 			return c, nil
 		}
 	}
+	if t.fold != nil && opts.SpaceFile == "" {
+		t.space.applyFold(*t.fold) // the rebuilt preset folds no more than before
+	}
 	t.space.Constraints = append(t.space.Constraints, Constraint{Name: launchFixedConstraint, Check: func(Point) (bool, error) { return true, nil }})
 	opts.SpaceHash = t.space.Hash()
 	return nil

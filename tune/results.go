@@ -164,6 +164,10 @@ type Trial struct {
 	End     string  `json:"end_time"`
 	Seconds float64 `json:"seconds"`
 	Error   string  `json:"error,omitempty"`
+	// Instances are the trial's figures on each instance of a run across
+	// instances; TimeNS is then their total, each instance's time times the
+	// launches it stands for.
+	Instances []InstanceFigure `json:"instances,omitempty"`
 }
 
 // OK reports whether the trial produced a verified timing.
@@ -465,6 +469,9 @@ type Summary struct {
 	// BlockRule says which rule limited the block shapes searched (see
 	// GeometryReport.BlockRule).
 	BlockRule string `json:"block_rule,omitempty"`
+	// Folding says what the run might fold and what that rested on (the
+	// run's launch statistics, or none), when it was decided from them.
+	Folding string `json:"folding,omitempty"`
 	// BannedBlocks are the block shapes the adaptive invalid ban took out of
 	// the search; BannedSkips counts the proposals skipped for them.
 	BannedBlocks []string `json:"banned_blocks,omitempty"`

@@ -42,7 +42,7 @@ type tuneFlags struct {
 func init() {
 	var f tuneFlags
 	cmd := &cobra.Command{
-		Use:   "tune -rdb DB [-rid ID] [flags]",
+		Use:   "tune -rdb DB [-rid ID | --kernel NAME | -rid ID -rid ID...] [flags]",
 		Short: "Search a recorded kernel's configurations for the fastest one that verifies",
 		Long: `tune replays one recorded kernel instance under many configurations on
 worker processes ("mneme worker", one or more per GPU) and keeps the fastest
@@ -71,6 +71,15 @@ searches block shapes anyway. --adaptive-invalid-ban (on by default; turn it
 off with --no-adaptive-invalid-ban) takes a block shape out of the search
 once a trial with it ends invalid_launch or runtime_error.
 
+--kernel NAME (every recorded instance of that kernel) or -rid given
+several times tunes across instances: each configuration is replayed and
+verified on every instance, a failure on one fails the trial, and the
+objective is the time the application would see, the sum of each
+instance's time times the launches it stands for (by the recording's
+launch statistics, else its occurrence counts). Arguments fold only where
+the statistics show them invariant or few-valued; where the launch shapes'
+best configurations differ, mneme_tuned_kernels.json carries one per shape.
+
 --config FILE.yaml reads the options (as --dump-config prints them); flags
 given on the command line win. --print-space and --dry-run need no GPU.
 
@@ -80,6 +89,10 @@ Exit codes: 0 done, 2 bad input, 6 no GPU, 1 other failures.`,
 			if isMnemeTuneCommandLine(args) {
 				return execMnemeTune(args)
 			}
+			args, sel, err := extractInstanceFlags(args)
+			if err != nil {
+				return err
+			}
 			if helped, err := parseMnemeFlags(cmd, args, "rdb", "rid"); helped || err != nil {
 				return err
 			}
@@ -87,7 +100,7 @@ Exit codes: 0 done, 2 bad input, 6 no GPU, 1 other failures.`,
 			if fl.NArg() > 0 {
 				return withExit(exitUsage, fmt.Errorf("tune: unexpected arguments %q", fl.Args()))
 			}
-			return runTune(cmd.OutOrStdout(), cmd.ErrOrStderr(), fl, &f)
+			return runTune(cmd.OutOrStdout(), cmd.ErrOrStderr(), fl, &f, sel)
 		},
 	}
 	f.register(cmd.Flags())
@@ -125,6 +138,7 @@ func (f *tuneFlags) register(fl *pflag.FlagSet) {
 	fl.BoolVar(&o.AdaptiveInvalidBan, "adaptive-invalid-ban", true, "ban a block shape from further sampling once a trial with it ends invalid_launch or runtime_error")
 	fl.BoolVar(&f.noAdaptiveInvalidBan, "no-adaptive-invalid-ban", false, "turn the adaptive invalid ban off")
 	fl.BoolVar(&f.dumpConfig, "dump-config", false, "print the effective options as YAML (for --config) and exit")
+	registerInstanceFlags(fl)
 	fl.BoolP("help", "h", false, "help for tune")
 }
 
@@ -251,7 +265,7 @@ func parseGPUs(s string) ([]int, error) {
 	return out, nil
 }
 
-func runTune(stdout, stderr io.Writer, fl *pflag.FlagSet, f *tuneFlags) error {
+func runTune(stdout, stderr io.Writer, fl *pflag.FlagSet, f *tuneFlags, sel instanceSelection) error {
 	opts, err := effectiveOptions(fl, f)
 	if err != nil {
 		return withExit(exitUsage, err)
@@ -267,13 +281,17 @@ func runTune(stdout, stderr io.Writer, fl *pflag.FlagSet, f *tuneFlags) error {
 	}
 	ctx, stop := signalContext()
 	defer stop()
-	return tune.Run(ctx, tune.RunOptions{
+	ro := tune.RunOptions{
 		Options: opts, Resume: f.resume, PrintSpace: f.printSpace, DryRun: f.dryRun, BaselineOnly: f.baselineOnly,
 		CompileWorkers: f.compileWorkers, Factory: tune.ExecWorkerFactory{Path: self, Args: []string{"worker"}},
-		AnalyzeGeometry: analyzeGeometry,
-		Progress:        func(budget int) tune.ProgressDisplay { return newProgressBar(stderr, budget) },
-		Stdout:          stdout, Stderr: stderr,
-	})
+		AnalyzeGeometry: analyzeGeometry, Stats: tune.DBStats,
+		Progress: func(budget int) tune.ProgressDisplay { return newProgressBar(stderr, budget) },
+		Stdout:   stdout, Stderr: stderr,
+	}
+	if sel.active() {
+		return runTuneInstances(ctx, ro, sel)
+	}
+	return tune.Run(ctx, ro)
 }
 
 // progressBar shows a study's progress on a terminal.
