@@ -19,7 +19,7 @@ def test_mapping_of_instances(recording: Path) -> None:
     assert (k.grid_dim.x, k.grid_dim.y, k.grid_dim.z) == (4096, 1, 1)
     assert (k.block_dim.x, k.block_dim.y, k.block_dim.z) == (256, 1, 1)
     assert k.shared_mem == 0 and k.occ == 3
-    assert k.args[3] == "00001000"
+    assert k.args[3] == "00100000"  # n = 0x1000, little-endian as recorded
     assert k.specializations == [False, False, False, True]
     assert k.available_specializations == [3]
     assert k.kernel_name == "_Z6vecaddPKfS0_Pfi" and k.static_hash == STATIC_HASH
