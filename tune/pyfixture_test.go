@@ -3,6 +3,7 @@ package tune
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
@@ -103,6 +104,45 @@ func TestPythonRecordingIsCurrent(t *testing.T) {
 		b, _ := os.ReadFile(filepath.Join(pythonRecording, n))
 		if !bytes.Equal(a, b) {
 			t.Errorf("%s/%s differs from what the writers write (regenerate with go test ./tune -run Python -update-python)", pythonRecording, n)
+		}
+	}
+}
+
+const pythonVocabulary = "../python/mneme/vocabulary.json"
+
+// TestPythonVocabularyIsCurrent checks that the vocabulary the Python
+// package reads is the Go tables' (keys, statuses, presets, ...).
+func TestPythonVocabularyIsCurrent(t *testing.T) {
+	want, err := json.MarshalIndent(TheVocabulary(), "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, '\n')
+	if *updatePython {
+		if err := os.WriteFile(pythonVocabulary, want, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := os.ReadFile(pythonVocabulary)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("%s is not the Go tables' vocabulary (%v): regenerate with go test ./tune -run Python -update-python", pythonVocabulary, err)
+	}
+}
+
+// TestSummaryHasMnemeKeys checks that summary.json carries every key of
+// Mneme's summary.
+func TestSummaryHasMnemeKeys(t *testing.T) {
+	b, err := json.Marshal(Summary{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range MnemeSummaryKeys {
+		if _, ok := m[k]; !ok {
+			t.Errorf("summary.json lacks Mneme's key %q", k)
 		}
 	}
 }

@@ -472,7 +472,7 @@ type Summary struct {
 	Statuses        map[mneme.Status]int `json:"statuses"`
 	BaselineTimeNS  float64              `json:"baseline_time_ns"`
 	BestTimeNS      float64              `json:"best_time_ns,omitempty"`
-	BestSpeedup     float64              `json:"best_speedup,omitempty"`
+	BestSpeedup     float64              `json:"best_speedup"`
 	BestTrial       int                  `json:"best_trial"`
 	ElapsedSeconds  float64              `json:"elapsed_seconds"`
 	ConfigsPerSec   float64              `json:"configs_per_second"`

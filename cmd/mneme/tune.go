@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -36,6 +37,7 @@ type tuneFlags struct {
 	dryRun         bool
 	baselineOnly   bool
 	dumpConfig     string
+	dumpVocabulary bool
 	quiet          bool
 	compileWorkers int
 	tolerance      float64
@@ -153,6 +155,7 @@ func (f *tuneFlags) register(fl *pflag.FlagSet) {
 	fl.BoolVar(&f.noAdaptiveInvalidBan, "no-adaptive-invalid-ban", false, "turn the adaptive invalid ban off")
 	fl.StringVar(&f.dumpConfig, "dump-config", "", "print the effective options as YAML (for --config) and exit; --dump-config PATH writes them to PATH (JSON when it ends in .json)")
 	fl.Lookup("dump-config").NoOptDefVal = "-"
+	fl.BoolVar(&f.dumpVocabulary, "dump-vocabulary", false, "print the tuner's vocabulary as JSON (configuration keys, statuses, presets, option words; python/mneme/vocabulary.json) and exit")
 	f.registerMneme(fl)
 	fl.BoolP("help", "h", false, "help for tune")
 }
@@ -340,6 +343,11 @@ func parseGPUs(s string) ([]int, error) {
 }
 
 func runTune(stdout, stderr io.Writer, fl *pflag.FlagSet, f *tuneFlags) error {
+	if f.dumpVocabulary {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(tune.TheVocabulary())
+	}
 	opts, err := effectiveOptions(fl, f)
 	if err != nil {
 		return withExit(exitUsage, err)
