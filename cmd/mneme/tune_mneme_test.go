@@ -23,6 +23,7 @@ func TestProposerScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{Dir: "testdata/propose", Setup: func(e *testscript.Env) error {
 		e.Setenv("MNEME_PYTHON", py)
 		e.Setenv("PYTHONPATH", pkg)
+		e.Setenv("REPO", filepath.Dir(pkg))
 		return nil
 	}})
 }
