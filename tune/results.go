@@ -143,7 +143,7 @@ func (o Options) Validate() error {
 		return err
 	}
 	if !o.SpaceShape.IsZero() && (o.SpaceFile != "" || o.SpaceModule != "") {
-		return fmt.Errorf("Mneme's space options (--launch-dim, --passes, --*-space, ...) shape a preset; they do not apply with --space or --space-module")
+		return fmt.Errorf("the space options of Mneme's spelling (--launch-dim, --passes, --*-space, ...) shape a preset; they do not apply with --space or --space-module")
 	}
 	if o.SpaceFile != "" && o.SpaceModule != "" {
 		return fmt.Errorf("--space and --space-module: give one")
