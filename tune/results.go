@@ -62,7 +62,7 @@ type Options struct {
 	// NoProteusOutput writes none, not even in the results directory.
 	ProteusOutput   string `json:"proteus_output,omitempty" yaml:"proteus_output,omitempty"`
 	NoProteusOutput bool   `json:"no_proteus_output,omitempty" yaml:"no_proteus_output,omitempty"`
-	// SpaceModule (FILE.py:Class or module:Class, with SpaceArgs as
+	// SpaceModule (<file>.py:Class or module:Class, with SpaceArgs as
 	// KEY=VALUE) is a user's Python SearchSpace; it and an Optuna study
 	// (StudyName, OptunaStorage, Pruner) are proposed by the Python side
 	// (PROTOCOL.md, "Proposals from Python").

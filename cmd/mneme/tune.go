@@ -95,7 +95,7 @@ fixed|on|off|on-off, --max-threads-policy, --max-threads-range,
 --no-proteus-output, and a Mneme config.yml (a nested search: mapping is
 flattened). A command line in Mneme's spelling gets Mneme's defaults
 (sampler random, iterations 5, warmup 2, metric mean, objective time,
-results in mneme-tune-results/TIMESTAMP). --space-module FILE.py:Class (a
+results in mneme-tune-results/TIMESTAMP). --space-module <file>.py:Class (a
 Python SearchSpace) and Optuna studies (--study-name, --optuna-storage,
 --pruner) are proposed by Python and run by this engine (tune/PROTOCOL.md).
 

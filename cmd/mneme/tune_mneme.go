@@ -60,7 +60,7 @@ func (f *tuneFlags) registerMneme(fl *pflag.FlagSet) {
 	fl.Float64Var(&o.Timeout, "timeout", 0, "stop submitting trials after this many seconds (0: no limit)")
 	fl.BoolVar(&f.mneme.rerunBaseline, "rerun-baseline", false, "with --resume, replay the baseline again (every run does)")
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress output")
-	fl.StringVar(&o.SpaceModule, "space-module", "", "a Python SearchSpace class, FILE.py:Class or module:Class (run by Python; see tune/PROTOCOL.md)")
+	fl.StringVar(&o.SpaceModule, "space-module", "", "a Python SearchSpace class, <file>.py:Class or module:Class (run by Python; see tune/PROTOCOL.md)")
 	fl.StringArrayVar(&o.SpaceArgs, "space-arg", nil, "KEY=VALUE keyword argument of the --space-module class (VALUE read as JSON when it parses); repeatable")
 	fl.StringVar(&o.StudyName, "study-name", "", "Optuna study name (--sampler tpe through Optuna)")
 	fl.StringVar(&o.OptunaStorage, "optuna-storage", "", "Optuna storage URL, e.g. sqlite:///study.db (--sampler tpe through Optuna)")

@@ -2,7 +2,7 @@
 
 `mneme tune` (the Go engine) runs every trial, writes every results file and
 sets the exit code. What needs Python is proposing points: a user's
-`SearchSpace` class (`--space-module FILE.py:Class`), and Optuna's samplers,
+`SearchSpace` class (`--space-module <file>.py:Class`), and Optuna's samplers,
 pruners and storages (`--study-name`, `--optuna-storage`, `--pruner`). For
 those runs the engine starts `python -m mneme.propose` and speaks JSON lines
 with it on stdin/stdout (tune/PROTOCOL.md, "Proposals from Python"):
@@ -109,7 +109,7 @@ def param_from_go(d: Mapping[str, Any]) -> Param:
 def _load_space_class(spec: str) -> type:
     target, sep, cls_name = spec.rpartition(":")
     if not sep or not target or not cls_name:
-        raise ProposeError(f"--space-module {spec!r}: want FILE.py:Class or module:Class")
+        raise ProposeError(f"--space-module {spec!r}: want <file>.py:Class or module:Class")
     try:
         if target.endswith(".py") or os.sep in target:
             path = Path(target)

@@ -152,9 +152,9 @@ def test_bad_requests_are_answered(request_line: str, message: str) -> None:
 
 
 @pytest.mark.parametrize("spec, message", [
-    ("nowhere.py:X", "--space-module nowhere.py:X: no file nowhere.py"),
+    ("./nowhere.py:X", "--space-module ./nowhere.py:X: no file ./nowhere.py"),
     ("{file}:Nope", "Nope is not a SearchSpace class"),
-    ("{file}", "want FILE.py:Class"),
+    ("{file}", "want <file>.py:Class"),
 ])
 def test_bad_space_module_names_the_flag(space_file: Path, recording: Path, spec: str, message: str) -> None:
     (answer,) = converse([open_module(space_file, recording, space_module=spec.format(file=space_file))])
