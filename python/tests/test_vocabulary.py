@@ -73,3 +73,49 @@ def test_mnemes_leniency() -> None:
     assert "codegen_method" not in c.to_dict()
     with pytest.raises(TypeError, match="codegen_opt"):
         ExperimentConfiguration.from_dict({**base, "codegen_opt": 2.5})
+
+
+def test_mnemes_published_vector_add_space_derives() -> None:
+    """The space of Mneme's CUDA vector-add tuning example (a fraction as
+    max_threads without launch bounds, codegen_method, a 120-pass pipeline),
+    sampled as that script samples it: every point derives."""
+    optuna = pytest.importorskip("optuna")
+    from mneme.tuning.sample_strategy import OptunaSamplingStrategy
+    from mneme.tuning.search_space import BoolParam, CategoricalParam, IntRangeParam, PipelineParam, RealRangeParam, SearchSpace
+
+    class EntireSpace(SearchSpace):
+        def dimensions(self):  # type: ignore[no-untyped-def]
+            return {"block_dim_x": IntRangeParam("block_dim_x", low=64, high=1024, step=64),
+                    "specialize": BoolParam("specialize"), "specialize_dims": BoolParam("specialize_dims"),
+                    "max_threads_fraction": RealRangeParam("max_threads_fraction", low=0.0, high=1.0),
+                    "min_blocks_per_sm": IntRangeParam("min_blocks_per_sm", low=1, high=8),
+                    "set_launch_bounds": BoolParam("set_launch_bounds"),
+                    "codegen_opt": IntRangeParam("codegen_opt", low=1, high=3, step=1),
+                    "codegen_method": CategoricalParam("codegen_method", ["serial"]),
+                    "passes": PipelineParam("passes", 120)}
+
+        def derived(self, params):  # type: ignore[no-untyped-def]
+            d = {"block": {"x": params["block_dim_x"], "y": 1, "z": 1}, "grid": {"x": 4096, "y": 1, "z": 1},
+                 "shared_mem": 0, "specialize": params["specialize"], "specialize_dims": params["specialize_dims"],
+                 "min_blocks_per_sm": params["min_blocks_per_sm"], "set_launch_bounds": params["set_launch_bounds"],
+                 "max_threads": params["max_threads_fraction"], "codegen_opt": params["codegen_opt"],
+                 "codegen_method": params["codegen_method"], "passes": params["passes"]}
+            if not params["set_launch_bounds"]:
+                return ExperimentConfiguration.from_dict(d)
+            d["max_threads"] = params["block_dim_x"] + round((1024 - params["block_dim_x"]) * params["max_threads_fraction"] / 64) * 64
+            return ExperimentConfiguration.from_dict(d)
+
+        def constraints(self, params):  # type: ignore[no-untyped-def]
+            return True
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(direction="maximize", sampler=optuna.samplers.RandomSampler(seed=4))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        configs = []
+        for config, trial in OptunaSamplingStrategy(EntireSpace(), study, 30):
+            configs.append(config)
+            study.tell(trial, 1.0)
+    assert len(configs) == 30
+    assert any(not c.set_launch_bounds for c in configs) and any(c.set_launch_bounds for c in configs)
+    assert all(c.is_valid() for c in configs if c.set_launch_bounds)
