@@ -136,7 +136,8 @@ func (p *proposer) call(req proposeRequest) (proposeAnswer, error) {
 	case tooLong:
 		return a, fmt.Errorf("the Python proposer: answer to %s longer than %d bytes", req.Op, maxLine)
 	case err != nil && len(line) == 0:
-		return a, fmt.Errorf("the Python proposer ended before answering %s (its messages are above)", req.Op)
+		return a, mneme.BadInput(fmt.Errorf("the Python proposer (python -m mneme.propose) ended before answering %s: "+
+			"can that Python import the mneme package? Set MNEME_PYTHON, or PYTHONPATH to the repository's python folder (its messages are above)", req.Op))
 	}
 	if err := jsonfield.Check(line); err != nil {
 		return a, fmt.Errorf("the Python proposer: answer to %s: %v", req.Op, err)
