@@ -121,6 +121,13 @@ if [ -z "${SKIP_E2E:-}" ]; then
     n=$(wc -l < "$w/tune-vecadd/trials.jsonl" 2>/dev/null || echo 0)
     note "tune vecadd 80 configs: rc=$rc, $n trials in ${e} ms ($(python3 -c "print(round($n/max($e,1)*1000,1))") configs/s)"
     cp "$w/tune-vecadd/summary.json" "$logs/tune-summary.json" 2>/dev/null
+    # The same 80 configurations in Mneme's spelling: a SearchSpace class
+    # proposed by Python, run by the same engine; within 10% of the above.
+    s=$(date +%s%N)
+    PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH} mneme tune --record-database "$rdb" --space-module examples/vecadd/tune80.py:VecAdd80 --sampler exhaustive --iterations 7 --warmup 1 --metric median --results-dir "$w/tune-vecadd-mneme" > "$logs/tune-vecadd-mneme.log" 2>&1; rc2=$?
+    e2=$(( ($(date +%s%N)-s)/1000000 ))
+    n2=$(wc -l < "$w/tune-vecadd-mneme/trials.jsonl" 2>/dev/null || echo 0)
+    note "tune vecadd 80 configs, Mneme's spelling (--space-module): rc=$rc2, $n2 trials in ${e2} ms; $(python3 -c "print(f'{$e2/max($e,1):.2f}x')") our spelling's time (want <= 1.10x)"
   fi
   if [ -z "${SKIP_TUNE_CHECKS:-}" ]; then
     scripts/gpu-tune-checks.sh "$w" > "$logs/tune-checks.log" 2>&1

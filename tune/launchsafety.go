@@ -57,7 +57,7 @@ func (t *target) decideGeometry(analyze GeometryAnalyzer, dbDir string) geometry
 // recorded block).
 func (t *target) fixLaunch(opts *Options) error {
 	if opts.SpaceFile == "" {
-		s, err := presetSpace(opts.Preset, t.launch, t.limits, false)
+		s, err := presetSpace(opts.Preset, opts.SpaceShape, t.launch, t.limits, false)
 		if err != nil {
 			return mneme.BadInput(err)
 		}
