@@ -137,6 +137,14 @@ func (r *Recorder) Free(addr uint64) {
 	delete(r.allocs, addr)
 }
 
+// ContextEnds forgets every allocation: the application destroyed or reset
+// its context, which frees them.
+func (r *Recorder) ContextEnds() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	clear(r.allocs)
+}
+
 // Image keeps a module image the application loads (a fat binary, a cubin
 // or PTX text) and returns its id for Launch.Image.
 func (r *Recorder) Image(data []byte) int {
