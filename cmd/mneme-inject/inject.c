@@ -476,18 +476,21 @@ static void *open_cupti(char *err, size_t errlen) {
   return NULL;
 }
 
-/* Called by the driver inside cuInit. Nothing here may call the driver. */
+/* Called by the driver inside cuInit. Nothing here may call the driver.
+ * It always answers success: the application must run as it would without
+ * the library, recorded or not (why it is not recorded is in the status
+ * file, for `mneme record` to report). */
 int InitializeInjection(void) {
   static int done;
   if (done++)
     return 1;
   char err[512];
   if (miStart() != 0)
-    return 0;
+    return 1;
   void *cupti = open_cupti(err, sizeof err);
   if (cupti == NULL) {
     miFatal(err);
-    return 0;
+    return 1;
   }
   p_cuptiSubscribe = dlsym(cupti, "cuptiSubscribe");
   p_cuptiEnableCallback = dlsym(cupti, "cuptiEnableCallback");
@@ -495,7 +498,7 @@ int InitializeInjection(void) {
   p_cuptiEnableDomain = dlsym(cupti, "cuptiEnableDomain");
   if (!p_cuptiSubscribe || !p_cuptiEnableCallback || !p_cuptiGetCallbackName) {
     miFatal("CUPTI lacks cuptiSubscribe, cuptiEnableCallback or cuptiGetCallbackName (CUDA 11.4 or later is needed)");
-    return 0;
+    return 1;
   }
   void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
   if (cuda != NULL) {
@@ -511,7 +514,7 @@ int InitializeInjection(void) {
              "callbacks",
              r);
     miFatal(err);
-    return 0;
+    return 1;
   }
   int enabled = 0;
   for (uint32_t id = 1; id < MAX_CBID; id++) {
@@ -528,7 +531,7 @@ int InitializeInjection(void) {
   }
   if (enabled == 0) {
     miFatal("CUPTI enabled none of the driver callbacks mneme needs");
-    return 0;
+    return 1;
   }
   atexit(at_exit);
   return 1;

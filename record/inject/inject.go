@@ -176,8 +176,18 @@ func (r *Recorder) writeStatus() {
 }
 
 // Wants reports whether a kernel's launches are to be shown to LaunchBegin
-// at all; the caller may count the others with Forwarded.
-func (r *Recorder) Wants(kernel string) bool { return r.cfg.Selects(kernel, kernel) }
+// at all; the caller asks once per kernel and counts the others' launches
+// with Forwarded.
+func (r *Recorder) Wants(kernel string) bool {
+	if r.cfg.Selects(kernel, kernel) {
+		return true
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.status.KernelsRegistered++
+	r.writeStatus()
+	return false
+}
 
 // Forwarded counts n launches the caller did not show (kernels not wanted).
 func (r *Recorder) Forwarded(n uint64) {
