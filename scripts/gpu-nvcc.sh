@@ -20,7 +20,7 @@ cuda=${CUDA_PATH:-/usr/local/cuda}
 nvcc=${NVCC:-$cuda/bin/nvcc}
 arch=${NVCC_ARCH:-sm_90}
 w=$logs/nvcc; rm -rf "$w"; mkdir -p "$w"
-ids() { mneme inspect --json "$1" | python3 -c 'import json,sys; [print(i["id"]) for k in json.load(sys.stdin)["kernels"] for i in k["instances"]]'; }
+ids() { mneme inspect --json "$1" 2>/dev/null | python3 -c 'import json,sys; [print(i["id"]) for k in json.load(sys.stdin)["kernels"] for i in k["instances"]]'; }
 # The output without the timing lines, which vary from run to run.
 stable() { grep -v '^kernel .*: median ' "$1"; }
 now() { date +%s.%N; }

@@ -363,8 +363,12 @@ static void on_launch(const mi_callback_data *cd, enum what w) {
     atomic_fetch_add(&ignored_launches, 1);
     return;
   }
-  static __thread size_t off[MAX_PARAMS], size[MAX_PARAMS];
-  static __thread const void *args[MAX_PARAMS];
+  /* On the stack: a Go c-shared library is marked STATIC_TLS, and the few
+   * bytes of static TLS glibc keeps for libraries loaded later are all it
+   * may use (6 KiB of thread-local arrays made dlopen fail with "cannot
+   * allocate memory in static TLS block"). */
+  size_t off[MAX_PARAMS], size[MAX_PARAMS];
+  const void *args[MAX_PARAMS];
   int n = param_layout(f, off, size);
   const unsigned char *buf = extra_buffer(extra);
   for (int i = 0; i < n; i++)
