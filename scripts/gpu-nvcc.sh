@@ -24,6 +24,8 @@ ids() { mneme inspect --json "$1" 2>/dev/null | python3 -c 'import json,sys; [pr
 # The output without the timing lines, which vary from run to run.
 stable() { grep -v '^kernel .*: median ' "$1"; }
 now() { date +%s.%N; }
+# Every step is bounded: a hang is reported as rc=124, not a stuck run.
+limit() { timeout "${NVCC_STEP_TIMEOUT:-120}" "$@"; }
 
 # name: sources (relative to examples/)
 declare -A src=(
@@ -41,7 +43,7 @@ for n in ${NVCC_EXAMPLES:-vecadd saxpy_inplace pointers spmv stencil2d devglobal
     fi
     t0=$(now); "$exe" > "$logs/plain-$n-$rt.out" 2>&1; prc=$?; t1=$(now)
     rdb=$w/rdb-$n-$rt
-    t2=$(now); mneme record -rdb "$rdb" --max-recordings 2 -- "$exe" > "$logs/record-$n-$rt.out" 2> "$logs/record-$n-$rt.log"; rrc=$?; t3=$(now)
+    t2=$(now); limit mneme record -rdb "$rdb" --max-recordings 2 -- "$exe" > "$logs/record-$n-$rt.out" 2> "$logs/record-$n-$rt.log"; rrc=$?; t3=$(now)
     same=SAME; diff <(stable "$logs/plain-$n-$rt.out") <(stable "$logs/record-$n-$rt.out") > /dev/null || same=DIFFERENT
     over=$(python3 -c "print(round(($t3-$t2)/max($t1-$t0,1e-6),2))")
     nok=0; nall=0; bad=""
@@ -49,7 +51,7 @@ for n in ${NVCC_EXAMPLES:-vecadd saxpy_inplace pointers spmv stencil2d devglobal
       mneme inspect "$rdb" > "$logs/inspect-$n-$rt.txt" 2>&1
       for id in $(ids "$rdb"); do
         nall=$((nall+1)); f=${id//\//_}
-        if mneme replay -rdb "$rdb" -rid "$id" --iterations 5 > "$logs/replay-$n-$rt-$f.json" 2> "$logs/replay-$n-$rt-$f.err"; then nok=$((nok+1))
+        if limit mneme replay -rdb "$rdb" -rid "$id" --iterations 5 > "$logs/replay-$n-$rt-$f.json" 2> "$logs/replay-$n-$rt-$f.err"; then nok=$((nok+1))
         else bad="$bad $id(rc=$?: $(tail -n 1 "$logs/replay-$n-$rt-$f.err" | cut -c1-160))"; fi
       done
     fi
@@ -62,14 +64,14 @@ done
 rdb=$w/rdb-vecadd-static
 if [ -d "$rdb" ] && [ -z "${SKIP_NVCC_TUNE:-}" ]; then
   id=$(ids "$rdb" | head -1)
-  mneme tune -rdb "$rdb" -rid "$id" --preset launch --launch-safety aggressive --sampler exhaustive --output "$w/tune-vecadd" > "$logs/tune-vecadd.log" 2>&1; rc=$?
+  limit mneme tune -rdb "$rdb" -rid "$id" --preset launch --launch-safety aggressive --sampler exhaustive --output "$w/tune-vecadd" > "$logs/tune-vecadd.log" 2>&1; rc=$?
   echo "== nvcc tune vecadd (launch preset, machine code): rc=$rc; $(python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print("trials", s.get("num_trials_completed"), "verified", s.get("num_verified"), "best speedup", s.get("best_speedup"))' "$w/tune-vecadd/summary.json" 2>&1 | tail -n 1)"
 fi
 
 # Bad input: a program without CUDA, and a driver without CUPTI.
-mneme record -rdb "$w/rdb-nocuda" -- /bin/true > "$logs/record-nocuda.log" 2>&1
+limit mneme record -rdb "$w/rdb-nocuda" -- /bin/true > "$logs/record-nocuda.log" 2>&1
 echo "== nvcc bad input: a program without CUDA: rc=$? ($(tail -n 1 "$logs/record-nocuda.log" | cut -c1-160))"
 if [ -x "$w/vecadd-static" ]; then
-  MNEME_CUPTI_LIB=/nonexistent/libcupti.so mneme record -rdb "$w/rdb-nocupti" -- "$w/vecadd-static" > "$logs/record-nocupti.out" 2> "$logs/record-nocupti.log"
+  MNEME_CUPTI_LIB=/nonexistent/libcupti.so limit mneme record -rdb "$w/rdb-nocupti" -- "$w/vecadd-static" > "$logs/record-nocupti.out" 2> "$logs/record-nocupti.log"
   echo "== nvcc bad input: no CUPTI: rc=$? ($(tail -n 1 "$logs/record-nocupti.log" | cut -c1-200)); application output $(stable "$logs/record-nocupti.out" | head -1)"
 fi
