@@ -41,7 +41,7 @@ for n in ${NVCC_EXAMPLES:-vecadd saxpy_inplace pointers spmv stencil2d devglobal
     if ! "$nvcc" -O3 -arch="$arch" -cudart "$rt" -Iexamples/common -o "$exe" "${files[@]}" > "$logs/build-$n-$rt.log" 2>&1; then
       echo "== nvcc $n ($rt cudart): build FAIL (build-$n-$rt.log)"; tail -5 "$logs/build-$n-$rt.log"; continue
     fi
-    t0=$(now); "$exe" > "$logs/plain-$n-$rt.out" 2>&1; prc=$?; t1=$(now)
+    t0=$(now); "$exe" > "$logs/plain-$n-$rt.out" 2> "$logs/plain-$n-$rt.err"; prc=$?; t1=$(now)
     rdb=$w/rdb-$n-$rt
     t2=$(now); limit mneme record -rdb "$rdb" --max-recordings 2 -- "$exe" > "$logs/record-$n-$rt.out" 2> "$logs/record-$n-$rt.log"; rrc=$?; t3=$(now)
     same=SAME; diff <(stable "$logs/plain-$n-$rt.out") <(stable "$logs/record-$n-$rt.out") > /dev/null || same=DIFFERENT
