@@ -1,4 +1,4 @@
-# Builds the mneme prefix: build/bin/mneme, build/lib/{libmneme_rt.so,libmneme_shim.a},
+# Builds the mneme prefix: build/bin/mneme, build/lib/{libmneme_rt.so,libmneme_inject.so,libmneme_shim.a},
 # build/lib/cmake/mneme. `mneme config prefix` finds this layout from the binary's location.
 PREFIX   ?= $(CURDIR)/build
 GO       ?= go
@@ -55,6 +55,7 @@ SHIM_OBJ := $(SHIM_SRC:cmd/mneme-rt/shim/%.c=$(PREFIX)/obj/shim/%.o)
 runtime:
 	@mkdir -p $(PREFIX)/lib $(PREFIX)/obj/shim
 	$(GO) build -trimpath -buildmode=c-shared -o $(PREFIX)/lib/libmneme_rt.so ./cmd/mneme-rt
+	$(GO) build -trimpath -buildmode=c-shared -o $(PREFIX)/lib/libmneme_inject.so ./cmd/mneme-inject
 	for c in $(SHIM_SRC); do $(CC) -O2 -fPIC -Wall -DMNEME_DEFAULT_RT_LIB='"$(PREFIX)/lib/libmneme_rt.so"' -c $$c -o $(PREFIX)/obj/shim/$$(basename $$c .c).o || exit 1; done
 	rm -f $(PREFIX)/lib/libmneme_shim.a
 	ar rcs $(PREFIX)/lib/libmneme_shim.a $(SHIM_OBJ)

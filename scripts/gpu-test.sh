@@ -12,7 +12,7 @@
 # Narrowing a run: GPU_TEST_PACKAGES (Go packages, default cuda jit replay
 # record record/devicecopy), GPU_BENCH=1 (add the jit, replay and staged-copy benchmarks),
 # EXAMPLES (those recorded and replayed end to end; every example is built),
-# SKIP_E2E, SKIP_TUNE, SKIP_TUNE_CHECKS, TUNE_CHECKS, SKIP_LAUNCH_STATS, SKIP_FIDELITY (FIDELITY_EXAMPLES,
+# SKIP_E2E, SKIP_NVCC (NVCC_EXAMPLES), SKIP_TUNE, SKIP_TUNE_CHECKS, TUNE_CHECKS, SKIP_LAUNCH_STATS, SKIP_FIDELITY (FIDELITY_EXAMPLES,
 # FIDELITY_TRIALS, SKIP_FIDELITY_TUNE), SKIP_DEPLOY (DEPLOY_EXAMPLES), SKIP_FIRST_LAUNCH, SKIP_RECORD_SCALE
 # (SCALE_APPS, SCALE_RUNS, SCALE_VARIANTS), SKIP_PYTHON, SKIP_RECORD_CHECKS,
 # OVERHEAD_RUNS (rounds of the overhead benchmark, default 31).
@@ -183,6 +183,13 @@ if [ -z "${SKIP_E2E:-}" ]; then
       note "python checks: $passed passed, $failed failed (python-checks.log)"
     fi
   fi
+fi
+# Applications built with nvcc alone, recorded through the driver
+# (scripts/gpu-nvcc.sh): static and shared CUDA runtime, thrust, two
+# translation units; each recorded, replayed verified, vecadd tuned.
+if [ -z "${SKIP_NVCC:-}" ] && [ -x "${CUDA_PATH}/bin/nvcc" ]; then
+  scripts/gpu-nvcc.sh "$prefix" "$logs/nvcc" > "$logs/nvcc.log" 2>&1
+  while read -r l; do note "${l#== }"; done < <(grep '^==' "$logs/nvcc.log")
 fi
 # The recorder's own checks (allocation paths, managed memory, a crashing
 # application, a small arena, per-thread streams, --kernels/--skip) and the
