@@ -122,7 +122,7 @@ type inspectKernel struct {
 	// Code is "machine" for a kernel recorded through the driver (no IR:
 	// DeviceCode is its code), "ir" otherwise.
 	Code       string            `json:"code"`
-	DeviceCode inspectFile       `json:"device_code"`
+	DeviceCode *inspectFile      `json:"device_code,omitempty"`
 	VAddr      string            `json:"va_addr"`
 	VASize     uint64            `json:"va_size"`
 	Device     db.DeviceInfo     `json:"device"`
@@ -188,7 +188,8 @@ func describeDB(d *db.DB) inspectDoc {
 			ik.IRModule = describeFile(d, k.Modules[0], 0)
 		}
 		if k.DeviceCode != "" {
-			ik.DeviceCode = describeFile(d, k.DeviceCode, 0)
+			dc := describeFile(d, k.DeviceCode, 0)
+			ik.DeviceCode = &dc
 		}
 		for i := range k.ArgSizes {
 			ik.Params = append(ik.Params, inspectParam{Name: k.ArgNames[i], Kind: k.ArgKinds[i].String(), Size: k.ArgSizes[i], Specializable: k.Specializations[i]})
