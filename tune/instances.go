@@ -151,6 +151,7 @@ func RunInstances(ctx context.Context, io InstancesOptions) error {
 			return err
 		}
 		printMembers(io.Stdout, members, fold)
+		fmt.Fprintln(io.Stdout, coverageNote(members, stats))
 		return nil
 	}
 	var trialTimeout time.Duration
@@ -179,7 +180,7 @@ func RunInstances(ctx context.Context, io InstancesOptions) error {
 		fmt.Fprintf(logFile, "%s instance %s: grid %s block %s shared %d, stands for %.0f launches\n",
 			now(), m.id, m.t.inst.GridDims, m.t.inst.BlockDims, m.t.inst.SharedMem, m.launches)
 	}
-	fmt.Fprintf(logFile, "%s %s\n%s %s\n", now(), geo.Note, now(), fold)
+	fmt.Fprintf(logFile, "%s %s\n%s %s\n%s %s\n", now(), geo.Note, now(), fold, now(), coverageNote(members, stats))
 
 	x := &instanceExec{members: members, metric: opts.Metric, lead: lead.t.space.Baseline}
 	for i, m := range members {
@@ -222,6 +223,7 @@ func runInstanceTrials(ctx context.Context, io InstancesOptions, study *Study, k
 		k.Name(), len(members), gpuName, fmtNS(base.TimeNS), opts.Metric, baselineKind(base.Config))
 	fmt.Fprintln(io.Stderr, study.Geometry.Note)
 	fmt.Fprintln(io.Stderr, fold)
+	fmt.Fprintln(io.Stderr, coverageNote(members, stats))
 	if io.BaselineOnly {
 		return nil
 	}
@@ -313,6 +315,47 @@ func selectInstances(dbPath, kernel string, ids []string) (*db.DB, *db.Kernel, [
 		}
 	}
 	return d, k, insts, nil
+}
+
+// uncoveredShapes are the run's launch shapes (by the statistics) that no
+// selected instance has.
+func uncoveredShapes(members []*member, stats *KernelStats) []ShapeStats {
+	if stats == nil {
+		return nil
+	}
+	have := map[shapeKey]bool{}
+	for _, m := range members {
+		have[instShape(m.t.inst)] = true
+	}
+	var out []ShapeStats
+	for _, s := range stats.Shapes {
+		if !have[shapeKey{normDim(s.Grid), normDim(s.Block), s.SharedMem}] {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// coverageNote says how many of the run's launches the selected instances
+// stand for, and which shapes none of them has.
+func coverageNote(members []*member, stats *KernelStats) string {
+	if stats == nil {
+		return "coverage: no launch statistics: each instance stands for the launches the recording counted for it"
+	}
+	covered := 0.0
+	for _, m := range members {
+		covered += m.launches
+	}
+	note := fmt.Sprintf("coverage: the instances stand for %.0f of the run's %d launches", covered, stats.Launches)
+	un := uncoveredShapes(members, stats)
+	if len(un) == 0 {
+		return note
+	}
+	var parts []string
+	for _, s := range un {
+		parts = append(parts, fmt.Sprintf("grid %s block %s shared %d (%d launches)", normDim(s.Grid), normDim(s.Block), s.SharedMem, s.Launches))
+	}
+	return note + "; shapes without an instance, which keep the application's own code: " + strings.Join(parts, ", ")
 }
 
 // shapeKey identifies a launch shape.
@@ -578,7 +621,7 @@ func amendTuned(study *Study, k *db.Kernel, members []*member, stats *KernelStat
 		return nil
 	}
 	trials := study.Trials()
-	classes := shapeClasses(trials, study.Baseline(), members, study.Space.Baseline)
+	classes := shapeClasses(trials, study.Baseline(), members, study.Space.Baseline, len(uncoveredShapes(members, stats)) > 0)
 	if sum.BaselineIsBest && len(classes) == 0 {
 		sum.Folding = fold.String()
 		return study.Results.WriteJSON(SummaryFile, sum)
@@ -651,7 +694,12 @@ func figuresByInstance(t Trial) map[string]InstanceFigure {
 // whose best beats the baseline there, and nothing when there is one shape
 // or every class's best is the same configuration: one configuration then
 // serves all.
-func shapeClasses(trials []Trial, base Trial, members []*member, lead mneme.Config) []deploy.TunedClass {
+//
+// With uncovered set (the run had launch shapes no selected instance has),
+// every shape with a winner gets its class even when they agree, so that
+// the launches of the uncovered shapes, never measured, run the
+// application's own code.
+func shapeClasses(trials []Trial, base Trial, members []*member, lead mneme.Config, uncovered bool) []deploy.TunedClass {
 	byShape := map[shapeKey][]*member{}
 	var shapes []shapeKey
 	for _, m := range members {
@@ -661,7 +709,7 @@ func shapeClasses(trials []Trial, base Trial, members []*member, lead mneme.Conf
 		}
 		byShape[s] = append(byShape[s], m)
 	}
-	if len(shapes) < 2 {
+	if len(shapes) < 2 && !uncovered {
 		return nil
 	}
 	classTotal := func(t Trial, ms []*member) (float64, bool) {
@@ -711,7 +759,7 @@ func shapeClasses(trials []Trial, base Trial, members []*member, lead mneme.Conf
 		}
 		classes = append(classes, c)
 	}
-	if len(keys) < 2 {
+	if len(keys) < 2 && !uncovered {
 		return nil
 	}
 	return classes
