@@ -50,7 +50,10 @@ type InstanceFigure struct {
 // InstancesOptions are a tuning run across several recorded instances of one
 // kernel: every configuration is replayed and verified on each, and the
 // objective is the time the application would see, the sum of each
-// instance's time times the launches it stands for.
+// instance's time times the launches it stands for. RunOptions.Stats gives
+// the kernel's launch statistics (unset counts as a database without them)
+// and RunOptions.MaxVariants is the runtime's variant cap
+// (deploy.DefaultMaxVariants when zero).
 type InstancesOptions struct {
 	RunOptions
 	// Kernel selects every instance of one kernel (mangled or demangled
@@ -58,10 +61,6 @@ type InstancesOptions struct {
 	Kernel    string
 	Instances []string
 }
-
-// Across instances, RunOptions.Stats gives the kernel's launch statistics
-// (unset counts as a database without them) and RunOptions.MaxVariants is
-// the runtime's variant cap (deploy.DefaultMaxVariants when zero).
 
 // member is one instance of a run across instances.
 type member struct {
@@ -73,27 +72,27 @@ type member struct {
 
 // RunInstances tunes a kernel across the instances the options select. With
 // one instance selected it is Run.
-func RunInstances(ctx context.Context, io InstancesOptions) error {
-	opts := io.Options
-	if err := CheckWorkers(opts.Workers, len(opts.GPUs), io.CompileWorkers); err != nil {
+func RunInstances(ctx context.Context, run InstancesOptions) error {
+	opts := run.Options
+	if err := CheckWorkers(opts.Workers, len(opts.GPUs), run.CompileWorkers); err != nil {
 		return err
 	}
-	d, k, insts, err := selectInstances(opts.DB, io.Kernel, io.Instances)
+	d, k, insts, err := selectInstances(opts.DB, run.Kernel, run.Instances)
 	if err != nil {
 		return err
 	}
 	if len(insts) == 1 {
-		ro := io.RunOptions
+		ro := run.RunOptions
 		ro.Options.Instance = k.StaticHash + "/" + insts[0].DynamicHash
 		return Run(ctx, ro)
 	}
 	var stats *KernelStats
-	if io.Stats != nil {
-		if stats, err = io.Stats(d.Dir, k); err != nil {
+	if run.Stats != nil {
+		if stats, err = run.Stats(d.Dir, k); err != nil {
 			return mneme.BadInput(fmt.Errorf("-rdb %s: launch statistics of %s: %w", opts.DB, k.Name(), err))
 		}
 	}
-	maxVariants := io.MaxVariants
+	maxVariants := run.MaxVariants
 	if maxVariants <= 0 {
 		maxVariants = deploy.DefaultMaxVariants
 	}
@@ -127,7 +126,7 @@ func RunInstances(ctx context.Context, io InstancesOptions) error {
 	}
 	opts.Instance = strings.Join(ids, ",")
 	lead := members[0]
-	geo, err := lead.t.applyLaunchSafety(&opts, io.AnalyzeGeometry, lead.t.dbDir, io.Resume)
+	geo, err := lead.t.applyLaunchSafety(&opts, run.AnalyzeGeometry, lead.t.dbDir, run.Resume)
 	if err != nil {
 		return err
 	}
@@ -143,15 +142,15 @@ func RunInstances(ctx context.Context, io InstancesOptions) error {
 	if err != nil {
 		return mneme.BadInput(err)
 	}
-	if io.PrintSpace {
-		return printSpace(io.Stdout, desc)
+	if run.PrintSpace {
+		return printSpace(run.Stdout, desc)
 	}
-	if io.DryRun {
-		if err := printDryRun(io.Stdout, opts, lead.t, sampler, desc, geo); err != nil {
+	if run.DryRun {
+		if err := printDryRun(run.Stdout, opts, lead.t, sampler, desc, geo); err != nil {
 			return err
 		}
-		printMembers(io.Stdout, members, fold)
-		fmt.Fprintln(io.Stdout, coverageNote(members, stats))
+		printMembers(run.Stdout, members, fold)
+		fmt.Fprintln(run.Stdout, coverageNote(members, stats))
 		return nil
 	}
 	var trialTimeout time.Duration
@@ -160,7 +159,7 @@ func RunInstances(ctx context.Context, io InstancesOptions) error {
 			return mneme.BadInput(fmt.Errorf("--trial-timeout %q: want a positive duration like 30s", opts.TrialTimeout))
 		}
 	}
-	res, prior, err := createOrResume(opts, io.Resume)
+	res, prior, err := createOrResume(opts, run.Resume)
 	if err != nil {
 		return err
 	}
@@ -184,14 +183,14 @@ func RunInstances(ctx context.Context, io InstancesOptions) error {
 
 	x := &instanceExec{members: members, metric: opts.Metric, lead: lead.t.space.Baseline}
 	for i, m := range members {
-		ro := io.RunOptions
+		ro := run.RunOptions
 		if i > 0 {
 			ro.CompileWorkers = 0 // one set of compile workers fills the shared cache
 		}
 		m.exec = newExecutor(ro, opts, m.t, trialTimeout, logFile)
 	}
 	if err := x.Start(ctx); err != nil {
-		if !io.Resume {
+		if !run.Resume {
 			res.Close()
 			os.Remove(filepath.Join(opts.Output, TrialsFile))
 		}
@@ -203,13 +202,13 @@ func RunInstances(ctx context.Context, io InstancesOptions) error {
 	defer x.Close()
 	study := &Study{Space: lead.t.space, Sampler: sampler, Exec: x, Results: res, Opts: opts, Prior: prior,
 		BaselineConfigs: lead.t.baselines(), Geometry: &geo, Log: logFile}
-	return runInstanceTrials(ctx, io, study, k, members, stats, fold, desc)
+	return runInstanceTrials(ctx, run, study, k, members, stats, fold, desc)
 }
 
 // runInstanceTrials replays the baseline on every instance, runs the study,
 // writes the results and prints the best configurations with the figures of
 // each instance.
-func runInstanceTrials(ctx context.Context, io InstancesOptions, study *Study, k *db.Kernel, members []*member, stats *KernelStats, fold FoldPolicy, desc Describe) error {
+func runInstanceTrials(ctx context.Context, run InstancesOptions, study *Study, k *db.Kernel, members []*member, stats *KernelStats, fold FoldPolicy, desc Describe) error {
 	base, err := study.RunBaseline(ctx)
 	if err != nil {
 		return err
@@ -219,12 +218,12 @@ func runInstanceTrials(ctx context.Context, io InstancesOptions, study *Study, k
 	}
 	opts := study.Opts
 	_, gpuName := study.Exec.Device()
-	fmt.Fprintf(io.Stderr, "baseline: %s across %d instances on %s: %s (the launches' total by %s; trial 0, %s)\n",
+	fmt.Fprintf(run.Stderr, "baseline: %s across %d instances on %s: %s (the launches' total by %s; trial 0, %s)\n",
 		k.Name(), len(members), gpuName, fmtNS(base.TimeNS), opts.Metric, baselineKind(base.Config))
-	fmt.Fprintln(io.Stderr, study.Geometry.Note)
-	fmt.Fprintln(io.Stderr, fold)
-	fmt.Fprintln(io.Stderr, coverageNote(members, stats))
-	if io.BaselineOnly {
+	fmt.Fprintln(run.Stderr, study.Geometry.Note)
+	fmt.Fprintln(run.Stderr, fold)
+	fmt.Fprintln(run.Stderr, coverageNote(members, stats))
+	if run.BaselineOnly {
 		return nil
 	}
 	budget := opts.Trials
@@ -232,8 +231,8 @@ func runInstanceTrials(ctx context.Context, io InstancesOptions, study *Study, k
 		budget = int(desc.Feasible)
 	}
 	var display ProgressDisplay
-	if io.Progress != nil {
-		display = io.Progress(budget)
+	if run.Progress != nil {
+		display = run.Progress(budget)
 	}
 	if display != nil {
 		study.Progress = display.Update
@@ -249,8 +248,8 @@ func runInstanceTrials(ctx context.Context, io InstancesOptions, study *Study, k
 	if err := amendTuned(study, k, members, stats, fold, sum); err != nil {
 		return err
 	}
-	printBestTable(io.Stdout, study.Trials(), base, sum, opts)
-	printInstanceFigures(io.Stdout, study, sum)
+	printBestTable(run.Stdout, study.Trials(), base, sum, opts)
+	printInstanceFigures(run.Stdout, study, sum)
 	if runErr != nil {
 		if errors.Is(runErr, context.Canceled) {
 			return fmt.Errorf("interrupted after %d trials; continue with --resume", sum.Trials)
