@@ -278,3 +278,37 @@ func TestProposerSamplerRunsTheProposedConfigurations(t *testing.T) {
 		t.Errorf("told ids %v, want 1, 2, 3", ids)
 	}
 }
+
+// TestKeyChangesEachAlone changes one key option at a time: each is
+// reported by its name, and options that may change on resume are not.
+func TestKeyChangesEachAlone(t *testing.T) {
+	base := Options{Sampler: "tpe", Preset: "quick", SpaceHash: "h", Seed: 1, Metric: "median", Objective: "time",
+		Iterations: 5, Instance: "a/b", Kernel: "k", LaunchSafety: "safe", SpaceModule: "s.py:S", SpaceArgs: []string{"n=1"}}
+	for name, change := range map[string]func(*Options){
+		"sampler":       func(o *Options) { o.Sampler = "random" },
+		"preset":        func(o *Options) { o.Preset = "full" },
+		"space":         func(o *Options) { o.SpaceHash = "other" },
+		"seed":          func(o *Options) { o.Seed = 2 },
+		"metric":        func(o *Options) { o.Metric = "mean" },
+		"objective":     func(o *Options) { o.Objective = "speedup" },
+		"iterations":    func(o *Options) { o.Iterations = 7 },
+		"instance":      func(o *Options) { o.Instance = "a/c" },
+		"kernel":        func(o *Options) { o.Kernel = "j" },
+		"launch_safety": func(o *Options) { o.LaunchSafety = "aggressive" },
+		"space_module":  func(o *Options) { o.SpaceModule = "t.py:T" },
+		"space_arg":     func(o *Options) { o.SpaceArgs = []string{"n=2"} },
+	} {
+		cur := base
+		change(&cur)
+		ch := KeyChanges(base, cur)
+		if len(ch) != 1 || !strings.HasPrefix(ch[0], name+":") {
+			t.Errorf("changing %s: %v", name, ch)
+		}
+	}
+	cur := base
+	cur.FailFast, cur.Timeout, cur.Workers, cur.ProteusOutput = true, 9, 4, "p.json"
+	cur.LaunchSafety = "conservative" // Mneme's word for safe
+	if ch := KeyChanges(base, cur); len(ch) != 0 {
+		t.Errorf("options free to change on resume reported: %v", ch)
+	}
+}
