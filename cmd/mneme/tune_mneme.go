@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 	"gopkg.in/yaml.v3"
 
+	"github.com/mneme-gpu/mneme"
 	"github.com/mneme-gpu/mneme/internal/safefile"
 	"github.com/mneme-gpu/mneme/tune"
 )
@@ -44,7 +45,7 @@ func (f *tuneFlags) registerMneme(fl *pflag.FlagSet) {
 	fl.StringVar(&o.Preset, "space-preset", "standard", "Mneme's --preset (the same built-in spaces)")
 	fl.StringVar(&o.Output, "results-dir", "", "Mneme's --output (default with Mneme's spellings: mneme-tune-results/TIMESTAMP)")
 	fl.StringVar(&o.LaunchDim, "launch-dim", "", "block axes the preset searches: none, auto, x, xy or xyz (z stays as recorded)")
-	fl.StringArrayVar(&o.Passes, "passes", nil, "pipelines to choose from (Mneme's --passes P1 P2 ...; repeatable)")
+	fl.StringArrayVar(&o.Passes, mneme.KeyPasses, nil, "pipelines to choose from (Mneme's --passes P1 P2 ...; repeatable)")
 	fl.StringVar(&o.FixedPasses, "fixed-passes", "", "one pipeline for every trial")
 	fl.StringVar(&o.PipelineFile, "pipeline-file", "", "pipelines to choose from, one a line (# comments)")
 	fl.StringVar(&o.CodegenOptRange, "codegen-opt-range", "", "codegen levels to search, LO:HI[:STEP] within 0..3")
@@ -74,7 +75,7 @@ func (f *tuneFlags) registerMneme(fl *pflag.FlagSet) {
 var mnemeOnlyTuneFlags = map[string]bool{
 	"record-database": true, "record-db": true, "record-id": true,
 	"space-module": true, "space-arg": true, "space-preset": true, "launch-dim": true,
-	"passes": true, "fixed-passes": true, "pipeline-file": true,
+	mneme.KeyPasses: true, "fixed-passes": true, "pipeline-file": true,
 	"codegen-opt-range": true, "fixed-codegen-opt": true,
 	"specialize-space": true, "specialize-dims-space": true, "launch-bounds-space": true,
 	"max-threads-policy": true, "max-threads-range": true, "min-blocks-per-sm-range": true,
@@ -247,7 +248,7 @@ func translateConfigKeys(file string, doc map[string]any) (map[string]any, map[s
 		case "quiet", "rerun_baseline":
 			run[k] = v
 			continue
-		case "passes", "space_arg":
+		case mneme.KeyPasses, "space_arg":
 			switch x := v.(type) {
 			case string:
 				v = []any{x}
