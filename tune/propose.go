@@ -231,15 +231,11 @@ type proposedSpace struct {
 	finite   bool
 }
 
-// openProposer starts the proposer and opens its session. With a
+// openProposer opens a session with a started proposer. With a
 // --space-module class the space is the proposer's (its parameters for the
 // records, its configurations for the trials); otherwise Optuna proposes
 // points of space, which this engine derives.
-func openProposer(ctx context.Context, f ProposerFactory, opts Options, t *target, space *Space) (*ProposerSampler, *Space, func() error, error) {
-	conn, err := f.StartProposer(ctx)
-	if err != nil {
-		return nil, nil, nil, err
-	}
+func openProposer(conn *ProposerConn, opts Options, t *target, space *Space) (*ProposerSampler, *Space, func() error, error) {
 	p := &proposer{conn: conn, rd: bufio.NewReaderSize(conn.Out, 64<<10), enc: json.NewEncoder(conn.In)}
 	p.enc.SetEscapeHTML(false)
 	req := proposeRequest{Op: "open", SpaceModule: opts.SpaceModule, SpaceArgs: opts.SpaceArgs, Sampler: canonicalSampler(opts.Sampler),

@@ -233,7 +233,11 @@ func TestProposerSamplerRunsTheProposedConfigurations(t *testing.T) {
 		t.Fatal(err)
 	}
 	opts := Options{Sampler: "exhaustive", SpaceModule: "fake.py:Fake", Workers: 1, Iterations: 3, Metric: "median", Objective: "speedup"}
-	ps, space, closeFn, err := openProposer(context.Background(), fp, opts, &target{dbDir: dir, kernel: &db.Kernel{StaticHash: "k"}, inst: &db.Instance{DynamicHash: "i"}}, goSpace)
+	conn, err := fp.StartProposer(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, space, closeFn, err := openProposer(conn, opts, &target{dbDir: dir, kernel: &db.Kernel{StaticHash: "k"}, inst: &db.Instance{DynamicHash: "i"}}, goSpace)
 	if err != nil {
 		t.Fatal(err)
 	}
