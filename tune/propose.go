@@ -128,16 +128,18 @@ type proposer struct {
 
 func (p *proposer) call(req proposeRequest) (proposeAnswer, error) {
 	var a proposeAnswer
+	ended := mneme.BadInput(fmt.Errorf("the Python proposer (python -m mneme.propose) ended before answering %s: "+
+		"can that Python import the mneme package? Set MNEME_PYTHON, or PYTHONPATH to the repository's python folder (its messages are above)", req.Op))
 	if err := p.enc.Encode(req); err != nil {
-		return a, fmt.Errorf("the Python proposer: writing %s: %w", req.Op, err)
+		// A proposer that exited closes the pipe: the write fails first.
+		return a, ended
 	}
 	line, tooLong, err := readLine(p.rd)
 	switch {
 	case tooLong:
 		return a, fmt.Errorf("the Python proposer: answer to %s longer than %d bytes", req.Op, maxLine)
 	case err != nil && len(line) == 0:
-		return a, mneme.BadInput(fmt.Errorf("the Python proposer (python -m mneme.propose) ended before answering %s: "+
-			"can that Python import the mneme package? Set MNEME_PYTHON, or PYTHONPATH to the repository's python folder (its messages are above)", req.Op))
+		return a, ended
 	}
 	if err := jsonfield.Check(line); err != nil {
 		return a, fmt.Errorf("the Python proposer: answer to %s: %v", req.Op, err)
