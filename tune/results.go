@@ -216,6 +216,10 @@ type Trial struct {
 	End     string  `json:"end_time"`
 	Seconds float64 `json:"seconds"`
 	Error   string  `json:"error,omitempty"`
+	// Instances are the trial's figures on each instance of a run across
+	// instances; TimeNS is then their total, each instance's time times the
+	// launches it stands for.
+	Instances []InstanceFigure `json:"instances,omitempty"`
 }
 
 // OK reports whether the trial produced a verified timing.
@@ -356,7 +360,7 @@ func ResumeResults(dir string, opts Options) (*Results, []Trial, error) {
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, nil, fmt.Errorf("--resume: %w", err)
 	}
-	trials, good, err := parseTrials(filepath.Join(dir, TrialsFile), data)
+	trials, good, unterminated, err := parseTrials(filepath.Join(dir, TrialsFile), data)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -372,13 +376,22 @@ func ResumeResults(dir string, opts Options) (*Results, []Trial, error) {
 			return nil, nil, fmt.Errorf("--resume: %s: %w", filepath.Join(dir, TrialsFile), err)
 		}
 	}
+	// A complete last trial whose newline is missing (written by hand, or
+	// by another tool) is kept: end its line before the next one.
+	if unterminated {
+		if _, err := r.trials.Write([]byte("\n")); err != nil {
+			r.Close()
+			return nil, nil, fmt.Errorf("--resume: %s: %w", filepath.Join(dir, TrialsFile), err)
+		}
+	}
 	return r, trials, nil
 }
 
-// ReadTrials reads trials.jsonl. A last line without its newline is a torn
-// write (a crash mid-write) and is dropped; any complete line that does not
-// parse is an error naming the line. good is the byte length of the intact
-// prefix.
+// ReadTrials reads trials.jsonl. A last line without its newline that does
+// not parse as a trial is a torn write (a crash mid-write) and is dropped;
+// one that does is a whole trial and is kept. Any complete line that does
+// not parse is an error naming the line. good is the byte length of the
+// intact prefix.
 func ReadTrials(path string) (trials []Trial, good int64, err error) {
 	data, err := safefile.ReadFile(path, maxTrialsFile)
 	if errors.Is(err, os.ErrNotExist) {
@@ -387,30 +400,39 @@ func ReadTrials(path string) (trials []Trial, good int64, err error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	return parseTrials(path, data)
+	trials, good, _, err = parseTrials(path, data)
+	return trials, good, err
 }
 
-func parseTrials(path string, data []byte) (trials []Trial, good int64, err error) {
+// parseTrials reads the lines of trials.jsonl; unterminated says the last
+// one, kept, lacks its newline.
+func parseTrials(path string, data []byte) (trials []Trial, good int64, unterminated bool, err error) {
 	off := 0
 	for line := 1; off < len(data); line++ {
 		end := bytes.IndexByte(data[off:], '\n')
 		if end < 0 {
-			return trials, int64(off), nil // no newline: the write did not finish
+			// No newline: a torn write, unless the line is a whole trial.
+			var t Trial
+			text := bytes.TrimSpace(data[off:])
+			if len(text) > 0 && jsonfield.Check(text) == nil && json.Unmarshal(text, &t) == nil {
+				return append(trials, t), int64(len(data)), true, nil
+			}
+			return trials, int64(off), false, nil
 		}
 		text := bytes.TrimSpace(data[off : off+end])
 		if len(text) > 0 {
 			var t Trial
 			if err := jsonfield.Check(text); err != nil {
-				return nil, 0, mneme.BadInput(fmt.Errorf("%s:%d: not a trial record: %v", path, line, err))
+				return nil, 0, false, mneme.BadInput(fmt.Errorf("%s:%d: not a trial record: %v", path, line, err))
 			}
 			if err := json.Unmarshal(text, &t); err != nil {
-				return nil, 0, mneme.BadInput(fmt.Errorf("%s:%d: not a trial record: %v", path, line, err))
+				return nil, 0, false, mneme.BadInput(fmt.Errorf("%s:%d: not a trial record: %v", path, line, err))
 			}
 			trials = append(trials, t)
 		}
 		off += end + 1
 	}
-	return trials, int64(off), nil
+	return trials, int64(off), false, nil
 }
 
 // AppendTrial writes one trial line and syncs it to disk before returning, so
@@ -496,6 +518,12 @@ type Summary struct {
 	GeometryDependent bool   `json:"geometry_dependent"`
 	LaunchSearched    bool   `json:"launch_searched"`
 	Geometry          string `json:"geometry,omitempty"`
+	// BlockRule says which rule limited the block shapes searched (see
+	// GeometryReport.BlockRule).
+	BlockRule string `json:"block_rule,omitempty"`
+	// Folding says what the run might fold and what that rested on (the
+	// run's launch statistics, or none), when it was decided from them.
+	Folding string `json:"folding,omitempty"`
 	// BannedBlocks are the block shapes the adaptive invalid ban took out of
 	// the search; BannedSkips counts the proposals skipped for them.
 	BannedBlocks []string `json:"banned_blocks,omitempty"`

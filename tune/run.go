@@ -16,6 +16,7 @@ import (
 
 	"github.com/mneme-gpu/mneme"
 	"github.com/mneme-gpu/mneme/db"
+	"github.com/mneme-gpu/mneme/geometry"
 	"github.com/mneme-gpu/mneme/internal/safefile"
 )
 
@@ -33,6 +34,11 @@ type RunOptions struct {
 	// AnalyzeGeometry reads the kernel's launch-geometry facts from its IR;
 	// without it every kernel counts as geometry-dependent.
 	AnalyzeGeometry GeometryAnalyzer
+	// Stats, when set, gives the kernel's launch statistics, and what may be
+	// folded follows them (DecideFold, within MaxVariants, by default
+	// deploy.DefaultMaxVariants); unset, folding is as the space says.
+	Stats       StatsSource
+	MaxVariants int
 	// Proposer, when set, starts the Python side that proposes points for
 	// a --space-module class or an Optuna study (PROTOCOL.md).
 	Proposer ProposerFactory
@@ -103,6 +109,9 @@ func Run(ctx context.Context, ro RunOptions) error {
 	}
 	geo, err := target.applyLaunchSafety(&opts, ro.AnalyzeGeometry, target.dbDir, ro.Resume)
 	if err != nil {
+		return err
+	}
+	if err := target.useStats(&opts, ro.Stats, ro.MaxVariants); err != nil {
 		return err
 	}
 	if opts.UsesPython() && opts.SpaceModule == "" {
@@ -182,7 +191,10 @@ func probe(ctx context.Context, study *Study, t *target, desc Describe) (Describ
 	if len(study.Prior) > 0 || geo.Probed || geo.Dependent || !geo.LaunchSearched || geo.LaunchSafety != LaunchSafe || t.proposing {
 		return desc, nil
 	}
-	cfg, ok := probeConfig(study.Space.Baseline, t.limits)
+	base := study.Space.Baseline
+	cfg, ok := probeConfigWhere(base, t.limits, func(c mneme.Config) bool {
+		return !study.Space.exactCover() || geometry.CoversExactly(c.Grid, c.Block, base.Grid, base.Block)
+	})
 	if !ok {
 		return desc, nil
 	}
@@ -305,6 +317,9 @@ func runTrials(ctx context.Context, ro RunOptions, study *Study, t *target, desc
 	}
 	fmt.Fprintf(ro.Stderr, "baseline: %s on %s: %s (%s of %d launches; trial 0, %s)\n", t.kernel.Name(), gpuName, fmtNS(base.TimeNS), opts.Metric, opts.Iterations, baselineKind(base.Config))
 	fmt.Fprintln(ro.Stderr, study.Geometry.Note)
+	if t.fold != nil {
+		fmt.Fprintln(ro.Stderr, t.fold)
+	}
 	if ro.BaselineOnly {
 		return nil
 	}
@@ -330,6 +345,9 @@ func runTrials(ctx context.Context, ro RunOptions, study *Study, t *target, desc
 	if err != nil {
 		return err
 	}
+	if err := t.noteFolding(study, sum); err != nil {
+		return err
+	}
 	printBestTable(ro.Stdout, study.Trials(), base, sum, opts)
 	if runErr != nil {
 		if errors.Is(runErr, context.Canceled) {
@@ -348,6 +366,10 @@ type target struct {
 	launch Launch
 	limits mneme.DeviceLimits
 	space  *Space
+	// fold and stats are the folding the run's statistics allowed, when a
+	// statistics source was given (useStats).
+	fold  *FoldPolicy
+	stats *KernelStats
 	// proposing is set when the Python proposer chooses the points.
 	proposing bool
 }
@@ -424,6 +446,9 @@ func printDryRun(w io.Writer, opts Options, t *target, sampler Sampler, d Descri
 	fmt.Fprintf(w, "baseline:  trial 0, %s\n", baselineKind(t.baselines()[0]))
 	fmt.Fprintf(w, "launch:    %s\n", geo.Note)
 	fmt.Fprintf(w, "ban:       adaptive invalid ban %v\n", opts.AdaptiveInvalidBan)
+	if t.fold != nil {
+		fmt.Fprintf(w, "folding:   %s\n", t.fold)
+	}
 	fmt.Fprintf(w, "space:     %s, %d parameters", d.Name, len(d.Params))
 	if d.Finite {
 		fmt.Fprintf(w, ", %d points, %d feasible", d.Size, d.Feasible)

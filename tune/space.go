@@ -289,11 +289,52 @@ func exprEnv(params []Param, vars map[string]any) map[string]any {
 
 // compileExpr compiles text against env; undefined names are errors.
 func compileExpr(text string, env map[string]any, wantBool bool) (*vm.Program, error) {
+	if err := checkExprSize(text); err != nil {
+		return nil, err
+	}
 	opts := append([]expr.Option{expr.Env(env)}, exprFunctions...)
 	if wantBool {
 		opts = append(opts, expr.AsBool())
 	}
 	return expr.Compile(text, opts...)
+}
+
+// Bounds on an expression's text: the parser recurses once per bracket and
+// per unary operator, and a deep enough nesting overflows the stack (a
+// fatal error, not a panic). Expressions of a space are a line or two.
+const (
+	maxExprBytes = 4096
+	maxExprDepth = 64
+)
+
+// checkExprSize refuses an expression too long or nested too deep to parse
+// safely, before the parser sees it.
+func checkExprSize(text string) error {
+	if len(text) > maxExprBytes {
+		return fmt.Errorf("expression of %d bytes: the limit is %d", len(text), maxExprBytes)
+	}
+	depth := 0
+	var quote byte
+	for i := 0; i < len(text); i++ {
+		c := text[i]
+		switch {
+		case quote != 0:
+			if c == '\\' {
+				i++
+			} else if c == quote {
+				quote = 0
+			}
+		case c == '"' || c == '\'' || c == '`':
+			quote = c
+		case c == '(' || c == '[' || c == '{':
+			if depth++; depth > maxExprDepth {
+				return fmt.Errorf("expression nests brackets more than %d deep", maxExprDepth)
+			}
+		case c == ')' || c == ']' || c == '}':
+			depth--
+		}
+	}
+	return nil
 }
 
 func runExpr(prog *vm.Program, pt Point, vars map[string]any) (any, error) {

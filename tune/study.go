@@ -24,7 +24,7 @@ type Progress struct {
 type Study struct {
 	Space    *Space
 	Sampler  Sampler
-	Exec     *Executor
+	Exec     JobRunner
 	Results  *Results
 	Opts     Options
 	Prior    []Trial // finished trials read back by --resume
@@ -137,7 +137,7 @@ func (s *Study) RunBaseline(ctx context.Context) (Trial, error) {
 		s.trials = append(s.trials, t)
 	}
 	if s.Opts.TrialTimeout == "" {
-		s.Exec.TrialTimeout = DefaultTrialTimeout(r.End.Sub(r.Start), s.CompileBudget)
+		s.Exec.SetTrialTimeout(DefaultTrialTimeout(r.End.Sub(r.Start), s.CompileBudget))
 	}
 	return t, nil
 }
@@ -190,7 +190,7 @@ func (s *Study) trialOf(number int, pt Point, r JobResult) Trial {
 	t := Trial{Number: number, Params: pt, Config: r.Job.Config, ConfigKey: ConfigKey(r.Job.Config),
 		Status: r.Status, Worker: r.Worker, GPU: r.GPU, Error: r.Error,
 		Start: r.Start.UTC().Format(time.RFC3339Nano), End: r.End.UTC().Format(time.RFC3339Nano),
-		Seconds: r.End.Sub(r.Start).Seconds()}
+		Seconds: r.End.Sub(r.Start).Seconds(), Instances: r.Instances}
 	res := r.Result
 	t.Result = &res
 	if t.Status == mneme.StatusVerified {
@@ -391,6 +391,7 @@ func (s *Study) Finish(kernel, staticHash, gpuName string, spaceSize int64, resu
 		Baseline: baselineKind(s.baseline.Config), BannedBlocks: s.BannedBlocks(), BannedSkips: s.bannedSkips}
 	if s.Geometry != nil {
 		sum.LaunchSafety, sum.GeometryDependent, sum.LaunchSearched, sum.Geometry = s.Geometry.LaunchSafety, s.Geometry.Dependent, s.Geometry.LaunchSearched, s.Geometry.Note
+		sum.BlockRule = s.Geometry.BlockRule
 	}
 	for _, t := range s.trials {
 		sum.Statuses[t.Status]++

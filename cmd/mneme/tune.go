@@ -2,18 +2,15 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -52,7 +49,7 @@ type tuneFlags struct {
 func init() {
 	var f tuneFlags
 	cmd := &cobra.Command{
-		Use:   "tune -rdb DB [-rid ID] [flags]",
+		Use:   "tune -rdb DB [-rid ID | --kernel NAME | -rid ID -rid ID...] [flags]",
 		Short: "Search a recorded kernel's configurations for the fastest one that verifies",
 		Long: `tune replays one recorded kernel instance under many configurations on
 worker processes ("mneme worker", one or more per GPU) and keeps the fastest
@@ -81,6 +78,15 @@ searches block shapes anyway. --adaptive-invalid-ban (on by default; turn it
 off with --no-adaptive-invalid-ban) takes a block shape out of the search
 once a trial with it ends invalid_launch or runtime_error.
 
+--kernel NAME (every recorded instance of that kernel) or -rid given
+several times tunes across instances: each configuration is replayed and
+verified on every instance, a failure on one fails the trial, and the
+objective is the time the application would see, the sum of each
+instance's time times the launches it stands for (by the recording's
+launch statistics, else its occurrence counts). Arguments fold only where
+the statistics show them invariant or few-valued; where the launch shapes'
+best configurations differ, mneme_tuned_kernels.json carries one per shape.
+
 --config FILE.yaml reads the options (as --dump-config prints them); flags
 given on the command line win. --print-space and --dry-run need no GPU.
 
@@ -104,7 +110,11 @@ Exit codes: 0 done, 1 the baseline did not verify or another failure,
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f.mnemeSpelling = isMnemeTuneCommandLine(args)
-			if helped, err := parseMnemeFlags(cmd, preprocessMnemeArgs(args), "rdb", "rid"); helped || err != nil {
+			args, sel, err := extractInstanceFlags(preprocessMnemeArgs(args))
+			if err != nil {
+				return err
+			}
+			if helped, err := parseMnemeFlags(cmd, args, "rdb", "rid"); helped || err != nil {
 				return err
 			}
 			fl := cmd.Flags()
@@ -116,7 +126,7 @@ Exit codes: 0 done, 1 the baseline did not verify or another failure,
 			if fl.NArg() > 0 {
 				return withExit(exitUsage, fmt.Errorf("tune: unexpected arguments %q", fl.Args()))
 			}
-			return runTune(cmd.OutOrStdout(), cmd.ErrOrStderr(), fl, &f)
+			return runTune(cmd.OutOrStdout(), cmd.ErrOrStderr(), fl, &f, sel)
 		},
 	}
 	f.register(cmd.Flags())
@@ -157,6 +167,7 @@ func (f *tuneFlags) register(fl *pflag.FlagSet) {
 	fl.Lookup("dump-config").NoOptDefVal = "-"
 	fl.BoolVar(&f.dumpVocabulary, "dump-vocabulary", false, "print the tuner's vocabulary as JSON (configuration keys, statuses, presets, option words; python/mneme/vocabulary.json) and exit")
 	f.registerMneme(fl)
+	registerInstanceFlags(fl)
 	fl.BoolP("help", "h", false, "help for tune")
 }
 
@@ -342,7 +353,7 @@ func parseGPUs(s string) ([]int, error) {
 	return out, nil
 }
 
-func runTune(stdout, stderr io.Writer, fl *pflag.FlagSet, f *tuneFlags) error {
+func runTune(stdout, stderr io.Writer, fl *pflag.FlagSet, f *tuneFlags, sel instanceSelection) error {
 	if f.dumpVocabulary {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -370,13 +381,13 @@ func runTune(stdout, stderr io.Writer, fl *pflag.FlagSet, f *tuneFlags) error {
 		}
 		proposer = tune.ExecProposer{Python: py, Stderr: stderr}
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signalContext()
 	defer stop()
-	return tune.Run(ctx, tune.RunOptions{
+	ro := tune.RunOptions{
 		Proposer: proposer,
 		Options:  opts, Resume: f.resume, PrintSpace: f.printSpace, DryRun: f.dryRun, BaselineOnly: f.baselineOnly,
 		CompileWorkers: f.compileWorkers, Factory: tune.ExecWorkerFactory{Path: self, Args: []string{"worker"}},
-		AnalyzeGeometry: analyzeGeometry,
+		AnalyzeGeometry: analyzeGeometry, Stats: tune.DBStats,
 		Progress: func(budget int) tune.ProgressDisplay {
 			if f.quiet {
 				return nil
@@ -384,7 +395,11 @@ func runTune(stdout, stderr io.Writer, fl *pflag.FlagSet, f *tuneFlags) error {
 			return newProgressBar(stderr, budget)
 		},
 		Stdout: stdout, Stderr: stderr,
-	})
+	}
+	if sel.active() {
+		return runTuneInstances(ctx, ro, sel)
+	}
+	return tune.Run(ctx, ro)
 }
 
 // progressBar shows a study's progress on a terminal.
