@@ -316,3 +316,37 @@ func TestKeyChangesEachAlone(t *testing.T) {
 		t.Errorf("options free to change on resume reported: %v", ch)
 	}
 }
+
+// TestSummaryCountsEachStatus adds one trial of each status alone to a
+// baseline and checks the Mneme count it lands in; the baseline is never
+// counted.
+func TestSummaryCountsEachStatus(t *testing.T) {
+	count := func(sum Summary) map[string]int {
+		return map[string]int{"verified": sum.NumVerified, "failed_verification": sum.NumFailedVerification,
+			"invalid_launch": sum.NumInvalidLaunch, "compile_error": sum.NumCompileError, "runtime_error": sum.NumRuntimeError,
+			"invalid_config": sum.NumInvalidConfig, "internal_error": sum.NumInternalError}
+	}
+	want := map[mneme.Status]string{mneme.StatusTimeout: "runtime_error", mneme.StatusCrashed: "runtime_error"}
+	base := Trial{Number: 0, Params: BaselineParams(), Status: mneme.StatusVerified, TimeNS: 1}
+	for _, st := range mneme.Statuses() {
+		var sum Summary
+		sum.mnemeCounts([]Trial{base, {Number: 1, Params: Point{"x": 1}, Status: st}}, 0, "")
+		into, ok := want[st]
+		if !ok {
+			into = string(st)
+		}
+		for k, n := range count(sum) {
+			if (k == into) != (n == 1) || n > 1 {
+				t.Errorf("status %s: %s = %d (want it counted under %s only)", st, k, n, into)
+			}
+		}
+		if sum.NumTrialsCompleted != 1 || sum.Status != "ok" || sum.NumTrialsRequested != nil {
+			t.Errorf("status %s: completed %d, status %q, requested %v", st, sum.NumTrialsCompleted, sum.Status, sum.NumTrialsRequested)
+		}
+	}
+	var sum Summary
+	sum.mnemeCounts(nil, 40, StopTimeout)
+	if sum.Status != StopTimeout || sum.NumTrialsRequested == nil || *sum.NumTrialsRequested != 40 {
+		t.Errorf("a run stopped by --timeout with 40 requested: %+v", sum)
+	}
+}
