@@ -30,7 +30,9 @@ func (c *fakeCompiler) Compile(kernel string, cfg mneme.Config, args [][]byte) (
 	name := fmt.Sprintf("%s spec=%v dims=%v grid=%v block=%v", kernel, cfg.Specialize, cfg.SpecializeDims, cfg.Grid, cfg.Block)
 	if cfg.Specialize {
 		for _, i := range FoldedArgs(cfg, f) {
-			name += fmt.Sprintf(" a%d=%x", i, args[i])
+			if i < len(args) {
+				name += fmt.Sprintf(" a%d=%x", i, args[i])
+			}
 		}
 	}
 	c.calls = append(c.calls, name)
@@ -715,5 +717,25 @@ func TestRuntimeHotKeyFoldedFirstArgument(t *testing.T) {
 	if a.Variant == b.Variant || len(r.Kernel("k").hot) != 2 || c.count() != 2 {
 		t.Errorf("two values of the folded argument 0: same variant %v, %d keys, %d compiles; want different, 2, 2",
 			a.Variant == b.Variant, len(r.Kernel("k").hot), c.count())
+	}
+}
+
+// A launch that passes fewer arguments than the kernel's facts fold (the
+// driver's parameter list disagreeing with the IR's) neither panics nor
+// lets the shim key launches on bytes it was not given.
+func TestRuntimeFewerArgumentsThanFolded(t *testing.T) {
+	c := &fakeCompiler{facts: map[string]KernelFacts{"k": twoArgs}}
+	var warns []string
+	r := testRuntime("", Plans{"k": plan("k", mneme.Config{Specialize: true})}, c, &fakeLoader{}, &warns)
+	r.Store.PutFacts("ir", "k", &twoArgs)
+	lp, err := r.Prepare(r.Kernel("k"), dim(1, 1, 1), dim(32, 1, 1), [][]byte{u32(5)}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lp.Fast.Variant != nil {
+		t.Errorf("the shim may key launches on an argument it was not given: %+v", lp.Fast)
+	}
+	if hot := r.Kernel("k").hot; len(hot) != 1 {
+		t.Errorf("%d launch keys, want 1", len(hot))
 	}
 }
