@@ -2,7 +2,8 @@
 # Mutation testing of the packages where a wrong answer is silent: the
 # snapshot and kernel readers (db), YAML spaces, presets and samplers (tune),
 # the compiler wrapper's command-line parser (toolchain), IR specialization
-# (llvm), argument encoding (jit) and verification (replay/internal/compare).
+# (llvm), argument encoding (jit), verification (replay/internal/compare)
+# and the in-application deployment policy (deploy's runtime).
 # Each mutant is a small change to the code (a flipped comparison, an
 # off-by-one, a negated condition); a mutant the package's tests still pass
 # marks behaviour no test asserts. Run through `make mutate`, which installs
@@ -39,7 +40,7 @@ scores=()
 # meets its slow tests; llvm's pass keeps to IR specialization (arguments,
 # dimensions, annotations), where a wrong answer is a silent miscompile; a
 # mutant there costs a cgo build.
-default_passes="toolchain db tune:^(sampler|tpe|space|yamlspace|presets|param|launchsafety)\.go$:short tune:^(study|results|run|executor|protocol|limits)\.go$ jit llvm:^(specialize|annotations)\.go$ replay/internal/compare"
+default_passes="toolchain db tune:^(sampler|tpe|space|yamlspace|presets|param|launchsafety)\.go$:short tune:^(study|results|run|executor|protocol|limits)\.go$ jit llvm:^(specialize|annotations)\.go$ replay/internal/compare deploy:^(runtime|limits|compiler)\.go$"
 for pass in ${MUTATE_PACKAGES:-$default_passes}; do
   IFS=: read -r pkg files short <<<"$pass"
   name=${pkg//\//_}
