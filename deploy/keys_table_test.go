@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 
@@ -143,5 +144,41 @@ func TestIRHashEachInputAlone(t *testing.T) {
 	}
 	if IRHash([][]byte{[]byte("unit one"), []byte("unit two")}) != IRHash(base) {
 		t.Error("equal units gave different hashes")
+	}
+}
+
+// Facts are found by module and kernel, each alone: facts of one kernel
+// never answer for another kernel of the module or the same kernel of
+// another module, from memory or from disk.
+func TestFactsKeyEachInputAlone(t *testing.T) {
+	dir := t.TempDir()
+	c := NewCache(dir)
+	facts := &KernelFacts{ScalarArgs: []int{1}, ArgSizes: []int{8, 4}}
+	if err := c.PutFacts("ab", "c", facts); err != nil {
+		t.Fatal(err)
+	}
+	for _, cache := range map[string]*Cache{"memory": c, "disk": NewCache(dir)} {
+		if _, ok := cache.GetFacts("ab", "c"); !ok {
+			t.Fatal("the facts put are not found")
+		}
+		for _, other := range [][2]string{{"ab", "d"}, {"ax", "c"}, {"a", "bc"}, {"abc", ""}} {
+			if _, ok := cache.GetFacts(other[0], other[1]); ok {
+				t.Errorf("facts of module ab, kernel c answer for module %s, kernel %s", other[0], other[1])
+			}
+		}
+	}
+}
+
+// A named argument one past the last (as many as the launch has) folds
+// nothing, like any index outside the arguments; the one before it folds.
+func TestVariantKeyIndexOnePastTheArguments(t *testing.T) {
+	cfg := mneme.Config{Passes: "default<O3>", CodegenOpt: 3, Specialize: true, SpecializeArgs: []int{1, 2}}
+	a := VariantKey("ir", "k", cfg, KernelFacts{}, [][]byte{{0}, {1}}, "sm_90", 1, "")
+	b := VariantKey("ir", "k", cfg, KernelFacts{}, [][]byte{{0}, {2}}, "sm_90", 1, "")
+	if a.Hash() == b.Hash() {
+		t.Error("argument 1 is folded: its value must enter the key")
+	}
+	if want := AppendValue(nil, 1, []byte{1}); !bytes.Equal(a.Values, want) {
+		t.Errorf("values %x, want %x (argument 1 only)", a.Values, want)
 	}
 }

@@ -131,8 +131,9 @@ type Kernel struct {
 	disabled bool
 	// hot maps the launch keys seen to their variants, so a launch like an
 	// earlier one finds its code without building the cache key.
-	hot    map[string]*Variant
-	hotBuf []byte
+	hot      map[string]*Variant
+	hotBuf   []byte
+	launched bool // a launch was prepared
 }
 
 func (r *Runtime) warn(format string, args ...any) {
@@ -221,7 +222,12 @@ func (r *Runtime) Prepare(k *Kernel, grid, block mneme.Dim3, args [][]byte, shar
 	grid, block = k.Plan.Geometry(grid, block)
 	k.mu.Lock()
 	v, err := r.variant(k, grid, block, args)
+	first := !k.launched && err == nil
+	k.launched = k.launched || err == nil
 	k.mu.Unlock()
+	if first {
+		r.trace("first launch of %s runs its tuned code", k.Name)
+	}
 	if err != nil {
 		return LaunchPlan{}, err
 	}

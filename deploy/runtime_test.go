@@ -490,8 +490,12 @@ func TestRuntimePreload(t *testing.T) {
 	folds := plan("folds", mneme.Config{Passes: "default<O3>", Specialize: true})
 	folds.RecordedBlock, folds.RecordedGrid = dim(64, 1, 1), dim(16, 1, 1)
 	uncached := plan("uncached", mneme.Config{Passes: "default<O2>"})
-	plans := Plans{"plain": plain, "dims": dims, "folds": folds, "uncached": uncached}
-	facts := map[string]KernelFacts{"plain": twoArgs, "dims": twoArgs, "folds": twoArgs, "uncached": twoArgs}
+	factsOnly := plan("factsonly", mneme.Config{Passes: "default<O1>"})
+	plans := Plans{"plain": plain, "dims": dims, "folds": folds, "uncached": uncached, "factsonly": factsOnly}
+	facts := map[string]KernelFacts{"plain": twoArgs, "dims": twoArgs, "folds": twoArgs, "uncached": twoArgs, "factsonly": twoArgs}
+	if err := NewCache(dir).PutFacts("ir", "factsonly", &twoArgs); err != nil {
+		t.Fatal(err)
+	}
 	c := &fakeCompiler{facts: facts}
 	var warns []string
 	// An earlier run compiled the recorded launches of three kernels.
@@ -521,8 +525,9 @@ func TestRuntimePreload(t *testing.T) {
 	// The others load or compile at their first launch, as before.
 	launch(t, r, "folds", dim(16, 1, 1), dim(64, 1, 1), u32(0), u32(1))
 	launch(t, r, "uncached", dim(16, 1, 1), dim(64, 1, 1), u32(0), u32(1))
-	if l.count() != loaded+2 || c.count() != compiled+1 {
-		t.Errorf("folds and uncached: %d loads and %d compiles, want 2 and 1 (uncached)", l.count()-loaded, c.count()-compiled)
+	launch(t, r, "factsonly", dim(16, 1, 1), dim(64, 1, 1), u32(0), u32(1))
+	if l.count() != loaded+3 || c.count() != compiled+2 {
+		t.Errorf("folds, uncached and factsonly: %d loads and %d compiles, want 3 and 2 (the last two)", l.count()-loaded, c.count()-compiled)
 	}
 }
 
@@ -541,5 +546,106 @@ func TestKernelArgSizesAndFolds(t *testing.T) {
 		if fmt.Sprint(k.ArgSizes()) != "[8 4]" || k.FoldsArgs() != (name == "s") {
 			t.Errorf("%s after: sizes %v, folds %v", name, k.ArgSizes(), k.FoldsArgs())
 		}
+	}
+}
+
+// The launch Preload expects, from each thing a plan may know.
+func TestExpectedLaunch(t *testing.T) {
+	for _, tc := range []struct {
+		name                string
+		recBlock, recGrid   mneme.Dim3
+		tuned               mneme.Dim3
+		cfg                 mneme.Config
+		wantGrid, wantBlock mneme.Dim3
+		ok                  bool
+	}{
+		{"recorded, tuned block", dim(256, 1, 1), dim(8, 1, 1), dim(128, 1, 1), mneme.Config{}, dim(16, 1, 1), dim(128, 1, 1), true},
+		{"recorded block only, tuned block", dim(256, 1, 1), mneme.Dim3{}, dim(128, 1, 1), mneme.Config{}, mneme.Dim3{}, dim(128, 1, 1), true},
+		{"recorded, no tuned block", dim(256, 1, 1), dim(8, 1, 1), mneme.Dim3{}, mneme.Config{}, dim(8, 1, 1), dim(256, 1, 1), true},
+		{"nothing recorded, nothing bound", mneme.Dim3{}, mneme.Dim3{}, mneme.Dim3{}, mneme.Config{}, mneme.Dim3{}, mneme.Dim3{}, true},
+		{"nothing recorded, dims folded", mneme.Dim3{}, mneme.Dim3{}, mneme.Dim3{}, mneme.Config{SpecializeDims: true}, mneme.Dim3{}, mneme.Dim3{}, false},
+		{"nothing recorded, launch bounds", mneme.Dim3{}, mneme.Dim3{}, mneme.Dim3{}, mneme.Config{SetLaunchBounds: true, MaxThreads: 128}, mneme.Dim3{}, dim(128, 1, 1), true},
+		{"nothing recorded, launch bounds and dims", mneme.Dim3{}, mneme.Dim3{}, mneme.Dim3{}, mneme.Config{SetLaunchBounds: true, MaxThreads: 128, SpecializeDims: true}, mneme.Dim3{}, mneme.Dim3{}, false},
+	} {
+		p := &Plan{Config: tc.cfg, RecordedBlock: tc.recBlock, RecordedGrid: tc.recGrid, TunedBlock: tc.tuned}
+		g, b, ok := p.expectedLaunch()
+		if ok != tc.ok || (ok && (g != tc.wantGrid || b != tc.wantBlock)) {
+			t.Errorf("%s: %v x %v ok %v, want %v x %v ok %v", tc.name, g, b, ok, tc.wantGrid, tc.wantBlock, tc.ok)
+		}
+	}
+}
+
+// The table of launches seen keeps at most MaxKeys of a kernel's launch
+// keys; launches beyond it still run the right variant, found among the
+// variants instead, and compile nothing new.
+func TestRuntimeHotKeysBound(t *testing.T) {
+	c := &fakeCompiler{facts: map[string]KernelFacts{"k": twoArgs}}
+	var warns []string
+	r := testRuntime("", Plans{"k": plan("k", mneme.Config{Passes: "default<O3>"})}, c, &fakeLoader{}, &warns)
+	r.Limits = Limits{MaxFolded: 32, MaxKeyedArg: 4096, MaxKeys: 2, DefaultShared: 48 << 10}
+	var first *Variant
+	for x := uint32(1); x <= 4; x++ {
+		lp := launch(t, r, "k", dim(1, 1, 1), dim(32*x, 1, 1), u32(0), u32(0))
+		if first == nil {
+			first = lp.Variant
+		}
+		if lp.Variant != first {
+			t.Errorf("block %d ran another variant", 32*x)
+		}
+		if want := min(int(x), 2); len(r.Kernel("k").hot) != want {
+			t.Errorf("after %d blocks: %d launch keys kept, want %d", x, len(r.Kernel("k").hot), want)
+		}
+	}
+	if c.count() != 1 {
+		t.Errorf("%d compiles, want 1", c.count())
+	}
+}
+
+// Launches from many threads beside Preload: every launch runs a variant,
+// each kernel's code is loaded once and compiled at most once.
+func TestRuntimeConcurrentLaunchesAndPreload(t *testing.T) {
+	dir := t.TempDir()
+	names := []string{"a", "b", "c", "d"}
+	plans, facts := Plans{}, map[string]KernelFacts{}
+	for _, n := range names {
+		p := plan(n, mneme.Config{Passes: "default<O3>"})
+		p.RecordedBlock, p.RecordedGrid = dim(64, 1, 1), dim(4, 1, 1)
+		plans[n], facts[n] = p, twoArgs
+	}
+	c := &fakeCompiler{facts: facts}
+	var warns []string
+	warm := testRuntime(dir, Plans{"a": plans["a"], "b": plans["b"]}, c, &fakeLoader{}, &warns)
+	launch(t, warm, "a", dim(4, 1, 1), dim(64, 1, 1), u32(0), u32(0))
+	launch(t, warm, "b", dim(4, 1, 1), dim(64, 1, 1), u32(0), u32(0))
+	l := &fakeLoader{}
+	r := testRuntime(dir, plans, c, l, &warns)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); r.Preload() }()
+	errs := make(chan error, 64)
+	for i := 0; i < 16; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			k := r.Kernel(names[i%len(names)])
+			lp, err := r.Prepare(k, dim(4, 1, 1), dim(64, 1, 1), [][]byte{u32(0), u32(uint32(i))}, 0)
+			if err == nil && lp.Variant == nil {
+				err = errors.New("no variant")
+			}
+			if err != nil {
+				errs <- err
+			}
+		}(i)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if l.count() != len(names) {
+		t.Errorf("%d loads, want one per kernel: %q", l.count(), l.loads)
+	}
+	if c.count() != 4 {
+		t.Errorf("%d compiles, want the warm run's 2 and c's and d's", c.count())
 	}
 }

@@ -3,13 +3,14 @@
 # kind end with one trial per configuration; kill -9 then --resume loses and
 # duplicates nothing; TPE against exhaustive search on the stencil; on a
 # machine with two or more GPUs, the two-GPU throughput; and the heat stencil
-# whose index is unguarded, tuned with no trial wasted on a block that faults.
+# whose index is unguarded, tuned with no trial wasted on a block that faults;
+# and scalarsweep's kernel tuned across its recorded instances.
 # Usage: gpu-tune-checks.sh WORKDIR (holding wrapper/ and rdb/ from gpu-test.sh)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 w=${1:?usage: gpu-tune-checks.sh WORKDIR}
 say() { echo "== $*"; }
-checks=" ${TUNE_CHECKS:-hazards exactcover resume tpe gpus} "
+checks=" ${TUNE_CHECKS:-hazards exactcover instances resume tpe gpus} "
 want() { [[ $checks == *" $1 "* ]]; }
 trials() { python3 - "$@" <<'PY'
 import json, sys, collections
@@ -66,6 +67,39 @@ print(f"== tune heat2d (unguarded index), 20 TPE trials: {'PASS' if ok else 'FAI
 PY
   else
     say "tune heat2d: FAIL (not built or record failed: $w/heat2d-record.log)"
+  fi
+fi
+
+# 1c. Across instances: scalarsweep's relax (its scalars a and offset change
+# at every launch) recorded as several instances, tuned with --kernel. Every
+# verified trial has each instance's figures and their launch-weighted total;
+# folding follows the statistics (none: nothing folded; with them, at most
+# offset, whose 7 values fit the variant cap, never a's 100).
+if want instances; then
+  rdb=$w/rdb/scalarsweep-instances
+  app=$w/wrapper/scalarsweep/scalarsweep
+  if [ -x "$app" ] && mneme record -rdb "$rdb" --overwrite --max-recordings 3 -- "$app" > "$w/instances-record.log" 2>&1; then
+    mneme tune -rdb "$rdb" --kernel relax --preset quick --output "$w/tune-instances" > "$w/instances-tune.log" 2>&1
+    rc=$?
+    python3 - "$w/tune-instances" "$rc" <<'PY'
+import json, sys, collections
+out, rc = sys.argv[1], sys.argv[2]
+rows = [json.loads(l) for l in open(out + "/trials.jsonl")]
+st = collections.Counter(r["status"] for r in rows)
+n = max((len(r.get("instances") or []) for r in rows), default=0)
+bad_total = [r["number"] for r in rows if r["status"] == "verified" and
+             abs(r["time_ns"] - sum(f["time_ns"] * f["launches"] for f in r["instances"])) > 1e-6 * r["time_ns"]]
+summ = json.load(open(out + "/summary.json"))
+stats = "run" if "statistics: run" in summ.get("folding", "") else "none"
+folded = {a for r in rows if r["config"].get("specialize") for a in (r["config"].get("specialize_args") or ["all"])}
+fold_ok = (not folded) if stats == "none" else folded <= {3}
+ok = rc == "0" and n >= 2 and not bad_total and fold_ok
+print(f"== tune relax across {n} instances: {'PASS' if ok else 'FAIL'} (rc={rc}, statuses {dict(st)}, totals wrong in trials {bad_total or 'none'}, "
+      f"statistics {stats}, folded arguments {sorted(map(str, folded)) or 'none'}; speedup {summ.get('best_speedup')})")
+PY
+    sed -n '/^per instance/,$p' "$w/instances-tune.log"
+  else
+    say "tune relax across instances: FAIL (not built or record failed: $w/instances-record.log)"
   fi
 fi
 

@@ -57,7 +57,7 @@ func (t *target) decideGeometry(analyze GeometryAnalyzer, dbDir string) geometry
 // recorded block).
 func (t *target) fixLaunch(opts *Options) error {
 	if opts.SpaceFile == "" {
-		s, err := presetSpace(opts.Preset, t.launch, t.limits, false)
+		s, err := presetSpace(opts.Preset, opts.SpaceShape, t.launch, t.limits, false)
 		if err != nil {
 			return mneme.BadInput(err)
 		}
@@ -76,6 +76,9 @@ func (t *target) fixLaunch(opts *Options) error {
 			}
 			return c, nil
 		}
+	}
+	if t.fold != nil && opts.SpaceFile == "" {
+		t.space.applyFold(*t.fold) // the rebuilt preset folds no more than before
 	}
 	t.space.Constraints = append(t.space.Constraints, Constraint{Name: launchFixedConstraint, Check: func(Point) (bool, error) { return true, nil }})
 	opts.SpaceHash = t.space.Hash()

@@ -218,12 +218,26 @@ func (driverLoader) HostVars() map[string]deploy.HostVar {
 // otherwise from the driver, exactly.
 func (d *deployer) entry(index int, fn unsafe.Pointer) *deployEntry {
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	if e := d.entries[index]; e != nil {
+	e := d.entries[index]
+	d.mu.Unlock()
+	if e != nil {
 		return e
 	}
-	e := &deployEntry{}
+	// Read without the lock: the kernel's facts may wait for its preload,
+	// which must not hold up the other kernels' launches. Two first
+	// launches of one kernel read alike; the first stored is kept.
+	e = d.readEntry(index, fn)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if prev := d.entries[index]; prev != nil {
+		return prev
+	}
 	d.entries[index] = e
+	return e
+}
+
+func (d *deployer) readEntry(index int, fn unsafe.Pointer) *deployEntry {
+	e := &deployEntry{}
 	var reg C.struct_mneme_kernel_reg
 	if C.rth_kernel_at(C.int(index), &reg) == 0 {
 		e.err = fmt.Errorf("kernel %d is not registered", index)

@@ -115,16 +115,20 @@ func inspectPath(path string) (inspectDoc, error) {
 }
 
 type inspectKernel struct {
-	StaticHash    string            `json:"static_hash"`
-	KernelName    string            `json:"kernel_name"`
-	DemangledName string            `json:"demangled_name"`
-	IRModule      inspectFile       `json:"ir_module"`
-	VAddr         string            `json:"va_addr"`
-	VASize        uint64            `json:"va_size"`
-	Device        db.DeviceInfo     `json:"device"`
-	Toolchain     db.Toolchain      `json:"toolchain"`
-	Params        []inspectParam    `json:"params"`
-	Instances     []inspectInstance `json:"instances"`
+	StaticHash    string      `json:"static_hash"`
+	KernelName    string      `json:"kernel_name"`
+	DemangledName string      `json:"demangled_name"`
+	IRModule      inspectFile `json:"ir_module"`
+	// Code is "machine" for a kernel recorded through the driver (no IR:
+	// DeviceCode is its code), "ir" otherwise.
+	Code       string            `json:"code"`
+	DeviceCode *inspectFile      `json:"device_code,omitempty"`
+	VAddr      string            `json:"va_addr"`
+	VASize     uint64            `json:"va_size"`
+	Device     db.DeviceInfo     `json:"device"`
+	Toolchain  db.Toolchain      `json:"toolchain"`
+	Params     []inspectParam    `json:"params"`
+	Instances  []inspectInstance `json:"instances"`
 }
 
 type inspectParam struct {
@@ -175,8 +179,17 @@ func describeDB(d *db.DB) inspectDoc {
 	for _, k := range d.Kernels {
 		ik := inspectKernel{
 			StaticHash: k.StaticHash, KernelName: k.KernelName, DemangledName: k.DemangledName,
-			IRModule: describeFile(d, k.Modules[0], 0), VAddr: k.VAddr, VASize: k.VASize,
+			Code: db.CodeIR, VAddr: k.VAddr, VASize: k.VASize,
 			Device: k.Device, Toolchain: k.Toolchain, Params: []inspectParam{}, Instances: []inspectInstance{},
+		}
+		if k.MachineCodeOnly() {
+			ik.Code = db.CodeMachine
+		} else {
+			ik.IRModule = describeFile(d, k.Modules[0], 0)
+		}
+		if k.DeviceCode != "" {
+			dc := describeFile(d, k.DeviceCode, 0)
+			ik.DeviceCode = &dc
 		}
 		for i := range k.ArgSizes {
 			ik.Params = append(ik.Params, inspectParam{Name: k.ArgNames[i], Kind: k.ArgKinds[i].String(), Size: k.ArgSizes[i], Specializable: k.Specializations[i]})
@@ -325,7 +338,10 @@ func printInspectTable(w io.Writer, doc inspectDoc) error {
 		if name == "" {
 			name = k.KernelName
 		}
-		if !k.IRModule.Present {
+		switch {
+		case k.Code == db.CodeMachine:
+			name += " (machine code only)"
+		case !k.IRModule.Present:
 			name += " (IR missing)"
 		}
 		for _, inst := range k.Instances {

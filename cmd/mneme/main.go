@@ -6,10 +6,15 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strings"
+	"sync"
+	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 )
@@ -91,6 +96,52 @@ func missingSubcommand(cmd *cobra.Command, args []string) error {
 		return withExit(exitUsage, fmt.Errorf("unknown command %q for %q: want one of %s", args[0], cmd.CommandPath(), strings.Join(names, ", ")))
 	}
 	return withExit(exitUsage, fmt.Errorf("%s: name a command, one of %s (%s --help describes them)", cmd.CommandPath(), strings.Join(names, ", "), cmd.CommandPath()))
+}
+
+// signalGrace is how long a command may take to stop after SIGINT or
+// SIGTERM before the process ends anyway.
+var signalGrace = 10 * time.Second
+
+// signalContext is a context canceled by the first SIGINT or SIGTERM, so a
+// command can stop cleanly (a tuning run keeps its trials). A second
+// signal, or a command still running signalGrace after the first (blocked
+// where the context does not reach), ends the process with 128+signal, as a
+// shell reports a process killed by it: a signal always ends a command.
+// stop releases the signals.
+func signalContext() (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		var first os.Signal
+		select {
+		case first = <-sig:
+		case <-done:
+			return
+		}
+		cancel()
+		select {
+		case <-sig:
+		case <-time.After(signalGrace):
+		case <-done:
+			return
+		}
+		fmt.Fprintf(os.Stderr, "mneme: %v: stopped without finishing\n", first)
+		code := 128 + 2
+		if s, ok := first.(syscall.Signal); ok {
+			code = 128 + int(s)
+		}
+		os.Exit(code)
+	}()
+	var once sync.Once
+	return ctx, func() {
+		once.Do(func() {
+			signal.Stop(sig)
+			close(done)
+			cancel()
+		})
+	}
 }
 
 // argsChecked remembers the commands whose argument check is wrapped, so

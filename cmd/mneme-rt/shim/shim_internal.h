@@ -85,6 +85,7 @@ cudaError_t cudaDeviceSynchronize(void);
 cudaError_t cudaStreamSynchronize(cudaStream_t stream);
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, int kind);
 cudaError_t cudaGetDevice(int *device);
+cudaError_t cudaSetDevice(int device);
 cudaError_t cudaDriverGetVersion(int *version);
 cudaError_t cudaRuntimeGetVersion(int *version);
 const char *cudaGetErrorString(cudaError_t err);
@@ -476,6 +477,24 @@ static inline int load_runtime(int init_cuda) {
   if (__builtin_expect(mneme_rt_ready != 0, 1))
     return mneme_rt_ready > 0;
   return mneme_load_runtime_once(init_cuda);
+}
+
+/* Non-zero while a background thread loads the library for deployment
+ * (mneme_deploy_start): a launch meanwhile runs the application's own code
+ * instead of waiting, so loading never holds the application up. */
+extern int mneme_rt_loading;
+
+/* mneme_deploy_start_background starts loading the library for deployment
+ * in a thread of its own, once: the runtime then loads the tuned kernels'
+ * cached code before their first launch. Called at the application's first
+ * allocation, when its CUDA context exists. */
+void mneme_deploy_start_background(void) __attribute__((cold, noinline));
+
+/* deploy_early_start is the allocation path's hook: one predictable
+ * branch unless deploying with the library not yet started. */
+static inline void deploy_early_start(void) {
+  if (__builtin_expect(mneme_deploying && mneme_rt_ready == 0, 0))
+    mneme_deploy_start_background();
 }
 
 /* mneme_warn_managed warns once that managed memory is not replayed. */

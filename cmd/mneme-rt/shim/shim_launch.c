@@ -411,6 +411,14 @@ static cudaError_t deploy_launch(const void *func, dim3 grid, dim3 block,
     pthread_mutex_unlock(&mneme_table_lock);
     return api_launch(func, grid, block, args, shared, stream, ptsz);
   }
+  /* The library is being loaded beside the application: this launch runs
+   * the application's own code rather than wait, and a later one asks. */
+  if (__builtin_expect(mneme_rt_ready == 0, 0) &&
+      __atomic_load_n(&mneme_rt_loading, __ATOMIC_ACQUIRE)) {
+    mneme_trace("deploy: a launch ran the application's code while the "
+                "library loads");
+    return api_launch(func, grid, block, args, shared, stream, ptsz);
+  }
   if (!load_runtime(1)) {
     if (idx >= 0) {
       pthread_mutex_lock(&mneme_table_lock);

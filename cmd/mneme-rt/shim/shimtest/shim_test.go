@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/mneme-gpu/mneme/appabi"
@@ -39,7 +40,7 @@ func newBuild(t testing.TB) *build {
 		t.Fatalf("no shim sources in ..: %v", err)
 	}
 	headers, _ := filepath.Glob("../*.h")
-	inputs := append(append(slices.Clone(shimSrcs), headers...), "testdata/cudart_standin.c", "testdata/cuda_api.h", "testdata/app.c", "testdata/memo_app.c", "testdata/throttle_app.c", "testdata/stats_app.c", "testdata/rt_standin.c", "../bench/forward_bench.c", "../bench/stats_bench.c", "../bench/stats_update_bench.c")
+	inputs := append(append(slices.Clone(shimSrcs), headers...), "testdata/cudart_standin.c", "testdata/cuda_api.h", "testdata/app.c", "testdata/memo_app.c", "testdata/throttle_app.c", "testdata/stats_app.c", "testdata/deploy_bg_app.c", "testdata/rt_standin.c", "../bench/forward_bench.c", "../bench/stats_bench.c", "../bench/stats_update_bench.c")
 	for _, src := range inputs {
 		if _, err := os.ReadFile(src); err != nil {
 			t.Fatal(err)
@@ -135,11 +136,7 @@ func TestRecordingWithoutDriver(t *testing.T) {
 		t.Skip("a CUDA driver is installed; the GPU tests cover recording")
 	}
 	b := newBuild(t)
-	lib := filepath.Join(b.dir, "libmneme_rt.so")
-	gobuild := exec.Command("go", "build", "-buildmode=c-shared", "-o", lib, "../..")
-	if out, err := gobuild.CombinedOutput(); err != nil {
-		t.Fatalf("building the runtime library: %v\n%s", err, out)
-	}
+	lib := realLibrary(t)
 	plain := b.link("app_plain", "testdata/app.c", false)
 	wrapped := b.link("app_wrapped", "testdata/app.c", true)
 	want, _ := runProgram(t, plain)
@@ -176,6 +173,70 @@ func TestRecordingWithoutDriver(t *testing.T) {
 	if len(st.Errors) != 1 || !strings.Contains(st.Errors[0], "no kernel can be recorded") {
 		t.Errorf("status errors %q", st.Errors)
 	}
+}
+
+var (
+	realLibOnce sync.Once
+	realLibDir  string
+	realLibErr  error
+)
+
+// realLibrary builds the runtime library (cmd/mneme-rt) once per test
+// binary and returns its path.
+func realLibrary(t *testing.T) string {
+	t.Helper()
+	realLibOnce.Do(func() {
+		if realLibDir, realLibErr = os.MkdirTemp("", "mneme-rt-lib"); realLibErr != nil {
+			return
+		}
+		lib := filepath.Join(realLibDir, "libmneme_rt.so")
+		if out, err := exec.Command("go", "build", "-buildmode=c-shared", "-o", lib, "../..").CombinedOutput(); err != nil {
+			realLibErr = fmt.Errorf("building the runtime library: %v\n%s", err, out)
+			return
+		}
+		realLibErr = readLibrarySources()
+	})
+	if realLibErr != nil {
+		t.Fatal(realLibErr)
+	}
+	return filepath.Join(realLibDir, "libmneme_rt.so")
+}
+
+// readLibrarySources reads every source file of the module's packages the
+// runtime library is built from: go test's cache then sees them as the
+// tests' inputs and runs the tests again after any of them changed, which
+// it cannot know of a build made in a subprocess.
+func readLibrarySources() error {
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.Dir}}{{end}}", "../..").Output()
+	if err != nil {
+		return fmt.Errorf("listing the runtime library's packages: %v", err)
+	}
+	root, err := filepath.Abs("../../../..")
+	if err != nil {
+		return err
+	}
+	for _, dir := range strings.Fields(string(out)) {
+		if !strings.HasPrefix(dir, root+string(filepath.Separator)) && dir != root {
+			continue // a module of the module cache: never changes
+		}
+		for _, pattern := range []string{"*.go", "*.c", "*.h"} {
+			files, _ := filepath.Glob(filepath.Join(dir, pattern))
+			for _, f := range files {
+				if _, err := os.ReadFile(f); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if realLibDir != "" {
+		os.RemoveAll(realLibDir)
+	}
+	os.Exit(code)
 }
 
 var nsPerLaunch = regexp.MustCompile(`([0-9.]+) ns/launch`)
@@ -569,5 +630,98 @@ func TestLaunchStatistics(t *testing.T) {
 	}
 	if stderr != "" {
 		t.Errorf("stderr: %q", stderr)
+	}
+}
+
+// TestDeployStartsInTheBackground: deploying, the application's first
+// allocation starts the runtime library on a thread of its own, so the
+// tuned kernels' cached code can load before their first launch; a launch
+// that comes while it loads runs the application's own code instead of
+// waiting, and the launches after it run the tuned code.
+func TestDeployStartsInTheBackground(t *testing.T) {
+	b := newBuild(t)
+	lib := filepath.Join(b.dir, "librt_standin.so")
+	b.run(b.cc, "-O2", "-fPIC", "-shared", "-Wall", "-Werror", "-o", lib, "testdata/rt_standin.c")
+	app := b.link("deploy_bg_app", "testdata/deploy_bg_app.c", true)
+	gate := filepath.Join(t.TempDir(), "gate")
+	out, stderr := runProgram(t, app, "MNEME_TUNED_KERNELS=tuned.json", "MNEME_RT_LIB="+lib, "MNEME_TEST_GATE="+gate)
+	var got []string
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if i := strings.Index(l, " grid="); i > 0 {
+			l = l[:i]
+		}
+		got = append(got, l)
+	}
+	// The library's start and the first launch run side by side: either
+	// may print first.
+	if len(got) >= 2 && got[0] > got[1] {
+		got[0], got[1] = got[1], got[0]
+	}
+	want := []string{"init deploy thread=background", "launch f=kernel_a", "asked deploy _Z6kernelPfi", "jit launch tuned_kernel", "jit launch tuned_kernel"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("the program's calls:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if stderr != "" {
+		t.Errorf("stderr: %q", stderr)
+	}
+	// Not deploying, the allocation starts nothing.
+	plain, _ := runProgram(t, app, "MNEME_RT_LIB="+lib)
+	if strings.Contains(plain, "init") || strings.Count(plain, "launch f=kernel_a") != 3 {
+		t.Errorf("without a tuned file the library was started or a launch changed:\n%s", plain)
+	}
+}
+
+// TestDeployWithTheRealLibrary runs the deployment cases of
+// TestDeployFastPath and TestDeployStartsInTheBackground against the real
+// runtime library instead of the stand-in, on a machine without a CUDA
+// driver: a valid tuned file starts deployment, which cannot run, so the
+// library says so once and every launch runs the application's own code,
+// exactly as without the shim; a malformed file is named in one warning;
+// MNEME_JIT=off never loads the library. The GPU side of the same cases
+// is scripts/gpu-deploy.sh's.
+func TestDeployWithTheRealLibrary(t *testing.T) {
+	if _, err := os.Stat("/usr/lib/x86_64-linux-gnu/libcuda.so.1"); err == nil {
+		t.Skip("a CUDA driver is installed; scripts/gpu-deploy.sh covers deployment on the GPU")
+	}
+	b := newBuild(t)
+	lib := realLibrary(t)
+	dir := t.TempDir()
+	tuned := filepath.Join(dir, "mneme_tuned_kernels.json")
+	if err := os.WriteFile(tuned, []byte(`{"_Z6kernelPfi": {"config": {"passes": "default<O2>", "specialize": true}, "instance": "1"}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	malformed := filepath.Join(dir, "malformed.json")
+	if err := os.WriteFile(malformed, []byte(`{"_Z6kernelPfi": {"config": `), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, prog := range []string{"memo_app", "deploy_bg_app"} {
+		plain := b.link(prog+"_plain", "testdata/"+prog+".c", false)
+		wrapped := b.link(prog, "testdata/"+prog+".c", true)
+		want, _ := runProgram(t, plain)
+		for _, tc := range []struct {
+			name string
+			env  []string
+			warn string // the one warning, "" for none
+		}{
+			{"tuned file", []string{"MNEME_TUNED_KERNELS=" + tuned}, "mneme: tuned kernels disabled: no CUDA driver found"},
+			{"malformed file", []string{"MNEME_TUNED_KERNELS=" + malformed}, "mneme: " + malformed + ": "},
+			{"Proteus file, JIT off", []string{"PROTEUS_TUNED_KERNELS=" + tuned, "MNEME_JIT=off"}, ""},
+		} {
+			env := append([]string{"MNEME_RT_LIB=" + lib, "MNEME_CACHE_DIR=" + filepath.Join(dir, "cache")}, tc.env...)
+			got, stderr := runProgram(t, wrapped, env...)
+			if got != want {
+				t.Errorf("%s, %s: output differs from the plain build's:\n--- plain\n%s--- deployed\n%s", prog, tc.name, want, got)
+			}
+			lines := strings.Split(strings.TrimSpace(stderr), "\n")
+			switch {
+			case tc.warn == "" && stderr != "":
+				t.Errorf("%s, %s: stderr %q, want nothing", prog, tc.name, stderr)
+			case tc.warn != "" && (len(lines) != 1 || !strings.HasPrefix(lines[0], tc.warn)):
+				t.Errorf("%s, %s: stderr %q, want one line starting %q", prog, tc.name, stderr, tc.warn)
+			}
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "cache")); err == nil {
+		t.Error("a run that could not deploy wrote a cache")
 	}
 }

@@ -15,6 +15,10 @@
  * new value, and about a launch asking for more dynamic shared memory than
  * the variant was opened up for.
  *
+ * With MNEME_TEST_GATE=PATH set, deploying, it says whether it was started
+ * on a thread of its own, waits until PATH exists and creates PATH.ready
+ * before returning (deploy_bg_app.c drives it).
+ *
  * With MNEME_TEST_THROTTLE set it turns the launch throttle on at init with
  * stand-ins for the driver's calls, which print what they are called with,
  * and off when first asked about _Z3offv.
@@ -27,10 +31,14 @@
  * at exit prints the statistics the shim kept. _Z5benchPfiif (the
  * benchmark's kernel) is never wanted.
  */
+#define _GNU_SOURCE
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "../../mneme_shim.h"
 
@@ -78,6 +86,24 @@ static int standin_stats_elapsed(float *ms, void *start, void *end) {
   return 0;
 }
 
+/* gated_init holds the start of the library until the test program lets
+ * it go (MNEME_TEST_GATE). */
+static void gated_init(const char *gate) {
+  printf("init deploy thread=%s\n",
+         gettid() == getpid() ? "application" : "background");
+  fflush(stdout);
+  struct stat st;
+  for (int i = 0; i < 2000 && stat(gate, &st) != 0; i++) {
+    struct timespec ts = {0, 5000000};
+    nanosleep(&ts, NULL);
+  }
+  char ready[4096];
+  snprintf(ready, sizeof ready, "%s.ready", gate);
+  FILE *f = fopen(ready, "w");
+  if (f != NULL)
+    fclose(f);
+}
+
 int mneme_rt_init(const struct mneme_host_api *a) {
   api = a;
   if (getenv("MNEME_TEST_STATS") != NULL) {
@@ -94,7 +120,10 @@ int mneme_rt_init(const struct mneme_host_api *a) {
     if (a->stats_timer(&t))
       printf("stats timer on\n");
   }
-  if (a->mode == MNEME_MODE_DEPLOY)
+  const char *gate = getenv("MNEME_TEST_GATE");
+  if (a->mode == MNEME_MODE_DEPLOY && gate != NULL)
+    gated_init(gate);
+  else if (a->mode == MNEME_MODE_DEPLOY)
     printf("init deploy\n");
   if (getenv("MNEME_TEST_THROTTLE") != NULL) {
     struct mneme_launch_throttle t = {
