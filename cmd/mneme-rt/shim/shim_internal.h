@@ -124,7 +124,12 @@ extern int mneme_recording;
  * not off; not recording, unless MNEME_RECORD_TUNED=1: then the launches
  * the recorder forwards run tuned code). */
 extern int mneme_deploying;
-/* mneme_recording || mneme_deploying: the one flag a launch tests. */
+/* Non-zero when not recording and MNEME_LAUNCH_STATS names a file: every
+ * launch is counted in the launch statistics, which the library writes
+ * there at exit. */
+extern int mneme_counting;
+/* mneme_recording || mneme_deploying || mneme_counting: the one flag a
+ * launch tests. */
 extern int mneme_launch_hook;
 
 /* mneme_trace appends a timed event to the MNEME_TRACE file, if any. */

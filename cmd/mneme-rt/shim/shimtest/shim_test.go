@@ -725,3 +725,59 @@ func TestDeployWithTheRealLibrary(t *testing.T) {
 		t.Error("a run that could not deploy wrote a cache")
 	}
 }
+
+// TestLaunchStatisticsOutsideRecording: with MNEME_LAUNCH_STATS set and no
+// recording (`mneme deploy measure`'s runs), the shim loads the library,
+// counts every launch by shape without asking it anything, times the same
+// sample (never a launch on a stream being captured), and finishes the
+// library at exit so it can write the file; the launches run as they
+// would uncounted.
+func TestLaunchStatisticsOutsideRecording(t *testing.T) {
+	b := newBuild(t)
+	lib := filepath.Join(b.dir, "librt_standin.so")
+	b.run(b.cc, "-O2", "-fPIC", "-shared", "-Wall", "-Werror", "-o", lib, "testdata/rt_standin.c")
+	app := b.link("stats_app", "testdata/stats_app.c", true)
+	out, stderr := runProgram(t, app, "MNEME_LAUNCH_STATS="+filepath.Join(b.dir, "stats"), "MNEME_RT_LIB="+lib, "MNEME_TEST_STATS=1")
+	var stats []string
+	launches, asked, finishes := 0, 0, 0
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		switch {
+		case strings.HasPrefix(line, "asked"):
+			asked++
+		case line == "finish":
+			finishes++
+		case strings.HasPrefix(line, "stats "):
+			stats = append(stats, strings.TrimPrefix(line, "stats "))
+		case strings.HasPrefix(line, "launch "):
+			launches++
+		}
+	}
+	if asked != 0 || launches != 615 || finishes != 1 {
+		t.Errorf("the library was asked %d times (want 0), %d launches reached CUDA (want 615), finished %d times (want 1)", asked, launches, finishes)
+	}
+	want := []string{
+		"timer refused without elapsed",
+		"timer on",
+		"in flight 14",
+		"in flight 0",
+		"records 28",
+		// The parameters are not learnt outside a recording.
+		"_Z4stepPfii launches=610 other=0 params=-1",
+		"_Z4stepPfii shape grid=7 block=128 shared=0 launches=300 timed=5 ns=10000 covered=0",
+		"_Z4stepPfii shape grid=14 block=128 shared=0 launches=300 timed=5 ns=10000 covered=0",
+		"_Z4stepPfii shape grid=21 block=128 shared=256 launches=10 timed=0 ns=0 covered=0",
+		"_Z5otherv launches=5 other=0 params=-1",
+		"_Z5otherv shape grid=7 block=128 shared=0 launches=5 timed=4 ns=8000 covered=0",
+	}
+	if strings.Join(stats, "\n") != strings.Join(want, "\n") {
+		t.Errorf("statistics:\n%s\nwant:\n%s", strings.Join(stats, "\n"), strings.Join(want, "\n"))
+	}
+	if stderr != "" {
+		t.Errorf("stderr: %q", stderr)
+	}
+	// Without the variable nothing is counted: the library is not loaded.
+	out, _ = runProgram(t, app, "MNEME_RT_LIB="+lib, "MNEME_TEST_STATS=1")
+	if strings.Contains(out, "stats ") || strings.Contains(out, "finish") {
+		t.Errorf("without MNEME_LAUNCH_STATS the library was loaded:\n%s", out)
+	}
+}
