@@ -20,7 +20,9 @@ const (
 // its global thread index (blockIdx and threadIdx together), and whether it
 // ever bounds that index from above: an ordered comparison of an index value
 // with a value not computed from threadIdx (i < n, a grid-stride loop's
-// test, y >= ny - 1), or a clamp (min(i, n - 1)). A kernel that indexes
+// test, y >= ny - 1), or a clamp (min(i, n - 1)). A remainder or mask of
+// the index (x = i % nx) is no index here: it cannot run past its divisor,
+// and a bound on it leaves the rest of the index free. A kernel that indexes
 // memory by its global index and never bounds it assumes that every thread
 // of the launch has its element: the launch must cover exactly the threads
 // it was written for, so a block that does not divide them makes the last
@@ -58,7 +60,47 @@ func indexBounds(fns []C.LLVMValueRef, regs map[string]sreg) (access, bounded bo
 			}
 		})
 	}
-	isIndex := func(v C.LLVMValueRef) bool { return taint[v]&fromGlobalIndex == fromGlobalIndex }
+	// isIndex: v grows with the global index. A remainder or a mask of it
+	// (x = i % nx) stays within its divisor whatever the launch: an address
+	// made of it alone needs no guard, and bounding it bounds nothing else
+	// (the row i / nx still runs past the data).
+	unwrapped := map[C.LLVMValueRef]bool{}
+	visiting := map[C.LLVMValueRef]bool{}
+	var isIndex func(v C.LLVMValueRef) bool
+	isIndex = func(v C.LLVMValueRef) bool {
+		if taint[v]&fromGlobalIndex != fromGlobalIndex {
+			return false
+		}
+		if u, ok := unwrapped[v]; ok {
+			return u
+		}
+		if visiting[v] {
+			return false // a loop: the answer comes from the way in
+		}
+		visiting[v] = true
+		defer delete(visiting, v)
+		u := false
+		switch {
+		case wrapsIndex(v):
+		case C.LLVMIsAInstruction(v) == nil:
+			u = true
+		default:
+			formed := true // the index is formed here: no operand has both parts
+			for i := range int(C.LLVMGetNumOperands(v)) {
+				op := C.LLVMGetOperand(v, C.uint(i))
+				if taint[op]&fromGlobalIndex == fromGlobalIndex {
+					formed = false
+					if isIndex(op) {
+						u = true
+						break
+					}
+				}
+			}
+			u = u || formed
+		}
+		unwrapped[v] = u
+		return u
+	}
 	isBound := func(v C.LLVMValueRef) bool {
 		if taint[v]&fromThreadID != 0 {
 			return false
@@ -94,6 +136,19 @@ func indexBounds(fns []C.LLVMValueRef, regs map[string]sreg) (access, bounded bo
 		})
 	}
 	return access, bounded
+}
+
+// wrapsIndex reports whether v is a remainder or a bit mask, which keeps an
+// index within a bound of its own.
+func wrapsIndex(v C.LLVMValueRef) bool {
+	if C.LLVMIsAInstruction(v) == nil {
+		return false
+	}
+	switch C.LLVMGetInstructionOpcode(v) {
+	case C.LLVMURem, C.LLVMSRem, C.LLVMAnd:
+		return true
+	}
+	return false
 }
 
 // calledSreg tells which special register inst reads, if it is such a call.

@@ -4,7 +4,7 @@
 # duplicates nothing; TPE against exhaustive search on the stencil; on a
 # machine with two or more GPUs, the two-GPU throughput; and the heat stencil
 # whose index is unguarded, tuned with no trial wasted on a block that faults;
-# and scalarsweep's kernel tuned across its recorded instances.
+# and sizesweep's kernels tuned across their recorded instances.
 # Usage: gpu-tune-checks.sh WORKDIR (holding wrapper/ and rdb/ from gpu-test.sh)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -70,36 +70,42 @@ PY
   fi
 fi
 
-# 1c. Across instances: scalarsweep's relax (its scalars a and offset change
-# at every launch) recorded as several instances, tuned with --kernel. Every
-# verified trial has each instance's figures and their launch-weighted total;
-# folding follows the statistics (none: nothing folded; with them, at most
-# offset, whose 7 values fit the variant cap, never a's 100).
+# 1c. Across instances, on examples/sizesweep recorded with its launch
+# statistics: triad (six sizes) tuned with --kernel across its instances, and
+# adam (a step counter that changes at every launch). Every verified trial
+# has each instance's figures and their launch-weighted total; the tuned
+# entry rests on the run's statistics; adam's step (argument 5) is never
+# folded.
 if want instances; then
-  rdb=$w/rdb/scalarsweep-instances
-  app=$w/wrapper/scalarsweep/scalarsweep
-  if [ -x "$app" ] && mneme record -rdb "$rdb" --overwrite --max-recordings 3 -- "$app" > "$w/instances-record.log" 2>&1; then
-    mneme tune -rdb "$rdb" --kernel relax --preset quick --output "$w/tune-instances" > "$w/instances-tune.log" 2>&1
-    rc=$?
-    python3 - "$w/tune-instances" "$rc" <<'PY'
+  rdb=$w/rdb/sizesweep-instances
+  app=$w/wrapper/sizesweep/sizesweep
+  if [ -x "$app" ] && mneme record -rdb "$rdb" --overwrite --max-recordings 8 -- "$app" > "$w/instances-record.log" 2>&1; then
+    for k in triad adam; do
+      mneme tune -rdb "$rdb" --kernel $k --preset standard --sampler tpe --trials 30 --seed 1 --output "$w/tune-instances-$k" > "$w/instances-$k.log" 2>&1
+      python3 - "$w/tune-instances-$k" "$?" "$k" <<'PY'
 import json, sys, collections
-out, rc = sys.argv[1], sys.argv[2]
+out, rc, k = sys.argv[1], sys.argv[2], sys.argv[3]
 rows = [json.loads(l) for l in open(out + "/trials.jsonl")]
 st = collections.Counter(r["status"] for r in rows)
 n = max((len(r.get("instances") or []) for r in rows), default=0)
 bad_total = [r["number"] for r in rows if r["status"] == "verified" and
              abs(r["time_ns"] - sum(f["time_ns"] * f["launches"] for f in r["instances"])) > 1e-6 * r["time_ns"]]
 summ = json.load(open(out + "/summary.json"))
-stats = "run" if "statistics: run" in summ.get("folding", "") else "none"
 folded = {a for r in rows if r["config"].get("specialize") for a in (r["config"].get("specialize_args") or ["all"])}
-fold_ok = (not folded) if stats == "none" else folded <= {3}
-ok = rc == "0" and n >= 2 and not bad_total and fold_ok
-print(f"== tune relax across {n} instances: {'PASS' if ok else 'FAIL'} (rc={rc}, statuses {dict(st)}, totals wrong in trials {bad_total or 'none'}, "
-      f"statistics {stats}, folded arguments {sorted(map(str, folded)) or 'none'}; speedup {summ.get('best_speedup')})")
+try:
+    entry = next(iter(json.load(open(out + "/mneme_tuned_kernels.json")).values()))
+except (OSError, StopIteration):
+    entry = {}
+stats_ok = "statistics: run" in summ.get("folding", "")
+ok = rc == "0" and n >= 2 and not bad_total and stats_ok and (k != "adam" or not ({5, "all"} & folded))
+classes = "; ".join(f"grid {c['grid']['x']}: block {c['config']['block']['x']} {c['speedup']:.3f}x" for c in entry.get("classes") or [])
+print(f"== tune {k} across {n} instances: {'PASS' if ok else 'FAIL'} (rc={rc}, statuses {dict(st)}, totals wrong in {bad_total or 'no trial'}, "
+      f"folded arguments {sorted(map(str, folded)) or 'none'}, speedup {summ.get('best_speedup')}; classes: {classes or 'none'})")
 PY
-    sed -n '/^per instance/,$p' "$w/instances-tune.log"
+      sed -n '/^per instance/,$p' "$w/instances-$k.log"
+    done
   else
-    say "tune relax across instances: FAIL (not built or record failed: $w/instances-record.log)"
+    say "tune across instances: FAIL (not built or record failed: $w/instances-record.log)"
   fi
 fi
 

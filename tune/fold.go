@@ -284,12 +284,18 @@ func (t *target) useStats(opts *Options, source StatsSource, maxVariants int) er
 
 // noteFolding writes to the log what the folding rested on and adds it to
 // the kernel's tuned entry (the statistics and the values the folded
-// arguments had), when useStats decided it.
+// arguments had), when useStats decided it. When the statistics show launch
+// shapes other than the recorded one, the entry gets one class, the
+// recorded shape's: the tuned code was measured on it alone, and the other
+// shapes keep the application's code.
 func (t *target) noteFolding(study *Study, sum Summary) error {
 	if t.fold == nil {
 		return nil
 	}
 	study.logf("%s", t.fold)
+	m := t.asMember()
+	uncovered := uncoveredShapes([]*member{m}, t.stats)
+	study.logf("%s", t.coverage())
 	if study.Results == nil {
 		return nil
 	}
@@ -309,5 +315,19 @@ func (t *target) noteFolding(study *Study, sum Summary) error {
 		return fmt.Errorf("%s: the entry of %s is missing", MnemeTunedFile, t.kernel.KernelName)
 	}
 	tk.Statistics, tk.Folded = t.fold.Statistics, foldedArgs(tk.Config, t.kernel, t.stats, []*db.Instance{t.inst})
+	if len(uncovered) > 0 {
+		s := instShape(t.inst)
+		tk.Classes = []deploy.TunedClass{{Grid: s.grid, Block: s.block, SharedMem: s.shared, Config: tk.Config, Launches: m.launches,
+			Speedup: tk.Speedup, TimeNS: tk.TimeNS, BaselineTimeNS: tk.BaselineTimeNS, Instances: []string{m.id}}}
+	}
 	return study.Results.MergeJSONMap(MnemeTunedFile, t.kernel.KernelName, tk)
 }
+
+// asMember is the single instance of a run as a member of one.
+func (t *target) asMember() *member {
+	return &member{t: t, id: t.kernel.StaticHash + "/" + t.inst.DynamicHash,
+		launches: instanceWeights([]*db.Instance{t.inst}, t.stats)[0]}
+}
+
+// coverage is coverageNote for the single instance of a run.
+func (t *target) coverage() string { return coverageNote([]*member{t.asMember()}, t.stats) }

@@ -162,3 +162,38 @@ func TestRunFoldsWhatTheStatisticsAllow(t *testing.T) {
 	}
 	checkTrials("after the probe", ro.Options.Output)
 }
+
+// TestRunOneInstanceClassWhenOtherShapesRan: tuned on its one recorded
+// shape, a kernel whose run had another shape gets a class for the recorded
+// shape alone, so the other keeps the application's code; with the recorded
+// shape the only one, no class.
+func TestRunOneInstanceClassWhenOtherShapesRan(t *testing.T) {
+	recorded := ShapeStats{Grid: mneme.Dim3{X: 4, Y: 1, Z: 1}, Block: mneme.Dim3{X: 256, Y: 1, Z: 1}, Launches: 20}
+	other := ShapeStats{Grid: mneme.Dim3{X: 4096, Y: 1, Z: 1}, Block: mneme.Dim3{X: 256, Y: 1, Z: 1}, Launches: 20}
+	for _, shapes := range [][]ShapeStats{{recorded}, {recorded, other}} {
+		ro, _, stderr := runOptions(t)
+		ro.AnalyzeGeometry = agnostic
+		ro.Stats = func(string, *db.Kernel) (*KernelStats, error) {
+			return &KernelStats{Launches: 40, Shapes: shapes}, nil
+		}
+		if err := Run(context.Background(), ro); err != nil {
+			t.Fatalf("%v\n%s", err, stderr)
+		}
+		var tuned map[string]TunedKernel
+		readJSON(t, filepath.Join(ro.Options.Output, MnemeTunedFile), &tuned)
+		tk := tuned["_Z6vecaddPfPKfif"]
+		wantClasses := len(shapes) - 1
+		if len(tk.Classes) != wantClasses {
+			t.Fatalf("%d shapes: %d classes, want %d", len(shapes), len(tk.Classes), wantClasses)
+		}
+		if wantClasses == 1 {
+			c := tk.Classes[0]
+			if c.Grid != recorded.Grid || c.Block != recorded.Block || c.Config.Block != tk.Config.Block || c.Launches != 20 || c.Speedup != tk.Speedup {
+				t.Errorf("class %+v, want the recorded shape with the tuned configuration", c)
+			}
+			if !strings.Contains(stderr.String(), "grid 4096,1,1 block 256,1,1 shared 0 (20 launches)") {
+				t.Errorf("the shape without an instance is not named:\n%s", stderr)
+			}
+		}
+	}
+}

@@ -50,7 +50,10 @@ type InstanceFigure struct {
 // InstancesOptions are a tuning run across several recorded instances of one
 // kernel: every configuration is replayed and verified on each, and the
 // objective is the time the application would see, the sum of each
-// instance's time times the launches it stands for.
+// instance's time times the launches it stands for. RunOptions.Stats gives
+// the kernel's launch statistics (unset counts as a database without them)
+// and RunOptions.MaxVariants is the runtime's variant cap
+// (deploy.DefaultMaxVariants when zero).
 type InstancesOptions struct {
 	RunOptions
 	// Kernel selects every instance of one kernel (mangled or demangled
@@ -58,10 +61,6 @@ type InstancesOptions struct {
 	Kernel    string
 	Instances []string
 }
-
-// Across instances, RunOptions.Stats gives the kernel's launch statistics
-// (unset counts as a database without them) and RunOptions.MaxVariants is
-// the runtime's variant cap (deploy.DefaultMaxVariants when zero).
 
 // member is one instance of a run across instances.
 type member struct {
@@ -73,27 +72,27 @@ type member struct {
 
 // RunInstances tunes a kernel across the instances the options select. With
 // one instance selected it is Run.
-func RunInstances(ctx context.Context, io InstancesOptions) error {
-	opts := io.Options
-	if err := CheckWorkers(opts.Workers, len(opts.GPUs), io.CompileWorkers); err != nil {
+func RunInstances(ctx context.Context, run InstancesOptions) error {
+	opts := run.Options
+	if err := CheckWorkers(opts.Workers, len(opts.GPUs), run.CompileWorkers); err != nil {
 		return err
 	}
-	d, k, insts, err := selectInstances(opts.DB, io.Kernel, io.Instances)
+	d, k, insts, err := selectInstances(opts.DB, run.Kernel, run.Instances)
 	if err != nil {
 		return err
 	}
 	if len(insts) == 1 {
-		ro := io.RunOptions
+		ro := run.RunOptions
 		ro.Options.Instance = k.StaticHash + "/" + insts[0].DynamicHash
 		return Run(ctx, ro)
 	}
 	var stats *KernelStats
-	if io.Stats != nil {
-		if stats, err = io.Stats(d.Dir, k); err != nil {
+	if run.Stats != nil {
+		if stats, err = run.Stats(d.Dir, k); err != nil {
 			return mneme.BadInput(fmt.Errorf("-rdb %s: launch statistics of %s: %w", opts.DB, k.Name(), err))
 		}
 	}
-	maxVariants := io.MaxVariants
+	maxVariants := run.MaxVariants
 	if maxVariants <= 0 {
 		maxVariants = deploy.DefaultMaxVariants
 	}
@@ -127,7 +126,7 @@ func RunInstances(ctx context.Context, io InstancesOptions) error {
 	}
 	opts.Instance = strings.Join(ids, ",")
 	lead := members[0]
-	geo, err := lead.t.applyLaunchSafety(&opts, io.AnalyzeGeometry, lead.t.dbDir, io.Resume)
+	geo, err := lead.t.applyLaunchSafety(&opts, run.AnalyzeGeometry, lead.t.dbDir, run.Resume)
 	if err != nil {
 		return err
 	}
@@ -143,14 +142,15 @@ func RunInstances(ctx context.Context, io InstancesOptions) error {
 	if err != nil {
 		return mneme.BadInput(err)
 	}
-	if io.PrintSpace {
-		return printSpace(io.Stdout, desc)
+	if run.PrintSpace {
+		return printSpace(run.Stdout, desc)
 	}
-	if io.DryRun {
-		if err := printDryRun(io.Stdout, opts, lead.t, sampler, desc, geo); err != nil {
+	if run.DryRun {
+		if err := printDryRun(run.Stdout, opts, lead.t, sampler, desc, geo); err != nil {
 			return err
 		}
-		printMembers(io.Stdout, members, fold)
+		printMembers(run.Stdout, members, fold)
+		fmt.Fprintln(run.Stdout, coverageNote(members, stats))
 		return nil
 	}
 	var trialTimeout time.Duration
@@ -159,7 +159,7 @@ func RunInstances(ctx context.Context, io InstancesOptions) error {
 			return mneme.BadInput(fmt.Errorf("--trial-timeout %q: want a positive duration like 30s", opts.TrialTimeout))
 		}
 	}
-	res, prior, err := createOrResume(opts, io.Resume)
+	res, prior, err := createOrResume(opts, run.Resume)
 	if err != nil {
 		return err
 	}
@@ -179,18 +179,18 @@ func RunInstances(ctx context.Context, io InstancesOptions) error {
 		fmt.Fprintf(logFile, "%s instance %s: grid %s block %s shared %d, stands for %.0f launches\n",
 			now(), m.id, m.t.inst.GridDims, m.t.inst.BlockDims, m.t.inst.SharedMem, m.launches)
 	}
-	fmt.Fprintf(logFile, "%s %s\n%s %s\n", now(), geo.Note, now(), fold)
+	fmt.Fprintf(logFile, "%s %s\n%s %s\n%s %s\n", now(), geo.Note, now(), fold, now(), coverageNote(members, stats))
 
 	x := &instanceExec{members: members, metric: opts.Metric, lead: lead.t.space.Baseline}
 	for i, m := range members {
-		ro := io.RunOptions
+		ro := run.RunOptions
 		if i > 0 {
 			ro.CompileWorkers = 0 // one set of compile workers fills the shared cache
 		}
 		m.exec = newExecutor(ro, opts, m.t, trialTimeout, logFile)
 	}
 	if err := x.Start(ctx); err != nil {
-		if !io.Resume {
+		if !run.Resume {
 			res.Close()
 			os.Remove(filepath.Join(opts.Output, TrialsFile))
 		}
@@ -202,13 +202,13 @@ func RunInstances(ctx context.Context, io InstancesOptions) error {
 	defer x.Close()
 	study := &Study{Space: lead.t.space, Sampler: sampler, Exec: x, Results: res, Opts: opts, Prior: prior,
 		BaselineConfigs: lead.t.baselines(), Geometry: &geo, Log: logFile}
-	return runInstanceTrials(ctx, io, study, k, members, stats, fold, desc)
+	return runInstanceTrials(ctx, run, study, k, members, stats, fold, desc)
 }
 
 // runInstanceTrials replays the baseline on every instance, runs the study,
 // writes the results and prints the best configurations with the figures of
 // each instance.
-func runInstanceTrials(ctx context.Context, io InstancesOptions, study *Study, k *db.Kernel, members []*member, stats *KernelStats, fold FoldPolicy, desc Describe) error {
+func runInstanceTrials(ctx context.Context, run InstancesOptions, study *Study, k *db.Kernel, members []*member, stats *KernelStats, fold FoldPolicy, desc Describe) error {
 	base, err := study.RunBaseline(ctx)
 	if err != nil {
 		return err
@@ -218,11 +218,12 @@ func runInstanceTrials(ctx context.Context, io InstancesOptions, study *Study, k
 	}
 	opts := study.Opts
 	_, gpuName := study.Exec.Device()
-	fmt.Fprintf(io.Stderr, "baseline: %s across %d instances on %s: %s (the launches' total by %s; trial 0, %s)\n",
+	fmt.Fprintf(run.Stderr, "baseline: %s across %d instances on %s: %s (the launches' total by %s; trial 0, %s)\n",
 		k.Name(), len(members), gpuName, fmtNS(base.TimeNS), opts.Metric, baselineKind(base.Config))
-	fmt.Fprintln(io.Stderr, study.Geometry.Note)
-	fmt.Fprintln(io.Stderr, fold)
-	if io.BaselineOnly {
+	fmt.Fprintln(run.Stderr, study.Geometry.Note)
+	fmt.Fprintln(run.Stderr, fold)
+	fmt.Fprintln(run.Stderr, coverageNote(members, stats))
+	if run.BaselineOnly {
 		return nil
 	}
 	budget := opts.Trials
@@ -230,8 +231,8 @@ func runInstanceTrials(ctx context.Context, io InstancesOptions, study *Study, k
 		budget = int(desc.Feasible)
 	}
 	var display ProgressDisplay
-	if io.Progress != nil {
-		display = io.Progress(budget)
+	if run.Progress != nil {
+		display = run.Progress(budget)
 	}
 	if display != nil {
 		study.Progress = display.Update
@@ -247,8 +248,8 @@ func runInstanceTrials(ctx context.Context, io InstancesOptions, study *Study, k
 	if err := amendTuned(study, k, members, stats, fold, sum); err != nil {
 		return err
 	}
-	printBestTable(io.Stdout, study.Trials(), base, sum, opts)
-	printInstanceFigures(io.Stdout, study, sum)
+	printBestTable(run.Stdout, study.Trials(), base, sum, opts)
+	printInstanceFigures(run.Stdout, study, sum)
 	if runErr != nil {
 		if errors.Is(runErr, context.Canceled) {
 			return fmt.Errorf("interrupted after %d trials; continue with --resume", sum.Trials)
@@ -313,6 +314,47 @@ func selectInstances(dbPath, kernel string, ids []string) (*db.DB, *db.Kernel, [
 		}
 	}
 	return d, k, insts, nil
+}
+
+// uncoveredShapes are the run's launch shapes (by the statistics) that no
+// selected instance has.
+func uncoveredShapes(members []*member, stats *KernelStats) []ShapeStats {
+	if stats == nil {
+		return nil
+	}
+	have := map[shapeKey]bool{}
+	for _, m := range members {
+		have[instShape(m.t.inst)] = true
+	}
+	var out []ShapeStats
+	for _, s := range stats.Shapes {
+		if !have[shapeKey{normDim(s.Grid), normDim(s.Block), s.SharedMem}] {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// coverageNote says how many of the run's launches the selected instances
+// stand for, and which shapes none of them has.
+func coverageNote(members []*member, stats *KernelStats) string {
+	if stats == nil {
+		return "coverage: no launch statistics: each instance stands for the launches the recording counted for it"
+	}
+	covered := 0.0
+	for _, m := range members {
+		covered += m.launches
+	}
+	note := fmt.Sprintf("coverage: the instances stand for %.0f of the run's %d launches", covered, stats.Launches)
+	un := uncoveredShapes(members, stats)
+	if len(un) == 0 {
+		return note
+	}
+	var parts []string
+	for _, s := range un {
+		parts = append(parts, fmt.Sprintf("grid %s block %s shared %d (%d launches)", normDim(s.Grid), normDim(s.Block), s.SharedMem, s.Launches))
+	}
+	return note + "; shapes without an instance, which keep the application's own code: " + strings.Join(parts, ", ")
 }
 
 // shapeKey identifies a launch shape.
@@ -578,7 +620,7 @@ func amendTuned(study *Study, k *db.Kernel, members []*member, stats *KernelStat
 		return nil
 	}
 	trials := study.Trials()
-	classes := shapeClasses(trials, study.Baseline(), members, study.Space.Baseline)
+	classes := shapeClasses(trials, study.Baseline(), members, study.Space.Baseline, len(uncoveredShapes(members, stats)) > 0)
 	if sum.BaselineIsBest && len(classes) == 0 {
 		sum.Folding = fold.String()
 		return study.Results.WriteJSON(SummaryFile, sum)
@@ -651,7 +693,12 @@ func figuresByInstance(t Trial) map[string]InstanceFigure {
 // whose best beats the baseline there, and nothing when there is one shape
 // or every class's best is the same configuration: one configuration then
 // serves all.
-func shapeClasses(trials []Trial, base Trial, members []*member, lead mneme.Config) []deploy.TunedClass {
+//
+// With uncovered set (the run had launch shapes no selected instance has),
+// every shape with a winner gets its class even when they agree, so that
+// the launches of the uncovered shapes, never measured, run the
+// application's own code.
+func shapeClasses(trials []Trial, base Trial, members []*member, lead mneme.Config, uncovered bool) []deploy.TunedClass {
 	byShape := map[shapeKey][]*member{}
 	var shapes []shapeKey
 	for _, m := range members {
@@ -661,7 +708,7 @@ func shapeClasses(trials []Trial, base Trial, members []*member, lead mneme.Conf
 		}
 		byShape[s] = append(byShape[s], m)
 	}
-	if len(shapes) < 2 {
+	if len(shapes) < 2 && !uncovered {
 		return nil
 	}
 	classTotal := func(t Trial, ms []*member) (float64, bool) {
@@ -711,7 +758,7 @@ func shapeClasses(trials []Trial, base Trial, members []*member, lead mneme.Conf
 		}
 		classes = append(classes, c)
 	}
-	if len(keys) < 2 {
+	if len(keys) < 2 && !uncovered {
 		return nil
 	}
 	return classes

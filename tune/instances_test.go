@@ -279,3 +279,43 @@ func TestRunInstancesResumes(t *testing.T) {
 		t.Errorf("%d trials after the resume, want 8", len(trials))
 	}
 }
+
+// TestRunInstancesUncoveredShapesGetClasses: the shapes' best configurations
+// agree (the test worker's time grows with the block alone), so without
+// statistics one configuration serves all; when the statistics show a shape
+// no instance has, every covered shape gets its class, so the uncovered one
+// keeps the application's code, and the run says which shape that is.
+func TestRunInstancesUncoveredShapesGetClasses(t *testing.T) {
+	for _, uncovered := range []bool{false, true} {
+		dbDir, _, _ := instancesDB(t)
+		ro, _, stderr := runOptions(t)
+		ro.Options.DB, ro.Options.Instance = dbDir, ""
+		ro.AnalyzeGeometry = agnostic
+		shapes := []ShapeStats{
+			{Grid: mneme.Dim3{X: 4, Y: 1, Z: 1}, Block: mneme.Dim3{X: 256, Y: 1, Z: 1}, Launches: 10},
+			{Grid: mneme.Dim3{X: 16, Y: 1, Z: 1}, Block: mneme.Dim3{X: 256, Y: 1, Z: 1}, Launches: 1}}
+		if uncovered {
+			shapes = append(shapes, ShapeStats{Grid: mneme.Dim3{X: 64, Y: 1, Z: 1}, Block: mneme.Dim3{X: 256, Y: 1, Z: 1}, Launches: 500})
+		}
+		ro.Stats = func(string, *db.Kernel) (*KernelStats, error) {
+			return &KernelStats{Launches: 511, Shapes: shapes}, nil
+		}
+		io := InstancesOptions{RunOptions: ro, Kernel: "_Z6vecaddPfPKfif"}
+		if err := RunInstances(context.Background(), io); err != nil {
+			t.Fatalf("%v\n%s", err, stderr)
+		}
+		var tuned map[string]TunedKernel
+		readJSON(t, filepath.Join(ro.Options.Output, MnemeTunedFile), &tuned)
+		tk := tuned["_Z6vecaddPfPKfif"]
+		if tk.Config.Block.X != 32 {
+			t.Errorf("uncovered %v: tuned block %s, want 32", uncovered, tk.Config.Block)
+		}
+		if (len(tk.Classes) == 2) != uncovered || (!uncovered && len(tk.Classes) != 0) {
+			t.Errorf("uncovered %v: %d classes", uncovered, len(tk.Classes))
+		}
+		note := "shapes without an instance, which keep the application's own code: grid 64,1,1 block 256,1,1 shared 0 (500 launches)"
+		if strings.Contains(stderr.String(), note) != uncovered || !strings.Contains(stderr.String(), "the instances stand for 11 of the run's 511 launches") {
+			t.Errorf("uncovered %v: the coverage is not said:\n%s", uncovered, stderr)
+		}
+	}
+}

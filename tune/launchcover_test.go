@@ -1,6 +1,8 @@
 package tune
 
 import (
+	"context"
+	"path/filepath"
 	"testing"
 
 	"github.com/mneme-gpu/mneme"
@@ -29,6 +31,30 @@ func TestProbeConfigWhereFindsADivisor(t *testing.T) {
 		got, ok := probeConfigWhere(base, lim, exact)
 		if ok != c.want || (ok && (got.Block.X != c.wantB || got.Grid.X != c.wantG || !exact(got))) {
 			t.Errorf("block %d grid %d: probe block %d grid %d (%v), want block %d grid %d (%v)", c.block, c.grid, got.Block.X, got.Grid.X, ok, c.wantB, c.wantG, c.want)
+		}
+	}
+}
+
+// TestRunExactCoverResumes: a resumed run keeps the exact-cover rule from
+// geometry.json, so its space (and hash) is the one it started with.
+func TestRunExactCoverResumes(t *testing.T) {
+	ro, _, stderr := runOptions(t, "TESTWORKER_THREADS=1024")
+	ro.Options.Preset, ro.Options.Trials = "standard", 3
+	ro.AnalyzeGeometry = func(string, string) (geometry.Facts, error) {
+		return geometry.Facts{ThreadIDDims: [3]bool{true}, GlobalIndexAccess: true}, nil
+	}
+	if err := Run(context.Background(), ro); err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	ro.Resume, ro.Options.Trials = true, 10
+	ro.AnalyzeGeometry = nil // the decision must come from geometry.json
+	if err := Run(context.Background(), ro); err != nil {
+		t.Fatalf("resume: %v\n%s", err, stderr)
+	}
+	trials, _, _ := ReadTrials(filepath.Join(ro.Options.Output, TrialsFile))
+	for _, tr := range trials {
+		if 1024%tr.Config.Block.X != 0 || tr.Status != mneme.StatusVerified {
+			t.Errorf("trial %d: block %s, %s", tr.Number, tr.Config.Block, tr.Status)
 		}
 	}
 }

@@ -316,6 +316,7 @@ func runTrials(ctx context.Context, ro RunOptions, study *Study, t *target, desc
 	fmt.Fprintln(ro.Stderr, study.Geometry.Note)
 	if t.fold != nil {
 		fmt.Fprintln(ro.Stderr, t.fold)
+		fmt.Fprintln(ro.Stderr, t.coverage())
 	}
 	if ro.BaselineOnly {
 		return nil
@@ -445,6 +446,7 @@ func printDryRun(w io.Writer, opts Options, t *target, sampler Sampler, d Descri
 	fmt.Fprintf(w, "ban:       adaptive invalid ban %v\n", opts.AdaptiveInvalidBan)
 	if t.fold != nil {
 		fmt.Fprintf(w, "folding:   %s\n", t.fold)
+		fmt.Fprintf(w, "shapes:    %s\n", t.coverage())
 	}
 	fmt.Fprintf(w, "space:     %s, %d parameters", d.Name, len(d.Params))
 	if d.Finite {

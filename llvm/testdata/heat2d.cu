@@ -31,3 +31,28 @@ __global__ void shift_left(float *out, const float *in) {
   int idx = blockIdx.x * blockDim.x + threadIdx.x;
   out[idx] = idx > 0 ? in[idx - 1] : 0.0f;
 }
+
+// A bound on the column alone: x = idx % nx never leaves its row, but the
+// row y = idx / nx still runs past the plate.
+__global__ void heat_step_columns(const float *u, float *un, int nx, float r) {
+  int idx = blockIdx.x * blockDim.x + threadIdx.x;
+  int x = idx % nx;
+  if (x > 0 && x < nx - 1)
+    un[idx] = u[idx] + r * (u[idx - 1] + u[idx + 1] - 2 * u[idx]);
+}
+
+// The interior test bounds the row too.
+__global__ void heat_step_interior(const float *u, float *un, int nx, int ny,
+                                   float r) {
+  int idx = blockIdx.x * blockDim.x + threadIdx.x;
+  int x = idx % nx, y = idx / nx;
+  if (x > 0 && x < nx - 1 && y > 0 && y < ny - 1)
+    un[idx] = u[idx] + r * (u[idx - 1] + u[idx + 1] + u[idx - nx] +
+                            u[idx + nx] - 4 * u[idx]);
+}
+
+// An index wrapped into the data needs no guard.
+__global__ void ring(float *out, const float *in, int n) {
+  int idx = blockIdx.x * blockDim.x + threadIdx.x;
+  out[idx % n] = in[(idx + 1) % n];
+}
