@@ -136,7 +136,7 @@ struct mneme_launch_throttle {
 #define MNEME_STATS_MAX_ARG_BYTES 8
 #define MNEME_STATS_MAX_ARGS 64
 #define MNEME_STATS_TIMED_FIRST 4
-#define MNEME_STATS_TIMED_EVERY 64
+#define MNEME_STATS_TIMED_EVERY 256
 #define MNEME_STATS_TIMER_SLOTS 64
 
 /* One launch shape of a kernel and its launches. */

@@ -457,6 +457,37 @@ static cudaError_t deploy_launch(const void *func, dim3 grid, dim3 block,
   return api_launch(func, grid, block, args, shared, stream, ptsz);
 }
 
+/* counted_launch counts a launch outside a recording (MNEME_LAUNCH_STATS)
+ * and times it when it is one of the sample, then runs it as it would run
+ * uncounted: the tuned code when deploying, else the application's. */
+static cudaError_t counted_launch(const void *func, dim3 grid, dim3 block,
+                                  void **args, size_t shared,
+                                  cudaStream_t stream, int ptsz) {
+  struct launch_stats st = {0, -1, 0};
+  int idx = -1;
+  if (load_runtime(1)) {
+    pthread_mutex_lock(&mneme_table_lock);
+    idx = kernel_index_locked(func);
+    if (idx >= 0) {
+      st.counted = 1;
+      st.shape = stats_count(&mneme_kernels[idx], grid, block, shared, args,
+                             &st.timed);
+    }
+    pthread_mutex_unlock(&mneme_table_lock);
+  }
+  int slot = -1;
+  if (st.timed && st.shape >= 0 &&
+      __atomic_load_n(&mneme_stats_timing, __ATOMIC_RELAXED))
+    slot = mneme_stats_begin(idx, st.shape, stream, ptsz);
+  cudaError_t e =
+      mneme_deploying
+          ? deploy_launch(func, grid, block, args, shared, stream, ptsz)
+          : api_launch(func, grid, block, args, shared, stream, ptsz);
+  if (slot >= 0)
+    mneme_stats_end(slot, e == mneme_cudaSuccess, stream, ptsz);
+  return e;
+}
+
 cudaError_t __wrap_cudaLaunchKernel(const void *func, dim3 grid, dim3 block,
                                     void **args, size_t shared,
                                     cudaStream_t stream) {
@@ -464,6 +495,8 @@ cudaError_t __wrap_cudaLaunchKernel(const void *func, dim3 grid, dim3 block,
     return __real_cudaLaunchKernel(func, grid, block, args, shared, stream);
   if (mneme_recording)
     return record_launch(func, grid, block, args, shared, stream, 0);
+  if (mneme_counting)
+    return counted_launch(func, grid, block, args, shared, stream, 0);
   return deploy_launch(func, grid, block, args, shared, stream, 0);
 }
 
@@ -475,5 +508,7 @@ cudaError_t __wrap_cudaLaunchKernel_ptsz(const void *func, dim3 grid,
                                         stream);
   if (mneme_recording)
     return record_launch(func, grid, block, args, shared, stream, 1);
+  if (mneme_counting)
+    return counted_launch(func, grid, block, args, shared, stream, 1);
   return deploy_launch(func, grid, block, args, shared, stream, 1);
 }

@@ -40,7 +40,7 @@ func newBuild(t testing.TB) *build {
 		t.Fatalf("no shim sources in ..: %v", err)
 	}
 	headers, _ := filepath.Glob("../*.h")
-	inputs := append(append(slices.Clone(shimSrcs), headers...), "testdata/cudart_standin.c", "testdata/cuda_api.h", "testdata/app.c", "testdata/memo_app.c", "testdata/throttle_app.c", "testdata/stats_app.c", "testdata/deploy_bg_app.c", "testdata/rt_standin.c", "../bench/forward_bench.c", "../bench/stats_bench.c")
+	inputs := append(append(slices.Clone(shimSrcs), headers...), "testdata/cudart_standin.c", "testdata/cuda_api.h", "testdata/app.c", "testdata/memo_app.c", "testdata/throttle_app.c", "testdata/stats_app.c", "testdata/deploy_bg_app.c", "testdata/rt_standin.c", "../bench/forward_bench.c", "../bench/stats_bench.c", "../bench/stats_update_bench.c")
 	for _, src := range inputs {
 		if _, err := os.ReadFile(src); err != nil {
 			t.Fatal(err)
@@ -278,6 +278,31 @@ func BenchmarkRecordingLaunchStats(b *testing.B) {
 	b.ReportMetric(w, "ns/recording-launch")
 	b.ReportMetric(w-p, "ns/added")
 }
+
+// BenchmarkLaunchStatsUpdate reports the launch statistics' own cost per
+// launch: the shim's inline update (shape, four argument values, the
+// timing decision) called in a loop, without the table lock the launch
+// path takes anyway. Target: at most 100 ns.
+func BenchmarkLaunchStatsUpdate(b *testing.B) {
+	bd := newBuild(b)
+	exe := filepath.Join(bd.dir, "stats_update")
+	bd.run(bd.cc, "-O2", "-Wall", "-Werror", "-o", exe, "../bench/stats_update_bench.c",
+		filepath.Join(bd.dir, "libmneme_shim.a"), appabi.WrapLinkFlag(), bd.standin, "-Wl,-rpath,"+bd.dir, "-ldl", "-lpthread")
+	n := max(b.N, 1000000)
+	b.ResetTimer()
+	out, err := exec.Command(exe, strconv.Itoa(n)).CombinedOutput()
+	if err != nil {
+		b.Fatalf("%s: %v\n%s", exe, err, out)
+	}
+	m := nsPerUpdate.FindStringSubmatch(string(out))
+	if m == nil {
+		b.Fatalf("%s printed %q", exe, out)
+	}
+	v, _ := strconv.ParseFloat(m[1], 64)
+	b.ReportMetric(v, "ns/update")
+}
+
+var nsPerUpdate = regexp.MustCompile(`([0-9.]+) ns/update`)
 
 func measure(b *testing.B, exe string, n int, env ...string) float64 {
 	cmd := exec.Command(exe, strconv.Itoa(n))
@@ -543,7 +568,7 @@ func TestDeployFastPath(t *testing.T) {
 // stand-in library (MNEME_TEST_STATS): every launch of every kernel is
 // counted by shape and argument value, selected or not; the library is
 // asked once per shape of a kernel whose shapes it covers; a shape's
-// launches 2 to 5 and every 64th are timed with a pair of events, except on
+// launches 2 to 5 and every 256th are timed with a pair of events, except on
 // a stream being captured; the launches the library recorded carry the
 // time it measured; and a step counter fills the value table, then stops
 // being watched.
@@ -572,8 +597,8 @@ func TestLaunchStatistics(t *testing.T) {
 	if strings.Join(asked, "\n") != strings.Join(wantAsked, "\n") {
 		t.Errorf("the library was asked about:\n%s\nwant:\n%s", strings.Join(asked, "\n"), strings.Join(wantAsked, "\n"))
 	}
-	if launches != 215 {
-		t.Errorf("%d launches reached CUDA, want all 215", launches)
+	if launches != 615 {
+		t.Errorf("%d launches reached CUDA, want all 615", launches)
 	}
 	steps := ""
 	for i := range 16 {
@@ -587,15 +612,15 @@ func TestLaunchStatistics(t *testing.T) {
 		"in flight 14",
 		"in flight 0",
 		"records 28",
-		"_Z4stepPfii launches=210 other=0 params=3",
-		// The library's own launch (1 us) and launches 2-5 and 64 (2 us).
-		"_Z4stepPfii shape grid=7 block=128 shared=0 launches=100 timed=6 ns=11000 covered=1",
-		"_Z4stepPfii shape grid=14 block=128 shared=0 launches=100 timed=6 ns=11000 covered=1",
+		"_Z4stepPfii launches=610 other=0 params=3",
+		// The library's own launch (1 us) and launches 2-5 and 256 (2 us).
+		"_Z4stepPfii shape grid=7 block=128 shared=0 launches=300 timed=6 ns=11000 covered=1",
+		"_Z4stepPfii shape grid=14 block=128 shared=0 launches=300 timed=6 ns=11000 covered=1",
 		// Captured: only the library's launch is timed.
 		"_Z4stepPfii shape grid=21 block=128 shared=256 launches=10 timed=1 ns=1000 covered=1",
-		"_Z4stepPfii arg 0 size=8 tracked=1 more=0 values=1 7f0000001000:210",
+		"_Z4stepPfii arg 0 size=8 tracked=1 more=0 values=1 7f0000001000:610",
 		"_Z4stepPfii arg 1 size=4 tracked=1 more=1 values=16" + steps,
-		"_Z4stepPfii arg 2 size=4 tracked=1 more=0 values=3 380:100 700:100 a80:10",
+		"_Z4stepPfii arg 2 size=4 tracked=1 more=0 values=3 380:300 700:300 a80:10",
 		"_Z5otherv launches=5 other=0 params=1",
 		"_Z5otherv shape grid=7 block=128 shared=0 launches=5 timed=4 ns=8000 covered=0",
 		"_Z5otherv arg 0 size=4 tracked=1 more=0 values=1 0:5",
@@ -698,5 +723,61 @@ func TestDeployWithTheRealLibrary(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "cache")); err == nil {
 		t.Error("a run that could not deploy wrote a cache")
+	}
+}
+
+// TestLaunchStatisticsOutsideRecording: with MNEME_LAUNCH_STATS set and no
+// recording (`mneme deploy measure`'s runs), the shim loads the library,
+// counts every launch by shape without asking it anything, times the same
+// sample (never a launch on a stream being captured), and finishes the
+// library at exit so it can write the file; the launches run as they
+// would uncounted.
+func TestLaunchStatisticsOutsideRecording(t *testing.T) {
+	b := newBuild(t)
+	lib := filepath.Join(b.dir, "librt_standin.so")
+	b.run(b.cc, "-O2", "-fPIC", "-shared", "-Wall", "-Werror", "-o", lib, "testdata/rt_standin.c")
+	app := b.link("stats_app", "testdata/stats_app.c", true)
+	out, stderr := runProgram(t, app, "MNEME_LAUNCH_STATS="+filepath.Join(b.dir, "stats"), "MNEME_RT_LIB="+lib, "MNEME_TEST_STATS=1")
+	var stats []string
+	launches, asked, finishes := 0, 0, 0
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		switch {
+		case strings.HasPrefix(line, "asked"):
+			asked++
+		case line == "finish":
+			finishes++
+		case strings.HasPrefix(line, "stats "):
+			stats = append(stats, strings.TrimPrefix(line, "stats "))
+		case strings.HasPrefix(line, "launch "):
+			launches++
+		}
+	}
+	if asked != 0 || launches != 615 || finishes != 1 {
+		t.Errorf("the library was asked %d times (want 0), %d launches reached CUDA (want 615), finished %d times (want 1)", asked, launches, finishes)
+	}
+	want := []string{
+		"timer refused without elapsed",
+		"timer on",
+		"in flight 14",
+		"in flight 0",
+		"records 28",
+		// The parameters are not learnt outside a recording.
+		"_Z4stepPfii launches=610 other=0 params=-1",
+		"_Z4stepPfii shape grid=7 block=128 shared=0 launches=300 timed=5 ns=10000 covered=0",
+		"_Z4stepPfii shape grid=14 block=128 shared=0 launches=300 timed=5 ns=10000 covered=0",
+		"_Z4stepPfii shape grid=21 block=128 shared=256 launches=10 timed=0 ns=0 covered=0",
+		"_Z5otherv launches=5 other=0 params=-1",
+		"_Z5otherv shape grid=7 block=128 shared=0 launches=5 timed=4 ns=8000 covered=0",
+	}
+	if strings.Join(stats, "\n") != strings.Join(want, "\n") {
+		t.Errorf("statistics:\n%s\nwant:\n%s", strings.Join(stats, "\n"), strings.Join(want, "\n"))
+	}
+	if stderr != "" {
+		t.Errorf("stderr: %q", stderr)
+	}
+	// Without the variable nothing is counted: the library is not loaded.
+	out, _ = runProgram(t, app, "MNEME_RT_LIB="+lib, "MNEME_TEST_STATS=1")
+	if strings.Contains(out, "stats ") || strings.Contains(out, "finish") {
+		t.Errorf("without MNEME_LAUNCH_STATS the library was loaded:\n%s", out)
 	}
 }
