@@ -18,6 +18,9 @@ type Launch struct {
 	// of its scalar (specializable) arguments.
 	NumArgs    int
 	ScalarArgs []int
+	// MachineCode: the kernel was recorded as machine code only (no IR),
+	// so only its launch geometry can change.
+	MachineCode bool
 }
 
 // Threads is the total number of threads the recorded launch ran.
@@ -116,6 +119,9 @@ func presetSpace(name string, l Launch, lim mneme.DeviceLimits, searchLaunch boo
 		Vars:     l.Vars(lim),
 		Limits:   lim,
 	}
+	if l.MachineCode {
+		return machineCodePreset(s, name, l, lim)
+	}
 	specializable := len(l.ScalarArgs) > 0
 	addBlock := func(grain string) {
 		if searchLaunch {
@@ -163,6 +169,27 @@ func presetSpace(name string, l Launch, lim mneme.DeviceLimits, searchLaunch boo
 		s.Params = append(s.Params,
 			Categorical(ParamMaxRegisters, 0, 32, 64, 128, 255),
 			Categorical(ParamPtxasOpt, 0, 1, 2, 3))
+	default:
+		return nil, fmt.Errorf("unknown preset %q (want %s)", name, strings.Join(PresetNames, ", "))
+	}
+	base := s.Baseline
+	s.Derive = func(pt Point) (mneme.Config, error) { return deriveBuiltin(pt, l, base) }
+	return s, s.Validate()
+}
+
+// machineCodePreset is a preset for a kernel without IR: the recorded code
+// runs whatever the compiler knobs say, so each preset keeps only its block
+// shapes (launch bounds, folding and pipelines need IR).
+func machineCodePreset(s *Space, name string, l Launch, lim mneme.DeviceLimits) (*Space, error) {
+	switch name {
+	case "quick":
+		s.addBlock(l, lim, "pow2")
+	case "standard":
+		s.addBlock(l, lim, "step64")
+	case "launch", "full":
+		s.addBlock(l, lim, "warp")
+	case "compiler":
+		return nil, fmt.Errorf("preset compiler: kernel %s was recorded as machine code only (through the driver), which has no compiler knobs to tune; use --preset launch", l.Kernel)
 	default:
 		return nil, fmt.Errorf("unknown preset %q (want %s)", name, strings.Join(PresetNames, ", "))
 	}
