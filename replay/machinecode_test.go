@@ -24,6 +24,9 @@ func (m hostMemory) CopyToHost(dst []byte, src uint64) error {
 	return nil
 }
 func (hostMemory) Describe() (db.DeviceInfo, error) { return db.DeviceInfo{Arch: "sm_90"}, nil }
+func (hostMemory) GlobalAddress(int, string) (uint64, uint64, error) {
+	return 0, 0, errors.New("no variables")
+}
 
 // A recording made through the driver (machine code only) loads without IR,
 // runs its recorded code whatever the configuration asks, and refuses the

@@ -211,6 +211,50 @@ static atomic_ulong ignored_launches;
 /* The image a load call is loading, between its enter and exit callbacks. */
 static __thread int loading_image = -1;
 
+/* Image id -> the library or module loaded from it, for its variables. */
+struct image_handle {
+  void *handle;
+  int library; /* a CUlibrary (cuLibraryLoad*), else a CUmodule */
+};
+static struct image_handle *handles;
+static int nhandles;
+
+static void note_handle(int image, void *handle, int library) {
+  pthread_mutex_lock(&table_mu);
+  if (image >= nhandles) {
+    int n = image + 64;
+    struct image_handle *h = realloc(handles, n * sizeof *h);
+    if (h != NULL) {
+      memset(h + nhandles, 0, (n - nhandles) * sizeof *h);
+      handles = h, nhandles = n;
+    }
+  }
+  if (image < nhandles)
+    handles[image] = (struct image_handle){handle, library};
+  pthread_mutex_unlock(&table_mu);
+}
+
+static CUresult (*p_cuLibraryGetGlobal)(CUdeviceptr *, size_t *, CUlibrary, const char *);
+static CUresult (*p_cuModuleGetGlobal)(CUdeviceptr *, size_t *, CUmodule, const char *);
+
+int mi_global(int image, const char *name, unsigned long long *addr, size_t *size) {
+  struct image_handle h = {0};
+  pthread_mutex_lock(&table_mu);
+  if (image >= 0 && image < nhandles)
+    h = handles[image];
+  pthread_mutex_unlock(&table_mu);
+  if (h.handle == NULL)
+    return -1;
+  CUdeviceptr p = 0;
+  CUresult r;
+  if (h.library)
+    r = p_cuLibraryGetGlobal ? p_cuLibraryGetGlobal(&p, size, h.handle, name) : -1;
+  else
+    r = p_cuModuleGetGlobal ? p_cuModuleGetGlobal(&p, size, h.handle, name) : -1;
+  *addr = p;
+  return r;
+}
+
 /* The bytes of a module image the application passes to the driver: a fat
  * binary (or the runtime's wrapper around one), a cubin (ELF) or PTX text.
  * Returns its size, 0 when unrecognisable. */
@@ -277,8 +321,10 @@ static void on_load(const mi_callback_data *cd, enum what w) {
   }
   CUresult r = *(CUresult *)cd->functionReturnValue;
   void **handle = ((const p_load *)cd->functionParams)->handle;
-  if (r == 0 && handle != NULL && loading_image >= 0)
+  if (r == 0 && handle != NULL && loading_image >= 0) {
     table_put(&loaded, *handle, loading_image);
+    note_handle(loading_image, *handle, strncmp(cd->functionName, "cuLibrary", 9) == 0);
+  }
   loading_image = -1;
 }
 
@@ -509,6 +555,8 @@ int InitializeInjection(void) {
     p_cuFuncGetParamInfo = dlsym(cuda, "cuFuncGetParamInfo");
     p_cuKernelGetParamInfo = dlsym(cuda, "cuKernelGetParamInfo");
     p_cuDriverGetVersion = dlsym(cuda, "cuDriverGetVersion");
+    p_cuLibraryGetGlobal = dlsym(cuda, "cuLibraryGetGlobal");
+    p_cuModuleGetGlobal = dlsym(cuda, "cuModuleGetGlobal_v2");
   }
   CUpti_SubscriberHandle sub;
   CUptiResult r = p_cuptiSubscribe(&sub, callback, NULL);
