@@ -1,11 +1,14 @@
 package tune
 
 import (
+	"bytes"
 	"fmt"
 	"sort"
 	"strings"
 
 	"github.com/mneme-gpu/mneme"
+	"github.com/mneme-gpu/mneme/internal/safefile"
+	"github.com/mneme-gpu/mneme/nvbin"
 )
 
 // Launch is what the built-in spaces need to know of the recorded launch.
@@ -19,8 +22,10 @@ type Launch struct {
 	NumArgs    int
 	ScalarArgs []int
 	// MachineCode: the kernel was recorded as machine code only (no IR),
-	// so only its launch geometry can change.
+	// so only its launch geometry can change, and the assembler knobs when
+	// its image embeds PTX (EmbeddedPTX).
 	MachineCode bool
+	EmbeddedPTX bool
 }
 
 // Threads is the total number of threads the recorded launch ran.
@@ -177,19 +182,33 @@ func presetSpace(name string, l Launch, lim mneme.DeviceLimits, searchLaunch boo
 	return s, s.Validate()
 }
 
-// machineCodePreset is a preset for a kernel without IR: the recorded code
-// runs whatever the compiler knobs say, so each preset keeps only its block
-// shapes (launch bounds, folding and pipelines need IR).
+// machineCodePreset is a preset for a kernel without IR: launch bounds,
+// folding and pipelines need IR, so the presets keep their block shapes and,
+// where the image embeds PTX, the assembler knobs (register cap, ptxas
+// level) that reassemble it.
 func machineCodePreset(s *Space, name string, l Launch, lim mneme.DeviceLimits) (*Space, error) {
+	assembler := func() {
+		s.Params = append(s.Params,
+			Categorical(ParamMaxRegisters, 0, 32, 64, 128, 255),
+			Categorical(ParamPtxasOpt, 0, 1, 2, 3))
+	}
 	switch name {
 	case "quick":
 		s.addBlock(l, lim, "pow2")
 	case "standard":
 		s.addBlock(l, lim, "step64")
-	case "launch", "full":
+	case "launch":
 		s.addBlock(l, lim, "warp")
+	case "full":
+		s.addBlock(l, lim, "warp")
+		if l.EmbeddedPTX {
+			assembler()
+		}
 	case "compiler":
-		return nil, fmt.Errorf("preset compiler: kernel %s was recorded as machine code only (through the driver), which has no compiler knobs to tune; use --preset launch", l.Kernel)
+		if !l.EmbeddedPTX {
+			return nil, fmt.Errorf("preset compiler: kernel %s was recorded as machine code only (through the driver) and its image embeds no PTX to assemble again; use --preset launch", l.Kernel)
+		}
+		assembler()
 	default:
 		return nil, fmt.Errorf("unknown preset %q (want %s)", name, strings.Join(PresetNames, ", "))
 	}
@@ -314,4 +333,27 @@ func sortedTrue(m map[int]bool) []int {
 	}
 	sort.Ints(out)
 	return out
+}
+
+// embedsPTX reports whether the module image at path (a kernel recorded as
+// machine code) holds PTX a GPU of arch (sm_90) can assemble: PTX text, or
+// a fat binary with PTX of that virtual architecture or an older one.
+func embedsPTX(path, arch string) bool {
+	image, err := safefile.ReadFile(path, safefile.MaxIR)
+	if err != nil {
+		return false
+	}
+	if !bytes.HasPrefix(image, []byte("\x7fELF")) && bytes.Contains(image[:min(len(image), 4096)], []byte(".version")) {
+		return true
+	}
+	cs, err := nvbin.ParseFatbin(image)
+	if err != nil {
+		return false
+	}
+	var n int
+	if _, err := fmt.Sscanf(arch, "sm_%d", &n); err != nil {
+		return false
+	}
+	_, ptx := nvbin.Select(cs, n)
+	return len(ptx) > 0
 }
