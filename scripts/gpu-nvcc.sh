@@ -60,12 +60,19 @@ for n in ${NVCC_EXAMPLES:-vecadd saxpy_inplace pointers spmv stencil2d devglobal
   done
 done
 
-# Tuning without IR: block shapes (launch safety: aggressive with verification).
+# Tuning without IR: block shapes (launch safety: aggressive with
+# verification), then the assembler knobs on the embedded PTX; and one
+# replay of the PTX reassembled under a register cap.
+summary() { python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print("trials", s.get("trials"), "statuses", s.get("statuses"), "best speedup", round(s.get("best_speedup") or 0, 3))' "$1" 2>&1 | tail -n 1; }
 rdb=$w/rdb-vecadd-static
 if [ -d "$rdb" ] && [ -z "${SKIP_NVCC_TUNE:-}" ]; then
   id=$(ids "$rdb" | head -1)
-  limit mneme tune -rdb "$rdb" -rid "$id" --preset launch --launch-safety aggressive --sampler exhaustive --output "$w/tune-vecadd" > "$logs/tune-vecadd.log" 2>&1; rc=$?
-  echo "== nvcc tune vecadd (launch preset, machine code): rc=$rc; $(python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print("trials", s.get("num_trials_completed"), "verified", s.get("num_verified"), "best speedup", s.get("best_speedup"))' "$w/tune-vecadd/summary.json" 2>&1 | tail -n 1)"
+  limit mneme tune -rdb "$rdb" -rid "$id" --preset launch --output "$w/tune-vecadd" > "$logs/tune-vecadd.log" 2>&1; rc=$?
+  echo "== nvcc tune vecadd (launch preset, machine code): rc=$rc; $(summary "$w/tune-vecadd/summary.json")"
+  limit mneme tune -rdb "$rdb" -rid "$id" --preset compiler --output "$w/tune-vecadd-ptxas" > "$logs/tune-vecadd-ptxas.log" 2>&1; rc=$?
+  echo "== nvcc tune vecadd (compiler preset: ptxas level and register cap on the embedded PTX): rc=$rc; $(summary "$w/tune-vecadd-ptxas/summary.json")"
+  limit mneme replay -rdb "$rdb" -rid "$id" --max-registers 32 > "$logs/replay-vecadd-maxreg.json" 2> "$logs/replay-vecadd-maxreg.err"; rc=$?
+  echo "== nvcc replay vecadd reassembled with --max-registers 32: rc=$rc (want 0); $(grep -o '"reg_usage": [0-9]*' "$logs/replay-vecadd-maxreg.json")"
 fi
 
 # Bad input: a program without CUDA, and a driver without CUPTI.
