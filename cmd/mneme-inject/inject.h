@@ -35,6 +35,7 @@ int mi_driver_version(int *v);
  * loaded from image `image` (cuLibraryGetGlobal / cuModuleGetGlobal_v2 in
  * the current context). Returns the driver's result; -1 when the image's
  * handle is unknown or the driver lacks the entry point. */
-int mi_global(int image, const char *name, unsigned long long *addr, size_t *size);
+int mi_global(int image, const char *name, unsigned long long *addr,
+              size_t *size);
 
 #endif
