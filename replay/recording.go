@@ -326,16 +326,12 @@ func (r *Recording) MachineCodeCheck(cfg mneme.Config) error {
 	return nil
 }
 
-// fillDim takes the recorded shape for an unset one and reads missing
-// components of a partial one (JSON {"x":128}) as 1.
+// fillDim takes the recorded shape for an unset one. A partial one (JSON
+// {"x":128}) was completed with 1s when it was read; a component given as 0
+// stays 0, for Validate to refuse.
 func fillDim(d, recorded mneme.Dim3) mneme.Dim3 {
 	if d.IsZero() {
 		return recorded
-	}
-	for _, c := range []*uint32{&d.X, &d.Y, &d.Z} {
-		if *c == 0 {
-			*c = 1
-		}
 	}
 	return d
 }

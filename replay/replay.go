@@ -493,6 +493,10 @@ func (s *Session) BrokenError() error {
 	return s.broken
 }
 
+// CompilerFatal is the first LLVM fatal error or crash the session's
+// compiles trapped (jit.Compiler.Fatal), nil if none.
+func (s *Session) CompilerFatal() error { return s.comp.Fatal() }
+
 // ErrBroken is returned by Run after a sticky CUDA error.
 var ErrBroken = errors.New("the CUDA context is unusable after an earlier kernel fault; restart the process")
 

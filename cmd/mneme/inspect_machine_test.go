@@ -37,7 +37,7 @@ func TestInspectMachineCodeKernel(t *testing.T) {
 	}
 	doc := describeDB(d)
 	k := doc.Kernels[0]
-	if k.Code != db.CodeMachine || !k.DeviceCode.Present || k.IRModule.File != "" {
+	if k.Code != db.CodeMachine || k.DeviceCode == nil || !k.DeviceCode.Present || k.IRModule.File != "" {
 		t.Errorf("kernel %+v: want machine code with its device code present and no IR module", k)
 	}
 	var out bytes.Buffer

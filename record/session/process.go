@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -15,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/mneme-gpu/mneme/appabi"
+	"github.com/mneme-gpu/mneme/db"
 	"github.com/mneme-gpu/mneme/record"
 	"github.com/mneme-gpu/mneme/toolchain"
 )
@@ -45,7 +47,7 @@ func findApplication(name string) (string, error) {
 }
 
 // recordingPatterns match the files of a recording in a database directory.
-var recordingPatterns = []string{"*.json", "RecordedIR_*.bc", "DeviceState.*.mneme", "DeviceCode_*.fatbin", record.StatusFileName}
+var recordingPatterns = []string{"*.json", "RecordedIR_*.bc", "DeviceState.*.mneme", "DeviceCode_*.fatbin", db.LaunchStatsFileName, record.StatusFileName}
 
 // databaseDir is where a recording goes: Final is the -rdb directory;
 // Staging, when --overwrite replaces a recording there, is the directory
@@ -54,6 +56,10 @@ var recordingPatterns = []string{"*.json", "RecordedIR_*.bc", "DeviceState.*.mne
 type databaseDir struct {
 	Final   string
 	Staging string
+	// lock holds an exclusive flock on Staging while this process records
+	// into it: a staging directory nobody holds is left from a record that
+	// was killed, and the next record into Final removes it.
+	lock *os.File
 }
 
 // Dir is the directory the application writes.
@@ -74,6 +80,10 @@ func prepareDatabaseDir(dir string, overwrite bool) (databaseDir, error) {
 	if err != nil {
 		return databaseDir{}, fmt.Errorf("-rdb %s: %w", dir, err)
 	}
+	if err := refuseLink(abs); err != nil {
+		return databaseDir{}, err
+	}
+	removeStaleStaging(abs)
 	if err := os.MkdirAll(abs, 0o755); err != nil {
 		return databaseDir{}, fmt.Errorf("-rdb %s: cannot create the database directory: %v", dir, unwrapPathError(err))
 	}
@@ -93,12 +103,65 @@ func prepareDatabaseDir(dir string, overwrite bool) (databaseDir, error) {
 			return databaseDir{}, fmt.Errorf("-rdb %s: making the directory the new recording goes to before it replaces the old: %v", dir, unwrapPathError(err))
 		}
 		os.Chmod(staging, 0o755)
-		return databaseDir{Final: abs, Staging: staging}, nil
+		lock, err := lockDir(staging)
+		if err != nil {
+			os.RemoveAll(staging)
+			return databaseDir{}, fmt.Errorf("-rdb %s: locking the directory the new recording goes to: %v", dir, err)
+		}
+		return databaseDir{Final: abs, Staging: staging, lock: lock}, nil
 	}
 	if err := os.Remove(filepath.Join(abs, record.StatusFileName)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return databaseDir{}, fmt.Errorf("-rdb %s: %v", dir, err)
 	}
 	return databaseDir{Final: abs}, nil
+}
+
+// refuseLink refuses a database directory (-rdb, or a rank's folder in it)
+// that is a symbolic link: the recording, and --overwrite's swap, would go
+// to wherever it points. Links above it (a site's /scratch) are the user's
+// own path and followed.
+func refuseLink(dir string) error {
+	fi, err := os.Lstat(dir)
+	if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		return nil
+	}
+	target, _ := os.Readlink(dir)
+	return fmt.Errorf("-rdb %s is a symbolic link (to %s): name the directory itself", dir, target)
+}
+
+// stagingPattern matches the staging directories of recordings into abs.
+func stagingPattern(abs string) string {
+	return filepath.Join(filepath.Dir(abs), "."+filepath.Base(abs)+".recording-*")
+}
+
+// lockDir takes an exclusive flock on dir, held until the file is closed
+// (or the process ends, however it ends).
+func lockDir(dir string) (*os.File, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// removeStaleStaging removes the staging directories of recordings into abs
+// that no running record holds: left by a record that was killed before it
+// could swap in or discard its staging directory.
+func removeStaleStaging(abs string) {
+	stale, _ := filepath.Glob(stagingPattern(abs))
+	for _, dir := range stale {
+		if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
+			continue
+		}
+		if lock, err := lockDir(dir); err == nil {
+			os.RemoveAll(dir)
+			lock.Close()
+		}
+	}
 }
 
 // recordingFiles lists the files of a recording in dir.
@@ -141,7 +204,15 @@ func (d databaseDir) commit() error {
 	if err := os.RemoveAll(oldDir); err != nil {
 		return fmt.Errorf("-rdb %s: the new recording is in place; removing the old one in %s: %v", d.Final, oldDir, err)
 	}
+	d.unlock()
 	return nil
+}
+
+// unlock releases the staging directory's lock.
+func (d databaseDir) unlock() {
+	if d.lock != nil {
+		d.lock.Close()
+	}
 }
 
 // discard removes the staging directory of a recording that failed, which
@@ -150,6 +221,7 @@ func (d databaseDir) discard() {
 	if d.Staging != "" {
 		os.RemoveAll(d.Staging)
 	}
+	d.unlock()
 }
 
 // unwrapPathError is the cause of a path error, for messages that name the path themselves.

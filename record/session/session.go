@@ -200,6 +200,13 @@ func selectRank(o *Options, log io.Writer) (rankEnv string, untouched bool, err 
 		return "", true, nil
 	}
 	if sel.Several() {
+		// The ranks' folders go inside -rdb: it must not lead elsewhere
+		// either (each rank's own folder is checked as -rdb is).
+		if abs, err := filepath.Abs(o.DB); err == nil {
+			if err := refuseLink(abs); err != nil {
+				return "", false, mneme.BadInput(err)
+			}
+		}
 		o.DB = filepath.Join(o.DB, RankDir(rank))
 	}
 	return strconv.Itoa(rank), false, nil
@@ -354,6 +361,12 @@ func (r *readBack) summarize(status *record.Status) (summary string, finalizeErr
 		summary = fmt.Sprintf("%d instance(s) of %d kernel(s) recorded in %s (%d of %d launches selected)",
 			d.NumInstances(), len(d.Kernels), rdb, status.LaunchesSelected, status.LaunchesSeen)
 		record.Trace("mneme", "read back")
+	}
+	if status.InstancesReplaced > 0 {
+		summary += fmt.Sprintf("; %d instance(s) gave their place to new launch shapes (--max-recordings)", status.InstancesReplaced)
+	}
+	if status.StatsKernels > 0 {
+		summary += fmt.Sprintf("; launch statistics of %d kernel(s) in %s (mneme inspect shows them)", status.StatsKernels, db.LaunchStatsFileName)
 	}
 	if status.SnapshotSeconds > 0 {
 		// No rate: chunks already stored or all zero count as device data
