@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU step: applications built with nvcc alone, recorded through the driver
 # (libmneme_inject.so under CUDA_INJECTION64_PATH, CUPTI callbacks), with the
-# static and the shared CUDA runtime. For each program: its output plainly and
+# static and the shared CUDA runtime; withcublas records cuBLAS's own kernels. For each program: its output plainly and
 # under `mneme record` (must be the same), the recording's instances replayed
 # (each must verify, bitwise, running the recorded machine code), the
 # recording's wall-time overhead, and a launch-geometry tuning of the first
@@ -33,12 +33,15 @@ declare -A src=(
   [spmv]="spmv/spmv.cu" [stencil2d]="stencil2d/stencil2d.cu" [devglobal]="devglobal/devglobal.cu"
   [dynshared]="dynshared/dynshared.cu" [scalarsweep]="scalarsweep/scalarsweep.cu"
   [thrust_sort]="nvcc/thrust_sort.cu" [multifile]="nvcc/multifile_main.cu nvcc/multifile_kernels.cu"
+  [withcublas]="withcublas/withcublas.cu"
 )
-for n in ${NVCC_EXAMPLES:-vecadd saxpy_inplace pointers spmv stencil2d devglobal dynshared scalarsweep thrust_sort multifile}; do
+# Libraries a program links beyond the CUDA runtime.
+declare -A libs=([withcublas]="-lcublas")
+for n in ${NVCC_EXAMPLES:-vecadd saxpy_inplace pointers spmv stencil2d devglobal dynshared scalarsweep thrust_sort multifile withcublas}; do
   for rt in static shared; do
     exe=$w/$n-$rt
     files=(); for f in ${src[$n]}; do files+=("examples/$f"); done
-    if ! "$nvcc" -O3 -arch="$arch" -cudart "$rt" -Iexamples/common -o "$exe" "${files[@]}" > "$logs/build-$n-$rt.log" 2>&1; then
+    if ! "$nvcc" -O3 -arch="$arch" -cudart "$rt" -Iexamples/common -o "$exe" "${files[@]}" ${libs[$n]:-} > "$logs/build-$n-$rt.log" 2>&1; then
       echo "== nvcc $n ($rt cudart): build FAIL (build-$n-$rt.log)"; tail -5 "$logs/build-$n-$rt.log"; continue
     fi
     t0=$(now); "$exe" > "$logs/plain-$n-$rt.out" 2> "$logs/plain-$n-$rt.err"; prc=$?; t1=$(now)
