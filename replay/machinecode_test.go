@@ -2,6 +2,7 @@ package replay
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"os"
 	"strings"
@@ -128,5 +129,32 @@ func TestReassemblesOnlyMachineCodeWithKnobs(t *testing.T) {
 		if got := reassembles(c.rec, c.cfg); got != c.want {
 			t.Errorf("machine code %v, %+v: %v, want %v", c.rec.Kernel.MachineCodeOnly(), c.cfg, got, c.want)
 		}
+	}
+}
+
+// A fat binary whose PTX is stored uncompressed (".version" in its first
+// bytes) is still read as a fat binary: its PTX entry is what comes back.
+func TestEmbeddedPTXOfAnUncompressedFatbin(t *testing.T) {
+	ptx := []byte("//\n.version 9.0\n.target sm_90\n.address_size 64\n.visible .entry k()\n{ ret; }\n")
+	for len(ptx)%8 != 0 {
+		ptx = append(ptx, 0)
+	}
+	le := binary.LittleEndian
+	entry := make([]byte, 64)
+	le.PutUint16(entry[0:], 1)                // PTX
+	le.PutUint32(entry[4:], 64)               // header size
+	le.PutUint64(entry[8:], uint64(len(ptx))) // payload size
+	le.PutUint16(entry[24:], 0)               // minor
+	le.PutUint16(entry[26:], 9)               // major
+	le.PutUint32(entry[28:], 90)              // compute_90
+	fatbin := make([]byte, 16)
+	le.PutUint32(fatbin[0:], 0xBA55ED50)
+	le.PutUint16(fatbin[4:], 1)
+	le.PutUint16(fatbin[6:], 16)
+	le.PutUint64(fatbin[8:], uint64(len(entry)+len(ptx)))
+	fatbin = append(append(fatbin, entry...), ptx...)
+	got, err := EmbeddedPTX(fatbin, "k", 90)
+	if err != nil || !bytes.Equal(got, bytes.TrimRight(ptx, "\x00")) {
+		t.Errorf("got %q, %v; want the PTX entry alone", got, err)
 	}
 }

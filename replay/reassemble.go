@@ -28,11 +28,11 @@ func reassembles(rec *Recording, cfg mneme.Config) bool {
 // else the fat binary's PTX of the highest virtual architecture not above
 // arch that defines the kernel.
 func EmbeddedPTX(image []byte, kernel string, arch int) ([]byte, error) {
-	if bytes.Contains(image[:min(len(image), 4096)], []byte(".version")) && !bytes.HasPrefix(image, []byte("\x7fELF")) {
-		return bytes.TrimRight(image, "\x00"), nil
-	}
 	cs, err := nvbin.ParseFatbin(image)
 	if errors.Is(err, nvbin.ErrNotFatbin) {
+		if !bytes.HasPrefix(image, []byte("\x7fELF")) && bytes.Contains(image[:min(len(image), 4096)], []byte(".version")) {
+			return bytes.TrimRight(image, "\x00"), nil // PTX text, loaded as such
+		}
 		return nil, errors.New("the recorded image is a cubin, which embeds no PTX")
 	}
 	if err != nil {
@@ -50,7 +50,7 @@ func EmbeddedPTX(image []byte, kernel string, arch int) ([]byte, error) {
 		}
 		for _, pe := range es {
 			if pe.Name == kernel {
-				return ptx, nil
+				return bytes.TrimRight(ptx, "\x00"), nil // padding; LinkPTX adds the terminator
 			}
 		}
 	}

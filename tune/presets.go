@@ -2,6 +2,7 @@ package tune
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -359,10 +360,11 @@ func embedsPTX(path, arch string) bool {
 	if err != nil {
 		return false
 	}
-	if !bytes.HasPrefix(image, []byte("\x7fELF")) && bytes.Contains(image[:min(len(image), 4096)], []byte(".version")) {
-		return true
-	}
 	cs, err := nvbin.ParseFatbin(image)
+	if errors.Is(err, nvbin.ErrNotFatbin) {
+		// PTX text loaded as such, or a cubin (which embeds none).
+		return !bytes.HasPrefix(image, []byte("\x7fELF")) && bytes.Contains(image[:min(len(image), 4096)], []byte(".version"))
+	}
 	if err != nil {
 		return false
 	}
