@@ -175,7 +175,7 @@ static __thread int inside;
  * loaded from, kernels and functions to their library's or module's image.
  * Small open-addressing tables under one lock; handles are never reused
  * while the application holds them, and a stale entry only names an image. */
-#define TABLE_BITS 14
+#define TABLE_BITS 16 /* CUDA libraries (cuBLAS) load thousands of kernels */
 #define TABLE_SIZE (1u << TABLE_BITS)
 struct table {
   void *key[TABLE_SIZE];
