@@ -28,7 +28,7 @@ func TestLoadsLikeTheDriverLoadsIt(t *testing.T) {
 	lib, loader := filepath.Join(dir, "libmneme_inject.so"), filepath.Join(dir, "loader")
 	gobin, err := exec.LookPath("go")
 	if err != nil {
-		t.Skip("no go command: ", err)
+		t.Skip("no go command on PATH: ", err)
 	}
 	for _, c := range [][]string{
 		{gobin, "build", "-buildmode=c-shared", "-o", lib, "."},
