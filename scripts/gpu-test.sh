@@ -149,6 +149,14 @@ if [ -z "${SKIP_E2E:-}" ]; then
     grep -v '^==' "$logs/deploy.log"
     while read -r l; do note "${l#== }"; done < <(grep '^==' "$logs/deploy.log")
   fi
+  # A kernel tuned per launch shape: sizesweep's triad, each size running
+  # its class's code, in-application time per size untuned vs tuned
+  # (scripts/gpu-deploy-classes.sh).
+  if [ -z "${SKIP_DEPLOY_CLASSES:-}" ]; then
+    LOGS=$logs/deploy-classes scripts/gpu-deploy-classes.sh "$w" > "$logs/deploy-classes.log" 2>&1
+    grep -v '^==' "$logs/deploy-classes.log"
+    while read -r l; do note "${l#== }"; done < <(grep '^==' "$logs/deploy-classes.log")
+  fi
   # No first-launch penalty: a kernel launched once, plain against tuned
   # with its code in the cache (cmd/mneme-rt/shim/bench/gpu-first-launch.sh).
   if [ -z "${SKIP_FIRST_LAUNCH:-}" ]; then
