@@ -311,3 +311,54 @@ func mustRead(t *testing.T, path string) []byte {
 	}
 	return b
 }
+
+// Precompiling a kernel with classes: each class compiles its own
+// configuration for its shape (its tuned block), a recorded launch goes to
+// the class of its shape, and a launch of a shape no class covers compiles
+// nothing. The jobs key as the runtime's launches do: a run after them
+// compiles nothing.
+func TestPrecompileJobsClasses(t *testing.T) {
+	p := classedPlan()
+	p.Classes[0].Config.Specialize, p.Classes[0].Config.SpecializeArgs = true, []int{1}
+	launches := map[string][]Launch{"k": {
+		{Grid: dim(4, 1, 1), Block: dim(256, 1, 1), Args: [][]byte{u32(0), u32(7)}},
+		{Grid: dim(4, 1, 1), Block: dim(256, 1, 1), SharedMem: 64, Args: [][]byte{u32(0), u32(8)}}, // no class
+		{Grid: dim(64, 1, 1), Block: dim(256, 1, 1), Args: [][]byte{u32(0), u32(9)}},               // no class
+	}}
+	jobs := PrecompileJobs(Plans{"k": p}, []string{"k"}, launches)
+	if len(jobs) != 2 {
+		t.Fatalf("jobs %+v, want the first class's recorded launch and the second class's generic code", jobs)
+	}
+	if jobs[0].Config.Passes != "default<O1>" || string(jobs[0].Args[1]) != string(u32(7)) || jobs[0].Label != "class 1, recorded launch 1" {
+		t.Errorf("the first class's job %+v", jobs[0])
+	}
+	if jobs[1].Config.Passes != "default<O2>" || jobs[1].Label != "class 2, generic" {
+		t.Errorf("the second class's job %+v", jobs[1])
+	}
+	// The runtime finds both in the store.
+	dir := t.TempDir()
+	store := NewCache(dir)
+	facts := KernelFacts{ScalarArgs: []int{1}, ArgSizes: []int{4, 4}}
+	if err := store.PutFacts("ir", "k", &facts); err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range jobs {
+		if err := store.Put(VariantKey("ir", "k", j.Config, facts, j.Args, "", 0, ""), []byte(j.Config.Passes)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := &passesCompiler{facts: facts}
+	r := &Runtime{Plans: Plans{"k": p}, Store: store, Compiler: c, Loader: &fakeLoader{}, IRHash: "ir"}
+	k := r.Kernel("k")
+	a, err := r.Prepare(k, dim(4, 1, 1), dim(256, 1, 1), [][]byte{u32(0), u32(7)}, 0)
+	if err != nil || a.Variant == nil || a.Variant.Code != "default<O1>" {
+		t.Errorf("the first class after precompiling: %+v, %v", a, err)
+	}
+	b, err := r.Prepare(k, dim(16, 1, 1), dim(256, 1, 1), [][]byte{u32(0), u32(7)}, 64)
+	if err != nil || b.Variant == nil || b.Variant.Code != "default<O2>" {
+		t.Errorf("the second class after precompiling: %+v, %v", b, err)
+	}
+	if c.count() != 0 {
+		t.Errorf("%d compiles after precompiling, want none", c.count())
+	}
+}
