@@ -13,7 +13,8 @@
 # record record/devicecopy), GPU_BENCH=1 (add the jit, replay and staged-copy benchmarks),
 # EXAMPLES (those recorded and replayed end to end; every example is built),
 # SKIP_E2E, SKIP_NVCC (NVCC_EXAMPLES), SKIP_TUNE, SKIP_TUNE_CHECKS, TUNE_CHECKS, SKIP_LAUNCH_STATS, SKIP_FIDELITY (FIDELITY_EXAMPLES,
-# FIDELITY_TRIALS, SKIP_FIDELITY_TUNE), SKIP_DEPLOY (DEPLOY_EXAMPLES), SKIP_FIRST_LAUNCH, SKIP_RECORD_SCALE
+# FIDELITY_TRIALS, SKIP_FIDELITY_TUNE), SKIP_DEPLOY (DEPLOY_EXAMPLES), SKIP_FIRST_LAUNCH, SKIP_OPTIMIZE (OPTIMIZE_EXAMPLES,
+# OPTIMIZE_BUDGET), SKIP_RECORD_SCALE
 # (SCALE_APPS, SCALE_RUNS, SCALE_VARIANTS), SKIP_PYTHON, SKIP_RECORD_CHECKS,
 # OVERHEAD_RUNS (rounds of the overhead benchmark, default 31).
 set -uo pipefail
@@ -170,6 +171,15 @@ if [ -z "${SKIP_E2E:-}" ]; then
     LOGS=$logs/launch-stats scripts/gpu-launch-stats.sh "$w" > "$logs/launch-stats.log" 2>&1
     grep -v '^==' "$logs/launch-stats.log"
     while read -r l; do note "${l#== }"; done < <(grep '^==' "$logs/launch-stats.log")
+  fi
+  # From the application to a faster one: mneme optimize on the examples with
+  # real programs' traits, in-app speedups against replay's, the examples'
+  # own timers, reuse after a rerun and a changed kernel, two GPUs
+  # (scripts/gpu-optimize.sh).
+  if [ -z "${SKIP_OPTIMIZE:-}" ]; then
+    LOGS=$logs/optimize scripts/gpu-optimize.sh "$w" > "$logs/optimize.log" 2>&1
+    grep -v '^==' "$logs/optimize.log" | tail -n 40
+    while read -r l; do note "${l#== }"; done < <(grep '^==' "$logs/optimize.log")
   fi
   # Recording at scale: copies against the pinned bandwidth, overhead on
   # the big examples, the 1% check, MPI ranks (scripts/gpu-record-scale.sh).

@@ -128,16 +128,18 @@ type proposer struct {
 
 func (p *proposer) call(req proposeRequest) (proposeAnswer, error) {
 	var a proposeAnswer
+	ended := mneme.BadInput(fmt.Errorf("the Python proposer (python -m mneme.propose) ended before answering %s: "+
+		"can that Python import the mneme package? Set MNEME_PYTHON, or PYTHONPATH to the repository's python folder (its messages are above)", req.Op))
 	if err := p.enc.Encode(req); err != nil {
-		return a, fmt.Errorf("the Python proposer: writing %s: %w", req.Op, err)
+		// A proposer that exited closes the pipe: the write fails first.
+		return a, ended
 	}
 	line, tooLong, err := readLine(p.rd)
 	switch {
 	case tooLong:
 		return a, fmt.Errorf("the Python proposer: answer to %s longer than %d bytes", req.Op, maxLine)
 	case err != nil && len(line) == 0:
-		return a, mneme.BadInput(fmt.Errorf("the Python proposer (python -m mneme.propose) ended before answering %s: "+
-			"can that Python import the mneme package? Set MNEME_PYTHON, or PYTHONPATH to the repository's python folder (its messages are above)", req.Op))
+		return a, ended
 	}
 	if err := jsonfield.Check(line); err != nil {
 		return a, fmt.Errorf("the Python proposer: answer to %s: %v", req.Op, err)
@@ -231,15 +233,11 @@ type proposedSpace struct {
 	finite   bool
 }
 
-// openProposer starts the proposer and opens its session. With a
+// openProposer opens a session with a started proposer. With a
 // --space-module class the space is the proposer's (its parameters for the
 // records, its configurations for the trials); otherwise Optuna proposes
 // points of space, which this engine derives.
-func openProposer(ctx context.Context, f ProposerFactory, opts Options, t *target, space *Space) (*ProposerSampler, *Space, func() error, error) {
-	conn, err := f.StartProposer(ctx)
-	if err != nil {
-		return nil, nil, nil, err
-	}
+func openProposer(conn *ProposerConn, opts Options, t *target, space *Space) (*ProposerSampler, *Space, func() error, error) {
 	p := &proposer{conn: conn, rd: bufio.NewReaderSize(conn.Out, 64<<10), enc: json.NewEncoder(conn.In)}
 	p.enc.SetEscapeHTML(false)
 	req := proposeRequest{Op: "open", SpaceModule: opts.SpaceModule, SpaceArgs: opts.SpaceArgs, Sampler: canonicalSampler(opts.Sampler),

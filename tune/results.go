@@ -175,6 +175,8 @@ func KeyChanges(old, cur Options) []string {
 	cmp("sampler", canonicalSampler(old.Sampler), canonicalSampler(cur.Sampler))
 	cmp("preset", old.Preset, cur.Preset)
 	cmp("space", old.SpaceHash, cur.SpaceHash)
+	cmp("space_module", old.SpaceModule, cur.SpaceModule)
+	cmp("space_arg", strings.Join(old.SpaceArgs, " "), strings.Join(cur.SpaceArgs, " "))
 	cmp("seed", old.Seed, cur.Seed)
 	cmp("metric", old.Metric, cur.Metric)
 	cmp("objective", old.Objective, cur.Objective)

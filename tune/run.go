@@ -76,27 +76,30 @@ func Run(ctx context.Context, ro RunOptions) error {
 	if err := CheckWorkers(opts.Workers, len(opts.GPUs), ro.CompileWorkers); err != nil {
 		return err
 	}
+	// Python starts while the recording loads: its start-up is most of
+	// what proposing from Python costs.
+	var conn *ProposerConn
+	if opts.UsesPython() {
+		var err error
+		if conn, err = ro.Proposer.StartProposer(ctx); err != nil {
+			return err
+		}
+		defer conn.Close()
+	}
 	target, err := loadTarget(&opts)
 	if err != nil {
 		return err
 	}
-	var cleanups []func() error
 	var sampler Sampler
 	propose := func() error {
-		ps, space, closeProposer, err := openProposer(ctx, ro.Proposer, opts, target, target.space)
+		ps, space, _, err := openProposer(conn, opts, target, target.space)
 		if err != nil {
 			return err
 		}
-		cleanups = append(cleanups, closeProposer)
 		target.space, target.proposing, sampler = space, true, ps
 		opts.SpaceHash = space.Hash()
 		return nil
 	}
-	defer func() {
-		for _, c := range cleanups {
-			c()
-		}
-	}()
 	// A Python class is the space itself; Optuna proposes points of the
 	// space as launch safety leaves it.
 	if opts.SpaceModule != "" {

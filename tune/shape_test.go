@@ -233,7 +233,11 @@ func TestProposerSamplerRunsTheProposedConfigurations(t *testing.T) {
 		t.Fatal(err)
 	}
 	opts := Options{Sampler: "exhaustive", SpaceModule: "fake.py:Fake", Workers: 1, Iterations: 3, Metric: "median", Objective: "speedup"}
-	ps, space, closeFn, err := openProposer(context.Background(), fp, opts, &target{dbDir: dir, kernel: &db.Kernel{StaticHash: "k"}, inst: &db.Instance{DynamicHash: "i"}}, goSpace)
+	conn, err := fp.StartProposer(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, space, closeFn, err := openProposer(conn, opts, &target{dbDir: dir, kernel: &db.Kernel{StaticHash: "k"}, inst: &db.Instance{DynamicHash: "i"}}, goSpace)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,5 +280,73 @@ func TestProposerSamplerRunsTheProposedConfigurations(t *testing.T) {
 	}
 	if len(ids) != 3 {
 		t.Errorf("told ids %v, want 1, 2, 3", ids)
+	}
+}
+
+// TestKeyChangesEachAlone changes one key option at a time: each is
+// reported by its name, and options that may change on resume are not.
+func TestKeyChangesEachAlone(t *testing.T) {
+	base := Options{Sampler: "tpe", Preset: "quick", SpaceHash: "h", Seed: 1, Metric: "median", Objective: "time",
+		Iterations: 5, Instance: "a/b", Kernel: "k", LaunchSafety: "safe", SpaceModule: "s.py:S", SpaceArgs: []string{"n=1"}}
+	for name, change := range map[string]func(*Options){
+		"sampler":       func(o *Options) { o.Sampler = "random" },
+		"preset":        func(o *Options) { o.Preset = "full" },
+		"space":         func(o *Options) { o.SpaceHash = "other" },
+		"seed":          func(o *Options) { o.Seed = 2 },
+		"metric":        func(o *Options) { o.Metric = "mean" },
+		"objective":     func(o *Options) { o.Objective = "speedup" },
+		"iterations":    func(o *Options) { o.Iterations = 7 },
+		"instance":      func(o *Options) { o.Instance = "a/c" },
+		"kernel":        func(o *Options) { o.Kernel = "j" },
+		"launch_safety": func(o *Options) { o.LaunchSafety = "aggressive" },
+		"space_module":  func(o *Options) { o.SpaceModule = "t.py:T" },
+		"space_arg":     func(o *Options) { o.SpaceArgs = []string{"n=2"} },
+	} {
+		cur := base
+		change(&cur)
+		ch := KeyChanges(base, cur)
+		if len(ch) != 1 || !strings.HasPrefix(ch[0], name+":") {
+			t.Errorf("changing %s: %v", name, ch)
+		}
+	}
+	cur := base
+	cur.FailFast, cur.Timeout, cur.Workers, cur.ProteusOutput = true, 9, 4, "p.json"
+	cur.LaunchSafety = "conservative" // Mneme's word for safe
+	if ch := KeyChanges(base, cur); len(ch) != 0 {
+		t.Errorf("options free to change on resume reported: %v", ch)
+	}
+}
+
+// TestSummaryCountsEachStatus adds one trial of each status alone to a
+// baseline and checks the Mneme count it lands in; the baseline is never
+// counted.
+func TestSummaryCountsEachStatus(t *testing.T) {
+	count := func(sum Summary) map[string]int {
+		return map[string]int{"verified": sum.NumVerified, "failed_verification": sum.NumFailedVerification,
+			"invalid_launch": sum.NumInvalidLaunch, "compile_error": sum.NumCompileError, "runtime_error": sum.NumRuntimeError,
+			"invalid_config": sum.NumInvalidConfig, "internal_error": sum.NumInternalError}
+	}
+	want := map[mneme.Status]string{mneme.StatusTimeout: "runtime_error", mneme.StatusCrashed: "runtime_error"}
+	base := Trial{Number: 0, Params: BaselineParams(), Status: mneme.StatusVerified, TimeNS: 1}
+	for _, st := range mneme.Statuses() {
+		var sum Summary
+		sum.mnemeCounts([]Trial{base, {Number: 1, Params: Point{"x": 1}, Status: st}}, 0, "")
+		into, ok := want[st]
+		if !ok {
+			into = string(st)
+		}
+		for k, n := range count(sum) {
+			if (k == into) != (n == 1) || n > 1 {
+				t.Errorf("status %s: %s = %d (want it counted under %s only)", st, k, n, into)
+			}
+		}
+		if sum.NumTrialsCompleted != 1 || sum.Status != "ok" || sum.NumTrialsRequested != nil {
+			t.Errorf("status %s: completed %d, status %q, requested %v", st, sum.NumTrialsCompleted, sum.Status, sum.NumTrialsRequested)
+		}
+	}
+	var sum Summary
+	sum.mnemeCounts(nil, 40, StopTimeout)
+	if sum.Status != StopTimeout || sum.NumTrialsRequested == nil || *sum.NumTrialsRequested != 40 {
+		t.Errorf("a run stopped by --timeout with 40 requested: %+v", sum)
 	}
 }

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"github.com/mneme-gpu/mneme"
-
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 	"gopkg.in/yaml.v3"
 
+	"github.com/mneme-gpu/mneme"
 	"github.com/mneme-gpu/mneme/internal/safefile"
 	"github.com/mneme-gpu/mneme/tune"
 )

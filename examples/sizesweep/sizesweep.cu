@@ -13,6 +13,12 @@
 
 #include "../common/check.h"
 
+// Adam's epsilon; a build with another (-DADAM_EPS=...) changes adam's code
+// alone, as an edit of one kernel does (scripts/gpu-optimize.sh).
+#ifndef ADAM_EPS
+#define ADAM_EPS 1e-8f
+#endif
+
 __global__ void triad(float *y, const float *x, float a, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n)
@@ -31,7 +37,7 @@ __global__ void adam(float *w, float *m, float *v, const float *g, float lr,
   v[i] = vi;
   float mhat = mi / (1.0f - powf(0.9f, (float)step));
   float vhat = vi / (1.0f - powf(0.999f, (float)step));
-  w[i] -= lr * mhat / (sqrtf(vhat) + 1e-8f);
+  w[i] -= lr * mhat / (sqrtf(vhat) + ADAM_EPS);
 }
 
 int main() {
@@ -107,7 +113,7 @@ int main() {
       mv = 0.999f * mv + 0.001f * g[p] * g[p];
       float mhat = mm / (1.0f - std::pow(0.9f, (float)step));
       float vhat = mv / (1.0f - std::pow(0.999f, (float)step));
-      mw -= lr * mhat / (std::sqrt(vhat) + 1e-8f);
+      mw -= lr * mhat / (std::sqrt(vhat) + ADAM_EPS);
     }
     worst = std::fmax(worst, rel_diff(w[p], mw));
     sum += w[p];
