@@ -8,7 +8,11 @@
 # interleaved. Per size it prints the application's own time per launch
 # (its events around each size's launches, on stderr), untuned against
 # tuned, and whether the size ran its class's code or the application's
-# (a shape no class covers). Lines starting with "== " are summary lines.
+# (a shape no class covers). Then two edits of the tuned file: one class
+# dropped (its size must run the application's code, the others theirs)
+# and the folded values replaced by one no launch has (one warning naming
+# the file and kernel; every launch runs the application's code). Lines
+# starting with "== " are summary lines.
 # Usage: scripts/gpu-deploy-classes.sh WORKDIR (holding wrapper/sizesweep/sizesweep)
 set -uo pipefail
 w=${1:?usage: gpu-deploy-classes.sh WORKDIR}
@@ -78,3 +82,34 @@ print(f"== deploy classes sizesweep: {'PASS' if ok else 'FAIL'} ({len(classes)} 
       f"output {'same' if same else 'DIFFERENT'}, exit codes {sorted(rcs)}, {warnings} warning(s), {compiles} compiles warm"
       + (f", slower than 0.95x at sizes {slower}" if slower else "") + ")")
 PY
+
+# Edits of the tuned file: a class dropped, folded values no launch has.
+python3 - "$tuned" "$logs" <<'PY'
+import json, sys
+tuned, logs = sys.argv[1], sys.argv[2]
+entries = json.load(open(tuned))
+name, e = next(iter(entries.items()))
+if len(e.get("classes") or []) >= 2:
+    d = json.loads(json.dumps(entries)); d[name]["classes"] = d[name]["classes"][1:]
+    json.dump(d, open(f"{logs}/one-class-dropped.json", "w"))
+if e.get("folded"):
+    d = json.loads(json.dumps(entries))
+    for f in d[name]["folded"]:
+        f["values"] = ["ffffff7f" if len(v) == 8 else "ff" * (len(v) // 2) for v in f["values"][:1]]
+        f["distinct"] = max(f.get("distinct", 1), 1)
+    json.dump(d, open(f"{logs}/unmeasured-values.json", "w"))
+PY
+MNEME_JIT=off "$app" > "$logs/safety.off.out" 2>/dev/null
+if [ -f "$logs/one-class-dropped.json" ]; then
+  MNEME_TUNED_KERNELS=$logs/one-class-dropped.json MNEME_CACHE_DIR=$cache MNEME_TRACE=$logs/dropped.trace "$app" > "$logs/dropped.out" 2> "$logs/dropped.err"; rc=$?
+  echo "== deploy classes, one class dropped: rc=$rc, $(grep -c 'is in no class' "$logs/dropped.trace") launch shape(s) ran the application's code, $(grep -c 'mneme:' "$logs/dropped.err") warning(s), compiles $(grep -c ' deploy compiled ' "$logs/dropped.trace"), output $(cmp -s "$logs/safety.off.out" "$logs/dropped.out" && echo same || echo DIFFERENT) (want rc=0, 1 shape, 0 warnings, 0 compiles, same)"
+else
+  echo "== deploy classes, one class dropped: not run (the tuned entry has fewer than two classes)"
+fi
+if [ -f "$logs/unmeasured-values.json" ]; then
+  MNEME_TUNED_KERNELS=$logs/unmeasured-values.json MNEME_CACHE_DIR=$cache MNEME_TRACE=$logs/unmeasured.trace "$app" > "$logs/unmeasured.out" 2> "$logs/unmeasured.err"; rc=$?
+  echo "== deploy classes, folded values no launch has: rc=$rc, $(grep -c 'mneme:' "$logs/unmeasured.err") warning(s), compiles $(grep -c ' deploy compiled ' "$logs/unmeasured.trace"), output $(cmp -s "$logs/safety.off.out" "$logs/unmeasured.out" && echo same || echo DIFFERENT) (want rc=0, 1 warning, 0 compiles, same)"
+  sed 's/^/   /' "$logs/unmeasured.err" | grep 'mneme:' | head -2
+else
+  echo "== deploy classes, folded values no launch has: not run (the tuned entry folds no argument)"
+fi
