@@ -316,27 +316,35 @@ func TestVariantLaunchKey(t *testing.T) {
 	g, b := dim(1, 2, 3), dim(4, 5, 6)
 	folded := [][]byte{{7, 8}, {9}}
 	want := []byte{4, 0, 0, 0, 5, 0, 0, 0, 6, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 7, 8, 9}
-	if got := VariantLaunchKey(nil, g, b, true, folded); !bytes.Equal(got, want) {
+	if got := VariantLaunchKey(nil, g, b, true, false, 0, folded); !bytes.Equal(got, want) {
 		t.Fatalf("key %v, want %v", got, want)
 	}
-	if got := VariantLaunchKey(nil, g, b, false, folded); !bytes.Equal(got, append(want[:12:12], 7, 8, 9)) {
+	if got := VariantLaunchKey(nil, g, b, false, false, 0, folded); !bytes.Equal(got, append(want[:12:12], 7, 8, 9)) {
 		t.Fatalf("key without dims %v", got)
 	}
-	key := func(g, b mneme.Dim3, dims bool, f [][]byte) string {
-		return string(VariantLaunchKey(nil, g, b, dims, f))
+	withShared := append(append(want[:24:24], 0x00, 0x01, 0x02, 0x00), 7, 8, 9)
+	if got := VariantLaunchKey(nil, g, b, true, true, 0x20100, folded); !bytes.Equal(got, withShared) {
+		t.Fatalf("key with shared memory %v, want %v", got, withShared)
 	}
-	ref := key(g, b, true, folded)
+	key := func(g, b mneme.Dim3, dims, sk bool, shared uint32, f [][]byte) string {
+		return string(VariantLaunchKey(nil, g, b, dims, sk, shared, f))
+	}
+	ref := key(g, b, true, true, 256, folded)
 	for name, other := range map[string]string{
-		"grid.x": key(dim(9, 2, 3), b, true, folded), "grid.y": key(dim(1, 9, 3), b, true, folded), "grid.z": key(dim(1, 2, 9), b, true, folded),
-		"block.x": key(g, dim(9, 5, 6), true, folded), "block.y": key(g, dim(4, 9, 6), true, folded), "block.z": key(g, dim(4, 5, 9), true, folded),
-		"arg0": key(g, b, true, [][]byte{{7, 9}, {9}}), "arg1": key(g, b, true, [][]byte{{7, 8}, {8}}), "dims": key(g, b, false, folded),
+		"grid.x": key(dim(9, 2, 3), b, true, true, 256, folded), "grid.y": key(dim(1, 9, 3), b, true, true, 256, folded), "grid.z": key(dim(1, 2, 9), b, true, true, 256, folded),
+		"block.x": key(g, dim(9, 5, 6), true, true, 256, folded), "block.y": key(g, dim(4, 9, 6), true, true, 256, folded), "block.z": key(g, dim(4, 5, 9), true, true, 256, folded),
+		"arg0": key(g, b, true, true, 256, [][]byte{{7, 9}, {9}}), "arg1": key(g, b, true, true, 256, [][]byte{{7, 8}, {8}}), "dims": key(g, b, false, true, 256, folded),
+		"shared": key(g, b, true, true, 257, folded), "shared keyed": key(g, b, true, false, 256, folded),
 	} {
 		if other == ref {
 			t.Errorf("changing %s alone left the key unchanged", name)
 		}
 	}
-	if key(g, b, true, folded) != ref {
+	if key(g, b, true, true, 256, folded) != ref {
 		t.Error("equal inputs gave another key")
+	}
+	if key(g, b, true, false, 1, folded) != key(g, b, true, false, 2, folded) {
+		t.Error("the shared memory entered a key that does not key it")
 	}
 }
 
