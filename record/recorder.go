@@ -124,6 +124,7 @@ type Recorder struct {
 	kernels   map[kernelKey]*kernelState
 	matching  int // launches of selected kernels so far (for --skip)
 	status    Status
+	managed   db.ManagedList // the managed allocations made so far
 	device    *db.DeviceInfo
 	toolchain db.Toolchain
 
@@ -368,11 +369,21 @@ func (r *Recorder) Free(addr uint64) (ours bool, err error) {
 	return true, r.arena.Free(addr)
 }
 
-// Managed counts a managed allocation (the shim warns about it).
-func (r *Recorder) Managed() {
+// Managed counts a managed allocation of size bytes at addr (the shim
+// warns about it) and lists it in the database (db.ManagedFileName), so
+// replay can refuse the launches whose arguments point into it.
+func (r *Recorder) Managed(addr, size uint64) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.status.ManagedAllocations++
-	r.mu.Unlock()
+	if len(r.managed.Allocations) >= db.MaxManagedAllocations {
+		r.managed.Dropped++
+	} else {
+		r.managed.Allocations = append(r.managed.Allocations, db.ManagedAllocation{Addr: db.FormatVAddr(addr), Size: size})
+	}
+	if err := db.WriteManaged(r.cfg.DB, &r.managed); err != nil {
+		r.status.addError(fmt.Sprintf("listing the managed allocations: %v", err))
+	}
 }
 
 // Launch is shown every launch of the application. It records the launch

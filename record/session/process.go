@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/mneme-gpu/mneme/db"
 	"github.com/mneme-gpu/mneme/record"
 	"github.com/mneme-gpu/mneme/toolchain"
 )
@@ -44,7 +45,7 @@ func findApplication(name string) (string, error) {
 }
 
 // recordingPatterns match the files of a recording in a database directory.
-var recordingPatterns = []string{"*.json", "RecordedIR_*.bc", "DeviceState.*.mneme", "DeviceCode_*.fatbin", record.StatusFileName}
+var recordingPatterns = []string{"*.json", "RecordedIR_*.bc", "DeviceState.*.mneme", "DeviceCode_*.fatbin", record.StatusFileName, db.ManagedFileName}
 
 // databaseDir is where a recording goes: Final is the -rdb directory;
 // Staging, when --overwrite replaces a recording there, is the directory
