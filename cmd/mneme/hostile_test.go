@@ -652,6 +652,19 @@ var hostileCases = []hostileCase{
 		},
 	},
 	{
+		name: "replay of a launch whose argument points into managed memory is refused before any GPU",
+		setup: func(h *hostileEnv) ([]string, string) {
+			inst := h.instance(h.Vecadd)
+			args, err := inst.ArgBytes()
+			h.must(err)
+			y := binary.LittleEndian.Uint64(args[0])
+			h.must(db.WriteManaged(h.DB, &db.ManagedList{Allocations: []db.ManagedAllocation{{Addr: db.FormatVAddr(y - 64), Size: 1 << 20}}}))
+			return []string{"replay", "-rdb", "db", "--kernel", "_Z6vecaddPfPKfif", "-rid", inst.DynamicHash}, ""
+		},
+		code:   2,
+		stderr: []string{"cannot be replayed", "argument 0", "points into the managed allocation", ".mneme-record.managed"},
+	},
+	{
 		name: "record --overwrite that records nothing keeps the old recording",
 		setup: func(h *hostileEnv) ([]string, string) {
 			// A runtime library that loads and records nothing.
