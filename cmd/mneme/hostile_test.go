@@ -435,6 +435,16 @@ var hostileCases = []hostileCase{
 		stderr: []string{"trials.jsonl", "not a regular file (a FIFO)"},
 	},
 	{
+		name: "resume where geometry.json is a FIFO",
+		setup: func(h *hostileEnv) ([]string, string) {
+			h.fifo(filepath.Join(h.resultsFolder(), "geometry.json"))
+			return h.tuneArgs("--resume"), ""
+		},
+		// Not read, so decided again; only the missing GPU stops the run.
+		code:   6,
+		stderr: []string{"GPU"},
+	},
+	{
 		name: "resume with a complete trial line that does not parse",
 		setup: func(h *hostileEnv) ([]string, string) {
 			out := h.resultsFolder()
