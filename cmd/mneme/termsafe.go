@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -90,4 +91,14 @@ func (t *termWriter) Flush() error {
 	_, err := io.WriteString(t.w, termSafe(string(t.pending), true))
 	t.pending = nil
 	return err
+}
+
+// rawFile is the file behind w, unwrapping a termWriter: for output that
+// controls the terminal on purpose (a progress bar) and carries no names.
+func rawFile(w io.Writer) (*os.File, bool) {
+	if t, ok := w.(*termWriter); ok {
+		w = t.w
+	}
+	f, ok := w.(*os.File)
+	return f, ok
 }

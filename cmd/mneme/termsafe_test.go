@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"testing"
 )
 
@@ -21,5 +22,14 @@ func TestTermWriterEscapesAcrossWrites(t *testing.T) {
 	}
 	if want := "k\\x1b[2J\té €\\u202e\n\\xff"; out.String() != want {
 		t.Errorf("got %q, want %q", out.String(), want)
+	}
+}
+
+func TestRawFileUnwrapsTheTerminalWriter(t *testing.T) {
+	if f, ok := rawFile(newTermWriter(os.Stderr)); !ok || f != os.Stderr {
+		t.Errorf("rawFile(termWriter(stderr)) = %v, %v", f, ok)
+	}
+	if _, ok := rawFile(&bytes.Buffer{}); ok {
+		t.Error("a buffer taken for a file")
 	}
 }

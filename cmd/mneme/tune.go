@@ -281,11 +281,13 @@ type progressBar struct{ bar *progressbar.ProgressBar }
 
 // newProgressBar is a bar on stderr when stderr is a terminal, else nil.
 func newProgressBar(stderr io.Writer, budget int) tune.ProgressDisplay {
-	fd, ok := stderr.(*os.File)
+	// The bar draws with carriage returns of its own, which the escaping
+	// writer of messages would show: it writes to the terminal itself.
+	fd, ok := rawFile(stderr)
 	if !ok || !term.IsTerminal(int(fd.Fd())) {
 		return nil
 	}
-	return progressBar{progressbar.NewOptions(budget, progressbar.OptionSetWriter(stderr), progressbar.OptionShowCount(),
+	return progressBar{progressbar.NewOptions(budget, progressbar.OptionSetWriter(fd), progressbar.OptionShowCount(),
 		progressbar.OptionSetWidth(30), progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())}
 }
 
