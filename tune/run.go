@@ -33,6 +33,10 @@ type RunOptions struct {
 	// AnalyzeGeometry reads the kernel's launch-geometry facts from its IR;
 	// without it every kernel counts as geometry-dependent.
 	AnalyzeGeometry GeometryAnalyzer
+	// CheckPipeline, when set, checks a pipeline text (LLVM parses it): a
+	// pipeline choice of the space that fails is bad input at load, not a
+	// point counted feasible that every trial of fails.
+	CheckPipeline func(string) error
 	// Progress, when set, makes a display for a study of budget trials; it
 	// may return nil for none.
 	Progress func(budget int) ProgressDisplay
@@ -66,6 +70,9 @@ func Run(ctx context.Context, ro RunOptions) error {
 	}
 	target, err := loadTarget(&opts)
 	if err != nil {
+		return err
+	}
+	if err := checkPipelines(target.space, ro.CheckPipeline); err != nil {
 		return err
 	}
 	geo, err := target.applyLaunchSafety(&opts, ro.AnalyzeGeometry, target.dbDir, ro.Resume)
@@ -347,6 +354,27 @@ func loadTarget(opts *Options) (*target, error) {
 		opts.CacheDir = filepath.Join(opts.Output, "jit-cache")
 	}
 	return t, nil
+}
+
+// checkPipelines checks every pipeline choice of the space with check (nil:
+// none checked).
+func checkPipelines(space *Space, check func(string) error) error {
+	if check == nil {
+		return nil
+	}
+	for _, p := range space.Params {
+		if p.Kind != KindPipeline {
+			continue
+		}
+		for _, c := range p.Choices {
+			if text, ok := c.(string); ok {
+				if err := check(text); err != nil {
+					return mneme.BadInput(fmt.Errorf("space %s: parameter %q: pipeline %q: %v", space.Name, p.Name, text, err))
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // buildSpace builds the preset or the space file the options name.

@@ -710,6 +710,15 @@ var hostileCases = []hostileCase{
 		},
 	},
 	{
+		name: "a space whose pipeline choice LLVM does not parse is refused at load",
+		setup: func(h *hostileEnv) ([]string, string) {
+			h.write(filepath.Join(h.Dir, "pipes.yaml"), []byte("params: {opt: {type: pipeline, values: [\"default<O3>\", \"default<O3>,no-such-pass\"]}}\nderive: {passes: \"opt\"}\n"))
+			return []string{"tune", "-rdb", "db", "-rid", h.instance(h.Stencil).DynamicHash, "--space", "pipes.yaml", "--output", "out", "--dry-run"}, ""
+		},
+		code:   2,
+		stderr: []string{`parameter "opt": pipeline "default<O3>,no-such-pass"`, "no-such-pass"},
+	},
+	{
 		name: "record --overwrite that records nothing keeps the old recording",
 		setup: func(h *hostileEnv) ([]string, string) {
 			// A runtime library that loads and records nothing.

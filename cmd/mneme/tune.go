@@ -20,6 +20,7 @@ import (
 
 	"github.com/mneme-gpu/mneme"
 	"github.com/mneme-gpu/mneme/internal/safefile"
+	"github.com/mneme-gpu/mneme/replay"
 	"github.com/mneme-gpu/mneme/tune"
 )
 
@@ -271,6 +272,7 @@ func runTune(stdout, stderr io.Writer, fl *pflag.FlagSet, f *tuneFlags) error {
 		Options: opts, Resume: f.resume, PrintSpace: f.printSpace, DryRun: f.dryRun, BaselineOnly: f.baselineOnly,
 		CompileWorkers: f.compileWorkers, Factory: tune.ExecWorkerFactory{Path: self, Args: []string{"worker"}},
 		AnalyzeGeometry: analyzeGeometry,
+		CheckPipeline:   replay.ValidatePipeline,
 		Progress:        func(budget int) tune.ProgressDisplay { return newProgressBar(stderr, budget) },
 		Stdout:          stdout, Stderr: stderr,
 	})
