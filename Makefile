@@ -1,4 +1,4 @@
-# Builds the mneme prefix: build/bin/mneme, build/lib/{libmneme_rt.so,libmneme_shim.a},
+# Builds the mneme prefix: build/bin/mneme, build/lib/{libmneme_rt.so,libmneme_inject.so,libmneme_shim.a},
 # build/lib/cmake/mneme. `mneme config prefix` finds this layout from the binary's location.
 PREFIX   ?= $(CURDIR)/build
 GO       ?= go
@@ -30,6 +30,13 @@ C_FILES  = $$(git ls-files --cached --others --exclude-standard '*.c' '*.h' '*.c
 FUZZTIME ?= 3s
 # Packages whose code runs goroutines, tested again under the race detector.
 RACE_PKGS := ./tune ./db ./record ./record/arena ./deploy
+# Packages whose tests build inputs in a subprocess that go test's cache does
+# not see: the runtime library built from cmd/mneme-rt and its Go imports
+# (shimtest), the shim's C sources (toolchain), the tuner's test worker
+# (tune/internal/testworker), the CUDA test kernels compiled by clang (jit,
+# llvm, record/llvmir). A cached pass of theirs could be stale, so make test
+# runs them with -count=1, never from the cache.
+UNCACHED_PKGS := ./cmd/mneme-rt/shim/shimtest ./toolchain ./tune ./jit ./llvm ./record/llvmir
 
 .PHONY: all mneme runtime cmake test lint tools gpu-test mutate clean
 all: mneme runtime cmake
@@ -48,6 +55,7 @@ SHIM_OBJ := $(SHIM_SRC:cmd/mneme-rt/shim/%.c=$(PREFIX)/obj/shim/%.o)
 runtime:
 	@mkdir -p $(PREFIX)/lib $(PREFIX)/obj/shim
 	$(GO) build -trimpath -buildmode=c-shared -o $(PREFIX)/lib/libmneme_rt.so ./cmd/mneme-rt
+	$(GO) build -trimpath -buildmode=c-shared -o $(PREFIX)/lib/libmneme_inject.so ./cmd/mneme-inject
 	for c in $(SHIM_SRC); do $(CC) -O2 -fPIC -Wall -DMNEME_DEFAULT_RT_LIB='"$(PREFIX)/lib/libmneme_rt.so"' -c $$c -o $(PREFIX)/obj/shim/$$(basename $$c .c).o || exit 1; done
 	rm -f $(PREFIX)/lib/libmneme_shim.a
 	ar rcs $(PREFIX)/lib/libmneme_shim.a $(SHIM_OBJ)
@@ -79,14 +87,18 @@ lint: $(STATICCHECK)
 	./scripts/check-refs.sh
 
 test: lint
-	$(GO) test ./...
-	$(GO) test -race $(RACE_PKGS)
+	m=$$($(GO) list -m) && $(GO) test $$($(GO) list ./... | grep -v -x -F $(UNCACHED_PKGS:./%=-e $$m/%))
+	$(GO) test -count=1 $(UNCACHED_PKGS)
+	$(GO) test -race $(filter-out $(UNCACHED_PKGS),$(RACE_PKGS))
+	$(GO) test -race -count=1 $(filter $(UNCACHED_PKGS),$(RACE_PKGS))
 	# the static LLVM link that `make` ships, through the LLVM and JIT tests
-	$(GO) test -tags llvmstatic ./llvm ./jit
+	$(GO) test -count=1 -tags llvmstatic ./llvm ./jit
 	# the Python API (python/), from the virtual environment scripts/setup.sh makes
 	cd python && ../.venv/bin/python -m pytest -q
 	# the verdicts the GPU benchmark scripts print (cmd/mneme-rt/shim/bench)
 	.venv/bin/python -m pytest -q -p no:cacheprovider cmd/mneme-rt/shim/bench
+	# an optimize report opened in headless Chromium (scripts/check-report.sh)
+	GO=$(GO) ./scripts/check-report.sh
 	# every fuzz target past its seeds, FUZZTIME each (scripts/fuzz-all.sh)
 	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz-all.sh
 

@@ -209,6 +209,9 @@ func mnemePlan(path, kernel string, raw json.RawMessage) (*Plan, error) {
 	if err := checkCompileConfig(tk.Config); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
+	if err := tk.Validate(); err != nil {
+		return nil, err
+	}
 	if tk.Config.Passes == "" && !tk.Config.Original {
 		tk.Config.Passes = mneme.DefaultPipeline
 	}

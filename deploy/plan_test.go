@@ -434,6 +434,7 @@ func FuzzReadMnemeTuned(f *testing.F) {
 	f.Add([]byte(`{"k":{"config":{"original":true,"block":{"x":0,"y":5}},"launch_searched":true}}`))
 	f.Add([]byte(`{"k":{"config":null},"j":{"config":{"codegen_opt":-1}}}`))
 	f.Add([]byte(`{"a":1,"a":2}`))
+	f.Add([]byte(`{"k":{"config":{"specialize":true,"specialize_args":[1]},"statistics":"run","folded":[{"arg":1,"values":["0a"]}],"classes":[{"grid":{"x":4},"block":{"x":64},"config":{"codegen_opt":2}},{"grid":{"x":4},"block":{"x":64},"config":{}}]}}`))
 	// One file per fuzzing process, rewritten for each input: a folder
 	// per input would cost more than the reader.
 	path := filepath.Join(f.TempDir(), "mneme_tuned_kernels.json")

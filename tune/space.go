@@ -38,6 +38,9 @@ type Space struct {
 	Vars map[string]any
 	// Limits bound derived configurations (block size, shared memory).
 	Limits mneme.DeviceLimits
+	// proposed is set for a space defined in Python (--space-module): its
+	// points and configurations come from the proposer.
+	proposed *proposedSpace
 }
 
 // Validate checks parameter definitions and names.
@@ -117,6 +120,9 @@ func (s *Space) Evaluate(pt Point) (mneme.Config, error) {
 // Normalize converts values read back from JSON (numbers as float64) to the
 // parameter's own types, and rejects names and values the space lacks.
 func (s *Space) Normalize(pt Point) (Point, error) {
+	if s.proposed != nil {
+		return pt, nil // the Python class's values, as it proposed them
+	}
 	out := Point{}
 	for _, p := range s.Params {
 		v, ok := pt[p.Name]
@@ -167,6 +173,10 @@ const maxCountFeasible = 2_000_000
 // points it also counts the feasible ones, which costs an enumeration.
 func (s *Space) Describe() Describe {
 	d := Describe{Name: s.Name, Params: s.Params, Constraints: s.constraintNames(), Baseline: s.Baseline, Vars: s.Vars}
+	if s.proposed != nil {
+		d.Size, d.Finite, d.Feasible = s.proposed.size, s.proposed.finite, s.proposed.feasible
+		return d
+	}
 	d.Size, d.Finite = s.Size()
 	if d.Finite && d.Size <= maxCountFeasible {
 		ex, err := NewExhaustive(s)

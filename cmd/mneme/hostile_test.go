@@ -938,14 +938,14 @@ func FuzzDecodeConfigYAML(f *testing.F) {
 	f.Add([]byte("a: &x [*x]\n"))
 	f.Add([]byte("seed: 1e400\nbogus: 1\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if _, _, err := decodeConfigYAML("fuzz.yaml", data); err != nil && !strings.Contains(err.Error(), "fuzz.yaml") {
+		if _, _, _, err := decodeConfigYAML("fuzz.yaml", data); err != nil && !strings.Contains(err.Error(), "fuzz.yaml") {
 			t.Fatalf("error does not name the file: %v", err)
 		}
 	})
 }
 
 func TestDecodeConfigYAMLRefusesRepeatedKeys(t *testing.T) {
-	if _, _, err := decodeConfigYAML("c.yaml", []byte("trials: 1\ntrials: 2\n")); err == nil || !strings.Contains(err.Error(), "trials") {
+	if _, _, _, err := decodeConfigYAML("c.yaml", []byte("trials: 1\ntrials: 2\n")); err == nil || !strings.Contains(err.Error(), "trials") {
 		t.Fatalf("repeated key: %v", err)
 	}
 }

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"debug/elf"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/mneme-gpu/mneme/appabi"
 	"github.com/mneme-gpu/mneme/db"
 	"github.com/mneme-gpu/mneme/record"
 	"github.com/mneme-gpu/mneme/toolchain"
@@ -45,7 +47,7 @@ func findApplication(name string) (string, error) {
 }
 
 // recordingPatterns match the files of a recording in a database directory.
-var recordingPatterns = []string{"*.json", "RecordedIR_*.bc", "DeviceState.*.mneme", "DeviceCode_*.fatbin", record.StatusFileName, db.ManagedFileName}
+var recordingPatterns = []string{"*.json", "RecordedIR_*.bc", "DeviceState.*.mneme", "DeviceCode_*.fatbin", db.LaunchStatsFileName, record.StatusFileName, db.ManagedFileName}
 
 // databaseDir is where a recording goes: Final is the -rdb directory;
 // Staging, when --overwrite replaces a recording there, is the directory
@@ -251,6 +253,53 @@ func runtimeLibrary() (string, error) {
 	lib := layout.RuntimeLibrary()
 	if _, err := os.Stat(lib); err != nil {
 		return "", fmt.Errorf("runtime library %s not found (build the prefix with `make all`, or set %s)", lib, record.EnvRuntimeLib)
+	}
+	return lib, nil
+}
+
+// EnvCUDAInjection names the tool library the CUDA driver loads at
+// initialization (the hook NVIDIA's profilers use).
+const EnvCUDAInjection = "CUDA_INJECTION64_PATH"
+
+// How an application is recorded.
+type recordingPath int
+
+const (
+	// viaShim: the executable carries the IR mneme's compiler wrapper
+	// embeds, and the shim that records it from inside.
+	viaShim recordingPath = iota
+	// viaDriverOnly: an executable without that IR (an nvcc build) is
+	// recorded through the driver's injection hook.
+	viaDriverOnly
+	// viaEither: not an executable (a script); what it runs is recorded by
+	// whichever applies.
+	viaEither
+)
+
+func howToRecord(app string) recordingPath {
+	f, err := elf.Open(app)
+	if err != nil {
+		return viaEither
+	}
+	defer f.Close()
+	if sec := f.Section(appabi.IRSection); sec != nil && sec.Type != elf.SHT_NOBITS {
+		return viaShim
+	}
+	return viaDriverOnly
+}
+
+// injectLibrary is libmneme_inject.so beside the runtime library rt, or
+// MNEME_INJECT_LIB when set.
+func injectLibrary(rt string) (string, error) {
+	if p := os.Getenv(record.EnvInjectLib); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("injection library %s (%s): %v", p, record.EnvInjectLib, unwrapPathError(err))
+		}
+		return filepath.Abs(p)
+	}
+	lib := filepath.Join(filepath.Dir(rt), "libmneme_inject.so")
+	if _, err := os.Stat(lib); err != nil {
+		return "", fmt.Errorf("injection library %s not found, which records applications not built with `mneme config cxx` (build the prefix with `make all`, or set %s)", lib, record.EnvInjectLib)
 	}
 	return lib, nil
 }
