@@ -40,6 +40,16 @@ type ManagedList struct {
 	Dropped int64 `json:"dropped,omitempty"`
 }
 
+// Add lists one managed allocation, or counts it in Dropped past
+// MaxManagedAllocations.
+func (l *ManagedList) Add(addr, size uint64) {
+	if len(l.Allocations) >= MaxManagedAllocations {
+		l.Dropped++
+		return
+	}
+	l.Allocations = append(l.Allocations, ManagedAllocation{Addr: FormatVAddr(addr), Size: size})
+}
+
 // WriteManaged writes the list into the database directory dir, replacing
 // the previous one atomically.
 func WriteManaged(dir string, l *ManagedList) error {

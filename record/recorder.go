@@ -131,8 +131,11 @@ type Recorder struct {
 	matching  int // launches of selected kernels so far (for --skip)
 	status    Status
 	managed   db.ManagedList // the managed allocations made so far
-	device    *db.DeviceInfo
-	toolchain db.Toolchain
+	// managedDirty: managed lists allocations not yet written; writeStatus
+	// writes them (once per status, not once per allocation).
+	managedDirty bool
+	device       *db.DeviceInfo
+	toolchain    db.Toolchain
 
 	buffers     [2][][]byte // snapshot buffers: prologue, epilogue
 	bufferBytes uint64
@@ -253,6 +256,12 @@ func (r *Recorder) reportError(msg string) {
 }
 
 func (r *Recorder) writeStatus() {
+	if r.managedDirty {
+		r.managedDirty = false
+		if err := db.WriteManaged(r.cfg.DB, &r.managed); err != nil {
+			r.status.addError(fmt.Sprintf("listing the managed allocations: %v", err))
+		}
+	}
 	if r.arena != nil {
 		r.status.ArenaPeak = r.arena.MappedBytes()
 	}
@@ -395,14 +404,8 @@ func (r *Recorder) Managed(addr, size uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.status.ManagedAllocations++
-	if len(r.managed.Allocations) >= db.MaxManagedAllocations {
-		r.managed.Dropped++
-	} else {
-		r.managed.Allocations = append(r.managed.Allocations, db.ManagedAllocation{Addr: db.FormatVAddr(addr), Size: size})
-	}
-	if err := db.WriteManaged(r.cfg.DB, &r.managed); err != nil {
-		r.status.addError(fmt.Sprintf("listing the managed allocations: %v", err))
-	}
+	r.managed.Add(addr, size)
+	r.managedDirty = true
 }
 
 // Launch is shown every launch of the application. It records the launch
