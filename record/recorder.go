@@ -130,8 +130,12 @@ type Recorder struct {
 	kernels   map[kernelKey]*kernelState
 	matching  int // launches of selected kernels so far (for --skip)
 	status    Status
-	device    *db.DeviceInfo
-	toolchain db.Toolchain
+	managed   db.ManagedList // the managed allocations made so far
+	// managedDirty: managed lists allocations not yet written; writeStatus
+	// writes them (once per status, not once per allocation).
+	managedDirty bool
+	device       *db.DeviceInfo
+	toolchain    db.Toolchain
 
 	buffers     [2][][]byte // snapshot buffers: prologue, epilogue
 	bufferBytes uint64
@@ -252,6 +256,12 @@ func (r *Recorder) reportError(msg string) {
 }
 
 func (r *Recorder) writeStatus() {
+	if r.managedDirty {
+		r.managedDirty = false
+		if err := db.WriteManaged(r.cfg.DB, &r.managed); err != nil {
+			r.status.addError(fmt.Sprintf("listing the managed allocations: %v", err))
+		}
+	}
 	if r.arena != nil {
 		r.status.ArenaPeak = r.arena.MappedBytes()
 	}
@@ -387,11 +397,15 @@ func (r *Recorder) Free(addr uint64) (ours bool, err error) {
 	return true, r.arena.Free(addr)
 }
 
-// Managed counts a managed allocation (the shim warns about it).
-func (r *Recorder) Managed() {
+// Managed counts a managed allocation of size bytes at addr (the shim
+// warns about it) and lists it in the database (db.ManagedFileName), so
+// replay can refuse the launches whose arguments point into it.
+func (r *Recorder) Managed(addr, size uint64) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.status.ManagedAllocations++
-	r.mu.Unlock()
+	r.managed.Add(addr, size)
+	r.managedDirty = true
 }
 
 // Launch is shown every launch of the application. It records the launch

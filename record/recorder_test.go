@@ -871,3 +871,16 @@ func TestArenaMovesOffABusyBase(t *testing.T) {
 		t.Errorf("with MNEME_VA_BASE the arena moved, or failed without saying why: %v", err)
 	}
 }
+
+// TestManagedAllocationsAreListedWithTheStatus: the shim's managed
+// allocations are counted and listed in the database with the next status
+// write, where replay finds them.
+func TestManagedAllocationsAreListedWithTheStatus(t *testing.T) {
+	f := newFixture(t, nil)
+	f.rec.Managed(0x7f0000000000, 4096)
+	f.rec.ReportError("something worth a status") // writes the status
+	l, err := db.ReadManaged(f.dir)
+	if err != nil || len(l.Allocations) != 1 || l.Allocations[0] != (db.ManagedAllocation{Addr: "0x7f0000000000", Size: 4096}) || f.rec.Status().ManagedAllocations != 1 {
+		t.Fatalf("list %+v, %v; status %+v", l, err, f.rec.Status())
+	}
+}

@@ -71,6 +71,31 @@ func LoadForCompile(path, kernel, instance string) (*Recording, error) {
 	return load(path, kernel, instance, false)
 }
 
+// checkManaged refuses an instance whose arguments point into managed
+// memory (cudaMallocManaged) the application made while it was recorded:
+// that memory lies outside the recording arena and in no snapshot, so the
+// kernel would run on addresses nothing backs (an illegal address at best).
+// It is checked before any GPU is touched.
+func checkManaged(d *db.DB, k *db.Kernel, inst *db.Instance) error {
+	managed, err := db.ReadManaged(d.Dir)
+	if err != nil {
+		return &InputError{Err: err}
+	}
+	hits, err := db.ManagedArguments(k, inst, managed)
+	if err != nil {
+		return &InputError{Err: err}
+	}
+	if len(hits) == 0 {
+		return nil
+	}
+	parts := make([]string, len(hits))
+	for i, h := range hits {
+		parts[i] = h.String()
+	}
+	return inputErr("instance %s of kernel %s cannot be replayed: %s; managed memory (cudaMallocManaged) is not in the recording (%s lists the %d managed allocation(s) of the run)",
+		inst.DynamicHash, k.Name(), strings.Join(parts, "; "), d.Path(db.ManagedFileName), len(managed.Allocations))
+}
+
 func load(path, kernel, instance string, withData bool) (*Recording, error) {
 	d, err := db.Open(path)
 	if err != nil {
@@ -117,6 +142,11 @@ func load(path, kernel, instance string, withData bool) (*Recording, error) {
 	}
 	if r.Args, err = d.ArgBytes(inst); err != nil {
 		return nil, &InputError{Err: err}
+	}
+	if withData {
+		if err := checkManaged(d, k, inst); err != nil {
+			return nil, err
+		}
 	}
 	if !withData {
 		if r.Prologue, err = d.ReadPrologueMetadata(k, inst); err != nil {

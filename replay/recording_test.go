@@ -1,7 +1,9 @@
 package replay
 
 import (
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -216,4 +218,57 @@ func visibleGlobal(ptx, name string) bool {
 		}
 	}
 	return false
+}
+
+// TestLoadRefusesLaunchesIntoManagedMemory: an instance whose pointer
+// argument lies in a managed allocation of the run is refused before any
+// GPU is touched, naming the argument and the allocation; compiling it
+// still works, and so does an instance whose arguments miss every managed
+// allocation (the range ends are exact).
+func TestLoadRefusesLaunchesIntoManagedMemory(t *testing.T) {
+	l := vecaddLaunch(1000)
+	dir, _ := hostDB(t, l, vecaddHost)
+	rec, err := Load(dir, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := binary.LittleEndian.Uint64(rec.Args[1])
+	rec.Close()
+	for _, c := range []struct {
+		name    string
+		addr    uint64
+		size    uint64
+		refused bool
+	}{
+		{"argument b at the start", b, 4096, true},
+		{"argument b inside", b - 16, 4096, true},
+		{"a range ending at argument b", b - 16, 16, false},
+		{"elsewhere", 0x7f0000000000, 1 << 20, false},
+	} {
+		if err := db.WriteManaged(dir, &db.ManagedList{Allocations: []db.ManagedAllocation{{Addr: db.FormatVAddr(c.addr), Size: c.size}}}); err != nil {
+			t.Fatal(err)
+		}
+		rec, err := Load(dir, "", "")
+		if rec != nil {
+			rec.Close()
+		}
+		var in *InputError
+		if c.refused {
+			if !errors.As(err, &in) || !strings.Contains(err.Error(), fmt.Sprintf("argument 1 (b) = 0x%x points into the managed allocation at %s", b, db.FormatVAddr(c.addr))) || !strings.Contains(err.Error(), db.ManagedFileName) {
+				t.Errorf("%s: %v", c.name, err)
+			}
+			if rec, err := LoadForCompile(dir, "", ""); err != nil {
+				t.Errorf("%s: compiling it: %v", c.name, err)
+			} else {
+				rec.Close()
+			}
+		} else if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+		}
+	}
+	// A list that is not one is bad input naming the file.
+	os.WriteFile(filepath.Join(dir, db.ManagedFileName), []byte(`{"allocations":[{"addr":"zz","size":1}]}`), 0o644)
+	if _, err := Load(dir, "", ""); err == nil || !strings.Contains(err.Error(), db.ManagedFileName+": allocations[0]") {
+		t.Errorf("a malformed list: %v", err)
+	}
 }

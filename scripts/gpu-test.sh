@@ -91,6 +91,20 @@ if [ -z "${SKIP_E2E:-}" ]; then
     done
     note "record+replay $n: $nok/$nall verified$bad"
   done
+  # Managed memory (examples/managed): the launch whose argument points into
+  # cudaMallocManaged memory is refused by replay before any launch (exit 2,
+  # naming the argument and the allocation); the one on cudaMalloc memory
+  # replays verified.
+  if [ -x "$w/wrapper/managed/managed" ]; then
+    rdb=$w/rdb/managed
+    mneme record -rdb "$rdb" -- "$w/wrapper/managed/managed" > "$logs/record-managed.log" 2>&1; r=$?
+    mneme replay -rdb "$rdb" --kernel _Z5scalePfif > "$logs/replay-managed-scale.json" 2> "$logs/replay-managed-scale.err"; m=$?
+    mneme replay -rdb "$rdb" --kernel _Z4fillPfi > "$logs/replay-managed-fill.json" 2> "$logs/replay-managed-fill.err"; f=$?
+    named="not named"; grep -q "argument 0 .*points into the managed allocation" "$logs/replay-managed-scale.err" && named=named
+    if [ $r -eq 0 ] && [ $m -eq 2 ] && [ "$named" = named ] && [ $f -eq 0 ]; then res=PASS; else res=FAIL; fi
+    note "managed memory: $res (record rc=$r; replay of scale on managed memory rc=$m, want 2, argument $named; of fill on cudaMalloc memory rc=$f, want 0)"
+    cat "$logs/replay-managed-scale.err"
+  fi
   # A block size that keeps the grid covering the data verifies; one that leaves data uncovered must fail verification (exit 3), not crash.
   rdb=$w/rdb/vecadd
   if [ -d "$rdb" ]; then

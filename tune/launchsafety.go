@@ -3,11 +3,11 @@ package tune
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/mneme-gpu/mneme"
 	"github.com/mneme-gpu/mneme/geometry"
+	"github.com/mneme-gpu/mneme/internal/safefile"
 )
 
 // GeometryAnalyzer reads the launch-geometry facts of kernel (mangled name)
@@ -175,7 +175,9 @@ func (r *GeometryReport) describe(s *Space) {
 
 func readGeometryReport(dir string) (GeometryReport, bool) {
 	var r GeometryReport
-	data, err := os.ReadFile(filepath.Join(dir, GeometryFile))
+	// A results folder may come from elsewhere: a regular file inside it,
+	// of bounded size (a FIFO there would block).
+	data, err := safefile.ReadFileIn(dir, GeometryFile, safefile.MaxJSON)
 	if err != nil || json.Unmarshal(data, &r) != nil {
 		return r, false
 	}

@@ -34,6 +34,10 @@ type RunOptions struct {
 	// AnalyzeGeometry reads the kernel's launch-geometry facts from its IR;
 	// without it every kernel counts as geometry-dependent.
 	AnalyzeGeometry GeometryAnalyzer
+	// CheckPipeline, when set, checks a pipeline text (LLVM parses it): a
+	// pipeline choice of the space that fails is bad input at load, not a
+	// point counted feasible that every trial of fails.
+	CheckPipeline func(string) error
 	// Stats, when set, gives the kernel's launch statistics, and what may be
 	// folded follows them (DecideFold, within MaxVariants, by default
 	// deploy.DefaultMaxVariants); unset, folding is as the space says.
@@ -106,6 +110,9 @@ func Run(ctx context.Context, ro RunOptions) error {
 		if err := propose(); err != nil {
 			return err
 		}
+	}
+	if err := checkPipelines(target.space, ro.CheckPipeline); err != nil {
+		return err
 	}
 	geo, err := target.applyLaunchSafety(&opts, ro.AnalyzeGeometry, target.dbDir, ro.Resume)
 	if err != nil {
@@ -417,6 +424,27 @@ func loadTarget(opts *Options) (*target, error) {
 		opts.CacheDir = filepath.Join(opts.Output, "jit-cache")
 	}
 	return t, nil
+}
+
+// checkPipelines checks every pipeline choice of the space with check (nil:
+// none checked).
+func checkPipelines(space *Space, check func(string) error) error {
+	if check == nil {
+		return nil
+	}
+	for _, p := range space.Params {
+		if p.Kind != KindPipeline {
+			continue
+		}
+		for _, c := range p.Choices {
+			if text, ok := c.(string); ok {
+				if err := check(text); err != nil {
+					return mneme.BadInput(fmt.Errorf("space %s: parameter %q: pipeline %q: %v", space.Name, p.Name, text, err))
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // buildSpace builds the preset or the space file the options name.

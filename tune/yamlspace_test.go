@@ -302,3 +302,32 @@ func TestSpaceExpressionNestingIsBounded(t *testing.T) {
 		t.Errorf("brackets inside a string counted: %v", err)
 	}
 }
+
+// TestCheckPipelinesRefusesAChoiceThatDoesNotParse: each pipeline choice
+// goes through the check; the first that fails is bad input naming the
+// parameter and the text, and other kinds of parameter are not checked.
+func TestCheckPipelinesRefusesAChoiceThatDoesNotParse(t *testing.T) {
+	s, err := ParseSpace("p.yaml", []byte("params: {opt: {type: pipeline, values: [\"default<O3>\", \"bogus\"]}, name: {type: categorical, values: [\"bogus\"]}}\nderive: {passes: \"opt\"}"), vecadd, mneme.DeviceLimits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	check := func(p string) error {
+		seen = append(seen, p)
+		if p == "bogus" {
+			return errors.New("unknown pass name 'bogus'")
+		}
+		return nil
+	}
+	err = checkPipelines(s, check)
+	var in *mneme.InputError
+	if !errors.As(err, &in) || !strings.Contains(err.Error(), `parameter "opt": pipeline "bogus": unknown pass name`) {
+		t.Errorf("check: %v", err)
+	}
+	if strings.Join(seen, ",") != "default<O3>,bogus" {
+		t.Errorf("checked %v, want the pipeline choices only", seen)
+	}
+	if err := checkPipelines(s, nil); err != nil {
+		t.Errorf("no check: %v", err)
+	}
+}

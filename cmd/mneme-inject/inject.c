@@ -480,9 +480,12 @@ static void on_alloc(const mi_callback_data *cd, enum what w) {
     miAlloc(*p->dptr, *p->pitch * p->height);
     break;
   }
-  case W_ALLOC_MANAGED:
-    miManaged();
+  case W_ALLOC_MANAGED: {
+    /* cuMemAllocManaged's parameters start as cuMemAlloc_v2's. */
+    const p_alloc *p = cd->functionParams;
+    miManaged(*p->dptr, p->bytesize);
     break;
+  }
   default:
     break;
   }

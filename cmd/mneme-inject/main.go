@@ -186,9 +186,9 @@ func miFree(addr C.ulonglong) {
 }
 
 //export miManaged
-func miManaged() {
+func miManaged(addr C.ulonglong, size C.size_t) {
 	if rec != nil {
-		rec.Managed()
+		rec.Managed(uint64(addr), uint64(size))
 	}
 }
 

@@ -148,9 +148,9 @@ func mneme_rt_free(ptr unsafe.Pointer, stream C.cudaStream_t, async C.int) C.cud
 }
 
 //export mneme_rt_managed
-func mneme_rt_managed(size C.size_t) {
+func mneme_rt_managed(ptr unsafe.Pointer, size C.size_t) {
 	if rec != nil {
-		rec.Managed()
+		rec.Managed(uint64(uintptr(ptr)), uint64(size))
 	}
 }
 

@@ -1,16 +1,15 @@
 package main
 
 import (
-	"os"
-
 	"github.com/mneme-gpu/mneme/geometry"
+	"github.com/mneme-gpu/mneme/internal/safefile"
 	"github.com/mneme-gpu/mneme/llvm"
 )
 
 // analyzeGeometry reads the launch-geometry facts of kernel from the recorded
 // IR file at irPath, for mneme tune's launch safety.
 func analyzeGeometry(irPath, kernel string) (geometry.Facts, error) {
-	bc, err := os.ReadFile(irPath)
+	bc, err := safefile.ReadFile(irPath, safefile.MaxIR)
 	if err != nil {
 		return geometry.Facts{}, err
 	}

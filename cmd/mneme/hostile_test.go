@@ -435,6 +435,16 @@ var hostileCases = []hostileCase{
 		stderr: []string{"trials.jsonl", "not a regular file (a FIFO)"},
 	},
 	{
+		name: "resume where geometry.json is a FIFO",
+		setup: func(h *hostileEnv) ([]string, string) {
+			h.fifo(filepath.Join(h.resultsFolder(), "geometry.json"))
+			return h.tuneArgs("--resume"), ""
+		},
+		// Not read, so decided again; only the missing GPU stops the run.
+		code:   6,
+		stderr: []string{"GPU"},
+	},
+	{
 		name: "resume with a complete trial line that does not parse",
 		setup: func(h *hostileEnv) ([]string, string) {
 			out := h.resultsFolder()
@@ -650,6 +660,63 @@ var hostileCases = []hostileCase{
 				h.t.Errorf("the worker served a request after LLVM crashed: %s", stdout)
 			}
 		},
+	},
+	{
+		name: "replay of a launch whose argument points into managed memory is refused before any GPU",
+		setup: func(h *hostileEnv) ([]string, string) {
+			inst := h.instance(h.Vecadd)
+			args, err := inst.ArgBytes()
+			h.must(err)
+			y := binary.LittleEndian.Uint64(args[0])
+			h.must(db.WriteManaged(h.DB, &db.ManagedList{Allocations: []db.ManagedAllocation{{Addr: db.FormatVAddr(y - 64), Size: 1 << 20}}}))
+			return []string{"replay", "-rdb", "db", "--kernel", "_Z6vecaddPfPKfif", "-rid", inst.DynamicHash}, ""
+		},
+		code:   2,
+		stderr: []string{"cannot be replayed", "argument 0", "points into the managed allocation", ".mneme-record.managed"},
+	},
+	{
+		name: "a --space file nesting parentheses a million deep",
+		setup: func(h *hostileEnv) ([]string, string) {
+			h.write(filepath.Join(h.Dir, "deep.yaml"), []byte("params: {x: {type: int, low: 1, high: 4}}\nderive: {block.x: \""+
+				strings.Repeat("(", 1_000_000)+"x"+strings.Repeat(")", 1_000_000)+"\"}\n"))
+			return []string{"tune", "-rdb", "db", "-rid", h.instance(h.Stencil).DynamicHash, "--space", "deep.yaml", "--output", "out", "--dry-run"}, ""
+		},
+		code:   2,
+		stderr: []string{"deep.yaml", "derive.block.x", "the limit is 4096"},
+	},
+	{
+		name: "a kernel file copied under another name",
+		setup: func(h *hostileEnv) ([]string, string) {
+			data, err := os.ReadFile(filepath.Join(h.DB, h.Vecadd.StaticHash+".json"))
+			h.must(err)
+			h.write(filepath.Join(h.DB, "copy.json"), data)
+			return []string{"replay", "-rdb", "db", "-rid", h.Vecadd.StaticHash + "/" + h.instance(h.Vecadd).DynamicHash}, ""
+		},
+		code:   2,
+		stderr: []string{"copy.json: StaticHash", "is not the file's name"},
+	},
+	{
+		name: "escape sequences in a space file's names reach tune --dry-run escaped",
+		setup: func(h *hostileEnv) ([]string, string) {
+			h.write(filepath.Join(h.Dir, "esc.yaml"), []byte("name: \"sp\\e]0;owned\\a\\e[2J\"\nparams: {x: {type: categorical, values: [\"default<O2>\", \"default<O3>\"]}}\nderive: {passes: \"x\"}\n"))
+			return []string{"tune", "-rdb", "db", "-rid", h.instance(h.Stencil).DynamicHash, "--space", "esc.yaml", "--output", "out", "--dry-run"}, ""
+		},
+		code:   0,
+		stdout: []string{`\x1b]0;owned\x07\x1b[2J`},
+		check: func(h *hostileEnv, stdout string) {
+			if strings.ContainsAny(stdout, "\x1b\x07") {
+				h.t.Errorf("control characters reached the terminal: %q", stdout)
+			}
+		},
+	},
+	{
+		name: "a space whose pipeline choice LLVM does not parse is refused at load",
+		setup: func(h *hostileEnv) ([]string, string) {
+			h.write(filepath.Join(h.Dir, "pipes.yaml"), []byte("params: {opt: {type: pipeline, values: [\"default<O3>\", \"default<O3>,no-such-pass\"]}}\nderive: {passes: \"opt\"}\n"))
+			return []string{"tune", "-rdb", "db", "-rid", h.instance(h.Stencil).DynamicHash, "--space", "pipes.yaml", "--output", "out", "--dry-run"}, ""
+		},
+		code:   2,
+		stderr: []string{`parameter "opt": pipeline "default<O3>,no-such-pass"`, "no-such-pass"},
 	},
 	{
 		name: "record --overwrite that records nothing keeps the old recording",

@@ -3,7 +3,9 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 )
@@ -57,6 +59,7 @@ func needsEscape(r rune, keepNewlines bool) bool {
 // the terminal from any command. A rune split across two writes is held
 // back until its end arrives.
 type termWriter struct {
+	mu      sync.Mutex // commands write from several goroutines (tune's workers' logs)
 	w       io.Writer
 	pending []byte
 }
@@ -64,6 +67,8 @@ type termWriter struct {
 func newTermWriter(w io.Writer) *termWriter { return &termWriter{w: w} }
 
 func (t *termWriter) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	data := append(t.pending, p...)
 	// Keep back an incomplete rune at the end (at most 3 bytes).
 	cut := len(data)
@@ -84,10 +89,22 @@ func (t *termWriter) Write(p []byte) (int, error) {
 
 // Flush writes out what is held back (an incomplete rune, escaped).
 func (t *termWriter) Flush() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if len(t.pending) == 0 {
 		return nil
 	}
 	_, err := io.WriteString(t.w, termSafe(string(t.pending), true))
 	t.pending = nil
 	return err
+}
+
+// rawFile is the file behind w, unwrapping a termWriter: for output that
+// controls the terminal on purpose (a progress bar) and carries no names.
+func rawFile(w io.Writer) (*os.File, bool) {
+	if t, ok := w.(*termWriter); ok {
+		w = t.w
+	}
+	f, ok := w.(*os.File)
+	return f, ok
 }

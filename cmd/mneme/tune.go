@@ -21,6 +21,7 @@ import (
 
 	"github.com/mneme-gpu/mneme"
 	"github.com/mneme-gpu/mneme/internal/safefile"
+	"github.com/mneme-gpu/mneme/replay"
 	"github.com/mneme-gpu/mneme/tune"
 )
 
@@ -387,7 +388,7 @@ func runTune(stdout, stderr io.Writer, fl *pflag.FlagSet, f *tuneFlags, sel inst
 		Proposer: proposer,
 		Options:  opts, Resume: f.resume, PrintSpace: f.printSpace, DryRun: f.dryRun, BaselineOnly: f.baselineOnly,
 		CompileWorkers: f.compileWorkers, Factory: tune.ExecWorkerFactory{Path: self, Args: []string{"worker"}},
-		AnalyzeGeometry: analyzeGeometry, Stats: tune.DBStats,
+		AnalyzeGeometry: analyzeGeometry, Stats: tune.DBStats, CheckPipeline: replay.ValidatePipeline,
 		Progress: func(budget int) tune.ProgressDisplay {
 			if f.quiet {
 				return nil
@@ -407,11 +408,13 @@ type progressBar struct{ bar *progressbar.ProgressBar }
 
 // newProgressBar is a bar on stderr when stderr is a terminal, else nil.
 func newProgressBar(stderr io.Writer, budget int) tune.ProgressDisplay {
-	fd, ok := stderr.(*os.File)
+	// The bar draws with carriage returns of its own, which the escaping
+	// writer of messages would show: it writes to the terminal itself.
+	fd, ok := rawFile(stderr)
 	if !ok || !term.IsTerminal(int(fd.Fd())) {
 		return nil
 	}
-	return progressBar{progressbar.NewOptions(budget, progressbar.OptionSetWriter(stderr), progressbar.OptionShowCount(),
+	return progressBar{progressbar.NewOptions(budget, progressbar.OptionSetWriter(fd), progressbar.OptionShowCount(),
 		progressbar.OptionSetWidth(30), progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())}
 }
 

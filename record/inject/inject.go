@@ -70,14 +70,18 @@ type Recorder struct {
 
 	mu      sync.Mutex
 	allocs  map[uint64]uint64 // live allocations: address -> size
-	images  [][]byte          // module images by id
-	written map[int]string    // image id -> DeviceCode file name
-	kernels map[kernelKey]*kernelState
-	pending map[int]*pendingLaunch
-	nextTok int
-	match   int // launches of selected kernels so far (--skip)
-	status  record.Status
-	device  *db.DeviceInfo
+	managed db.ManagedList    // the managed allocations made so far
+	// managedDirty: managed lists allocations not yet written; writeStatus
+	// writes them (once per status, not once per allocation).
+	managedDirty bool
+	images       [][]byte       // module images by id
+	written      map[int]string // image id -> DeviceCode file name
+	kernels      map[kernelKey]*kernelState
+	pending      map[int]*pendingLaunch
+	nextTok      int
+	match        int // launches of selected kernels so far (--skip)
+	status       record.Status
+	device       *db.DeviceInfo
 
 	// Toolchain names the versions the recording is made with (set by the
 	// caller before launches begin).
@@ -129,12 +133,16 @@ func (r *Recorder) Alloc(addr, size uint64) {
 	}
 }
 
-// Managed counts a managed allocation: it is not replayable at its address
-// (its pages move between host and device), and is left out of snapshots.
-func (r *Recorder) Managed() {
+// Managed counts a managed allocation of size bytes at addr: it is not
+// replayable at its address (its pages move between host and device), and is
+// left out of snapshots. It is listed in the database (db.ManagedFileName),
+// so replay refuses the launches whose arguments point into it.
+func (r *Recorder) Managed(addr, size uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.status.ManagedAllocations++
+	r.managed.Add(addr, size)
+	r.managedDirty = true
 }
 
 // Free notes that the application freed an allocation.
@@ -177,6 +185,12 @@ func (r *Recorder) reportError(msg string) {
 }
 
 func (r *Recorder) writeStatus() {
+	if r.managedDirty {
+		r.managedDirty = false
+		if err := db.WriteManaged(r.cfg.DB, &r.managed); err != nil {
+			r.status.Errors = append(r.status.Errors, fmt.Sprintf("listing the managed allocations: %v", err))
+		}
+	}
 	if err := record.WriteStatus(r.cfg.DB, &r.status); err != nil {
 		fmt.Fprintln(r.cfg.Log, "mneme record: status file:", err)
 	}

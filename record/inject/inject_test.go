@@ -312,3 +312,27 @@ func TestDeviceVariablesAreSnapshotted(t *testing.T) {
 		}
 	}
 }
+
+// TestManagedAllocationsAreListed: every managed allocation is counted and
+// listed in the database with the next status (not a write per allocation),
+// where replay finds it; past the list's bound they are counted as dropped.
+func TestManagedAllocationsAreListed(t *testing.T) {
+	r, _, dir := newTest(t, nil)
+	r.Managed(0x7f0000000000, 4096)
+	r.Managed(0x7f0000100000, 64)
+	if _, err := os.Stat(filepath.Join(dir, db.ManagedFileName)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the list was written per allocation: %v", err)
+	}
+	r.writeStatus()
+	l, err := db.ReadManaged(dir)
+	if err != nil || len(l.Allocations) != 2 || l.Allocations[1] != (db.ManagedAllocation{Addr: "0x7f0000100000", Size: 64}) || r.status.ManagedAllocations != 2 {
+		t.Fatalf("list %+v, %v; counted %d", l, err, r.status.ManagedAllocations)
+	}
+	for i := range db.MaxManagedAllocations {
+		r.Managed(0x7f1000000000+uint64(i)*4096, 4096)
+	}
+	r.writeStatus()
+	if l, err := db.ReadManaged(dir); err != nil || len(l.Allocations) != db.MaxManagedAllocations || l.Dropped != 2 {
+		t.Fatalf("past the bound: %d listed, %d dropped, %v", len(l.Allocations), l.Dropped, err)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -47,7 +48,7 @@ func findApplication(name string) (string, error) {
 }
 
 // recordingPatterns match the files of a recording in a database directory.
-var recordingPatterns = []string{"*.json", "RecordedIR_*.bc", "DeviceState.*.mneme", "DeviceCode_*.fatbin", db.LaunchStatsFileName, record.StatusFileName}
+var recordingPatterns = []string{"*.json", "RecordedIR_*.bc", "DeviceState.*.mneme", "DeviceCode_*.fatbin", db.LaunchStatsFileName, record.StatusFileName, db.ManagedFileName}
 
 // databaseDir is where a recording goes: Final is the -rdb directory;
 // Staging, when --overwrite replaces a recording there, is the directory
@@ -324,7 +325,8 @@ func recordEnv(base []string, set map[string]string) []string {
 // description for messages. started, when not nil, is called once the
 // application has started, before waiting for it. Interrupts reach the
 // application through the terminal's process group; mneme itself waits for
-// it, to report afterwards.
+// it, to report afterwards. A second SIGINT or SIGTERM kills an application
+// that did not end at the first, so a signal always ends the command.
 func runApplication(app string, args, env []string, std stdStreams, started func()) (int, string) {
 	c := exec.Command(app, args...)
 	c.Env = env
@@ -334,15 +336,41 @@ func runApplication(app string, args, env []string, std stdStreams, started func
 	sig := make(chan os.Signal, 4)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM, syscall.SIGQUIT)
 	defer signal.Stop(sig)
+	var proc atomic.Pointer[os.Process] // set once started, read by the handler
+	done := make(chan struct{})
+	defer close(done)
 	go func() {
-		for s := range sig {
-			if s == syscall.SIGTERM && c.Process != nil {
-				c.Process.Signal(s)
+		interrupts, terms := 0, 0
+		for {
+			var s os.Signal
+			select {
+			case s = <-sig:
+			case <-done:
+				return
 			}
+			p := proc.Load()
+			if p == nil {
+				continue
+			}
+			switch s {
+			case syscall.SIGTERM:
+				if terms++; terms == 1 {
+					p.Signal(s)
+					continue
+				}
+			case os.Interrupt:
+				if interrupts++; interrupts == 1 {
+					continue // the terminal sent it to the application as well
+				}
+			default:
+				continue
+			}
+			p.Kill()
 		}
 	}()
 	err := c.Start()
 	if err == nil {
+		proc.Store(c.Process)
 		if started != nil {
 			started()
 		}

@@ -9,7 +9,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/mneme-gpu/mneme"
 	"github.com/mneme-gpu/mneme/db"
@@ -342,5 +344,46 @@ func TestStaleStagingIsRemovedByTheNextRecord(t *testing.T) {
 	live.discard()
 	if m, _ := filepath.Glob(stagingPattern(dir)); len(m) != 0 {
 		t.Errorf("staging left: %v", m)
+	}
+}
+
+// TestASecondSignalEndsAnApplicationThatIgnoresTheFirst: SIGTERM is passed on
+// to the application; one that ignores it (and SIGINT) is killed at the
+// second SIGTERM, or at the second SIGINT, so a signal always ends record.
+func TestASecondSignalEndsAnApplicationThatIgnoresTheFirst(t *testing.T) {
+	for _, s := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		t.Run(s.String(), func(t *testing.T) {
+			// A file, as the terminal is: a pipe would stay open in the
+			// shell's sleeping child after the shell is killed.
+			out, err := os.Create(filepath.Join(t.TempDir(), "out"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer out.Close()
+			started := make(chan struct{})
+			done := make(chan int, 1)
+			go func() {
+				code, _ := runApplication("/bin/sh", []string{"-c", `trap "" TERM INT; echo ready; sleep 3 & wait`}, os.Environ(),
+					stdStreams{in: strings.NewReader(""), out: out, err: out}, func() { close(started) })
+				done <- code
+			}()
+			<-started
+			time.Sleep(200 * time.Millisecond) // the shell set its traps
+			syscall.Kill(os.Getpid(), s)
+			select {
+			case code := <-done:
+				t.Fatalf("the first %v ended the application (exit %d): it ignores it", s, code)
+			case <-time.After(300 * time.Millisecond):
+			}
+			syscall.Kill(os.Getpid(), s)
+			select {
+			case code := <-done:
+				if code != 128+int(syscall.SIGKILL) {
+					t.Errorf("exit %d, want %d (killed)", code, 128+int(syscall.SIGKILL))
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("a second %v did not end the application", s)
+			}
+		})
 	}
 }

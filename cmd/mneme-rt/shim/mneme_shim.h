@@ -349,7 +349,7 @@ typedef cudaError_t (*mneme_rt_deploy_launch_fn)(
     const void *func, int kernel_index, unsigned gx, unsigned gy, unsigned gz,
     unsigned bx, unsigned by, unsigned bz, void **args, size_t shared,
     cudaStream_t stream, int ptsz, struct mneme_deploy_answer *answer);
-typedef void (*mneme_rt_managed_fn)(size_t size);
+typedef void (*mneme_rt_managed_fn)(void *ptr, size_t size);
 typedef void (*mneme_rt_finish_fn)(void);
 /* mneme_rt_drain: the application is about to reset the device; snapshots
  * still being written from device memory are finished first. */

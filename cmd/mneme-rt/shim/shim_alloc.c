@@ -98,9 +98,12 @@ cudaError_t __wrap_cudaMallocManaged(void **ptr, size_t size,
     return e;
   }
   mneme_warn_managed();
-  if (load_runtime(1))
-    mneme_rt.managed(size);
-  return __real_cudaMallocManaged(ptr, size, flags);
+  /* Listed once it exists, with its address: replay refuses the launches
+     whose arguments point into it. */
+  cudaError_t e = __real_cudaMallocManaged(ptr, size, flags);
+  if (e == mneme_cudaSuccess && load_runtime(1))
+    mneme_rt.managed(*ptr, size);
+  return e;
 }
 
 cudaError_t __wrap_cudaFree(void *ptr) {

@@ -505,5 +505,13 @@ static inline void deploy_early_start(void) {
 /* mneme_warn_managed warns once that managed memory is not replayed. */
 void mneme_warn_managed(void);
 
+/* mneme_find_runtime_lib is the runtime library to deploy with when
+ * MNEME_RT_LIB is unset: built (the build prefix's) when it exists, else
+ * PREFIX/lib/libmneme_rt.so of the first `mneme` on path_env (PATH), links
+ * resolved. It writes the path into buf (n bytes) and returns buf, or NULL
+ * when there is none (shim_rtpath.c). */
+const char *mneme_find_runtime_lib(const char *built, const char *path_env,
+                                   char *buf, size_t n);
+
 #pragma GCC visibility pop
 #endif

@@ -99,15 +99,25 @@ int mneme_load_runtime_once(int init_cuda) {
     mneme_trace("load runtime library");
     const char *path = getenv("MNEME_RT_LIB");
     void *lib = NULL;
-#ifdef MNEME_DEFAULT_RT_LIB
     /* Deployment runs the application directly, without `mneme record` to
-     * set MNEME_RT_LIB: the library of the prefix the shim was built in. */
+     * set MNEME_RT_LIB: the library of the prefix the shim was built in, or
+     * of the `mneme` on PATH when that prefix has moved. */
+    static char found[4096];
     if ((path == NULL || path[0] == '\0') &&
-        (mneme_deploying || mneme_counting))
-      path = MNEME_DEFAULT_RT_LIB;
+        (mneme_deploying || mneme_counting)) {
+#ifdef MNEME_DEFAULT_RT_LIB
+      const char *built = MNEME_DEFAULT_RT_LIB;
+#else
+      const char *built = NULL;
 #endif
+      path = mneme_find_runtime_lib(built, getenv("PATH"), found, sizeof found);
+    }
     if (path == NULL || path[0] == '\0')
-      load_failed("MNEME_RT_LIB is not set", NULL);
+      load_failed((mneme_deploying || mneme_counting)
+                      ? "no runtime library: MNEME_RT_LIB is not set, the "
+                        "build prefix's is gone and no `mneme` on PATH has one"
+                      : "MNEME_RT_LIB is not set",
+                  NULL);
     else if ((lib = timed_dlopen(path)) == NULL)
       load_failed("cannot load the runtime library", dlerror());
     else

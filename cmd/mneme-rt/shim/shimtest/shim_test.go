@@ -616,6 +616,74 @@ func TestDeployClasses(t *testing.T) {
 	}
 }
 
+// TestDeployFindsTheRuntimeOfAMovedInstallation: an application deploying
+// tuned kernels without MNEME_RT_LIB loads the runtime library of the prefix
+// the shim was built in; when that prefix has moved (an installation
+// unpacked elsewhere), the one of the prefix of the `mneme` on PATH (through
+// a link, as /usr/local/bin/mneme may be); with neither, none, and the
+// application's own code runs.
+func TestDeployFindsTheRuntimeOfAMovedInstallation(t *testing.T) {
+	b := newBuild(t)
+	// The shim as the Makefile builds it, naming a build prefix that is
+	// no longer there.
+	built := filepath.Join(b.dir, "build-prefix", "lib", "libmneme_rt.so")
+	srcs, _ := filepath.Glob("../*.c")
+	objs := []string{"rcs", filepath.Join(b.dir, "libmneme_shim.a")}
+	for _, src := range srcs {
+		obj := filepath.Join(b.dir, "prefixed-"+strings.TrimSuffix(filepath.Base(src), ".c")+".o")
+		b.run(b.cc, "-O2", "-fPIC", "-Wall", "-Werror", `-DMNEME_DEFAULT_RT_LIB="`+built+`"`, "-c", src, "-o", obj)
+		objs = append(objs, obj)
+	}
+	os.Remove(objs[1])
+	b.run("ar", objs...)
+	app := b.link("memo_app_prefixed", "testdata/memo_app.c", true)
+
+	// The moved installation: PREFIX/bin/mneme and PREFIX/lib/libmneme_rt.so,
+	// reached through a link in another folder on PATH.
+	moved := filepath.Join(b.dir, "moved")
+	for _, d := range []string{"bin", "lib"} {
+		if err := os.MkdirAll(filepath.Join(moved, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.run(b.cc, "-O2", "-fPIC", "-shared", "-o", filepath.Join(moved, "lib", "libmneme_rt.so"), "testdata/rt_standin.c")
+	if err := os.WriteFile(filepath.Join(moved, "bin", "mneme"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	onPath := filepath.Join(b.dir, "path")
+	os.MkdirAll(onPath, 0o755)
+	if err := os.Symlink(filepath.Join(moved, "bin", "mneme"), filepath.Join(onPath, "mneme")); err != nil {
+		t.Fatal(err)
+	}
+	deploy := func(path string) (stdout, stderr string) {
+		t.Helper()
+		cmd := exec.Command(app)
+		cmd.Env = append(os.Environ(), "MNEME_TUNED_KERNELS=tuned.json", "MNEME_RT_LIB=", "PATH="+path)
+		var o, e bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &o, &e
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("%v\n%s\n%s", err, o.String(), e.String())
+		}
+		return o.String(), e.String()
+	}
+	empty := filepath.Join(b.dir, "empty")
+	os.MkdirAll(empty, 0o755)
+	if out, stderr := deploy(empty + ":" + onPath); !strings.Contains(out, "init deploy") {
+		t.Errorf("the moved installation's library was not loaded:\n%s\n%s", out, stderr)
+	}
+	if out, stderr := deploy(empty); strings.Contains(out, "init deploy") || !strings.Contains(stderr, "no runtime library") {
+		t.Errorf("with no mneme on PATH: stdout\n%s\nstderr\n%s", out, stderr)
+	}
+	// The build prefix's library, when it is there, comes first.
+	if err := os.MkdirAll(filepath.Dir(built), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b.run(b.cc, "-O2", "-fPIC", "-shared", "-o", built, "testdata/rt_standin.c")
+	if out, stderr := deploy(empty); !strings.Contains(out, "init deploy") {
+		t.Errorf("the build prefix's library was not loaded:\n%s\n%s", out, stderr)
+	}
+}
+
 // TestLaunchStatistics checks the shim's launch statistics against the
 // stand-in library (MNEME_TEST_STATS): every launch of every kernel is
 // counted by shape and argument value, selected or not; the library is
