@@ -66,7 +66,7 @@ func TestAutoBoundsEveryRow(t *testing.T) {
 		if f := compare.Typed(elemBits(r.elem, one+inside), elemBits(r.elem, one), r.elem, b); !f.Passed() {
 			t.Errorf("%v: %d ulp above 1 fails: %+v", r.elem, inside, f)
 		}
-		outside := max(r.ulp, uint64(math.Ceil(r.rel/eps)))+1
+		outside := max(r.ulp, uint64(math.Ceil(r.rel/eps))) + 1
 		if f := compare.Typed(elemBits(r.elem, one+outside), elemBits(r.elem, one), r.elem, b); f.Passed() {
 			t.Errorf("%v: %d ulp above 1 passes", r.elem, outside)
 		}
