@@ -88,3 +88,32 @@ func TestFactsEdges(t *testing.T) {
 		}
 	}
 }
+
+// A derived grid dimension exactly at CUDA's limit is within it.
+func TestGeometryDerivedDimensionAtTheLimit(t *testing.T) {
+	rec := dim(1, 5, 1)
+	p := &Plan{TunedBlock: dim(1, 1, 1), RecordedBlock: rec}
+	grid := dim(1, maxGridYZ/5, 1) // 13107 blocks of 5: 65535 threads in y
+	if g, b := p.Geometry(grid, rec); b != dim(1, 1, 1) || g != dim(1, maxGridYZ, 1) {
+		t.Errorf("grid %s block %s, want 1,%d,1 and the tuned block", g, b, maxGridYZ)
+	}
+}
+
+// Proteus entries whose fields are present but say nothing: an empty
+// OptLevel is the default level, a minimum of blocks of 0 or less is none.
+func TestReadProteusTunedEmptyValues(t *testing.T) {
+	path := writeFile(t, "empty.json", `{"a": {"OptLevel": ""}, "b": {"TunedMaxThreads": 128, "MinBlocksPerSM": -1},
+		"c": {"TunedMaxThreads": 128, "MinBlocksPerSM": 0}}`)
+	plans, err := ReadProteusTuned(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := plans["a"]; p == nil || p.Config.Passes != "default<O3>" {
+		t.Errorf("empty OptLevel: %+v", p)
+	}
+	for _, k := range []string{"b", "c"} {
+		if p := plans[k]; p == nil || !p.Config.SetLaunchBounds || p.Config.MaxThreads != 128 || p.Config.MinBlocksPerSM != 0 {
+			t.Errorf("%s: %+v, want launch bounds 128 with no minimum", k, p)
+		}
+	}
+}
