@@ -1,4 +1,4 @@
-# Builds the mneme prefix: build/bin/mneme, build/lib/{libmneme_rt.so,libmneme_shim.a},
+# Builds the mneme prefix: build/bin/mneme, build/lib/{libmneme_rt.so,libmneme_inject.so,libmneme_shim.a},
 # build/lib/cmake/mneme. `mneme config prefix` finds this layout from the binary's location.
 PREFIX   ?= $(CURDIR)/build
 GO       ?= go
@@ -33,10 +33,11 @@ RACE_PKGS := ./tune ./db ./record ./record/arena ./deploy
 # Packages whose tests build inputs in a subprocess that go test's cache does
 # not see: the runtime library built from cmd/mneme-rt and its Go imports
 # (shimtest), the shim's C sources (toolchain), the tuner's test worker
-# (tune/internal/testworker), the CUDA test kernels compiled by clang (jit,
+# (tune/internal/testworker), the injection library's test loader
+# (cmd/mneme-inject/testdata), the CUDA test kernels compiled by clang (jit,
 # llvm, record/llvmir). A cached pass of theirs could be stale, so make test
 # runs them with -count=1, never from the cache.
-UNCACHED_PKGS := ./cmd/mneme-rt/shim/shimtest ./toolchain ./tune ./jit ./llvm ./record/llvmir
+UNCACHED_PKGS := ./cmd/mneme-rt/shim/shimtest ./cmd/mneme-inject ./toolchain ./tune ./jit ./llvm ./record/llvmir
 
 .PHONY: all mneme runtime cmake test lint tools gpu-test mutate clean
 all: mneme runtime cmake
@@ -55,6 +56,7 @@ SHIM_OBJ := $(SHIM_SRC:cmd/mneme-rt/shim/%.c=$(PREFIX)/obj/shim/%.o)
 runtime:
 	@mkdir -p $(PREFIX)/lib $(PREFIX)/obj/shim
 	$(GO) build -trimpath -buildmode=c-shared -o $(PREFIX)/lib/libmneme_rt.so ./cmd/mneme-rt
+	$(GO) build -trimpath -buildmode=c-shared -o $(PREFIX)/lib/libmneme_inject.so ./cmd/mneme-inject
 	for c in $(SHIM_SRC); do $(CC) -O2 -fPIC -Wall -DMNEME_DEFAULT_RT_LIB='"$(PREFIX)/lib/libmneme_rt.so"' -c $$c -o $(PREFIX)/obj/shim/$$(basename $$c .c).o || exit 1; done
 	rm -f $(PREFIX)/lib/libmneme_shim.a
 	ar rcs $(PREFIX)/lib/libmneme_shim.a $(SHIM_OBJ)
@@ -96,6 +98,8 @@ test: lint
 	cd python && ../.venv/bin/python -m pytest -q
 	# the verdicts the GPU benchmark scripts print (cmd/mneme-rt/shim/bench)
 	.venv/bin/python -m pytest -q -p no:cacheprovider cmd/mneme-rt/shim/bench
+	# an optimize report opened in headless Chromium (scripts/check-report.sh)
+	GO=$(GO) ./scripts/check-report.sh
 	# every fuzz target past its seeds, FUZZTIME each (scripts/fuzz-all.sh)
 	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz-all.sh
 

@@ -7,6 +7,7 @@
 package mneme
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"strconv"
@@ -18,6 +19,44 @@ type Dim3 struct {
 	X uint32 `json:"x" yaml:"x"`
 	Y uint32 `json:"y" yaml:"y"`
 	Z uint32 `json:"z" yaml:"z"`
+}
+
+// UnmarshalJSON reads a shape: all components zero (or none given) is an
+// unset shape; otherwise a component left out is 1 ({"x":128} is 128,1,1),
+// and one given as 0 stays 0, for the checks to refuse (CUDA launches no
+// such shape; read as 1 it would be run as a shape nobody asked for).
+func (d *Dim3) UnmarshalJSON(b []byte) error {
+	var p struct {
+		X, Y, Z *uint32
+	}
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	*d = Dim3{}
+	unset := true
+	for _, v := range []*uint32{p.X, p.Y, p.Z} {
+		if v != nil && *v != 0 {
+			unset = false
+		}
+	}
+	if unset {
+		return nil
+	}
+	for _, c := range []struct{ v, dst *uint32 }{{p.X, &d.X}, {p.Y, &d.Y}, {p.Z, &d.Z}} {
+		*c.dst = 1
+		if c.v != nil {
+			*c.dst = *c.v
+		}
+	}
+	return nil
+}
+
+// checkShape refuses a set shape with a zero component.
+func checkShape(key string, d Dim3) error {
+	if !d.IsZero() && (d.X == 0 || d.Y == 0 || d.Z == 0) {
+		return fmt.Errorf("%s %s: every dimension must be at least 1 (or all 0: the recorded shape)", key, d)
+	}
+	return nil
 }
 
 // Count is the number of threads (or blocks) the shape describes.
@@ -128,10 +167,14 @@ const (
 // Adding a knob means adding its struct field, its key and one entry here.
 var configFields = []ConfigField{
 	{Key: KeyGrid, Kind: ValueDim3, Tunable: true, Doc: "grid dimensions",
-		field: func(c *Config) any { return &c.Grid }},
+		field: func(c *Config) any { return &c.Grid },
+		check: func(c Config) error { return checkShape(KeyGrid, c.Grid) }},
 	{Key: KeyBlock, Kind: ValueDim3, Tunable: true, Doc: "block dimensions",
 		field: func(c *Config) any { return &c.Block },
 		check: func(c Config) error {
+			if err := checkShape(KeyBlock, c.Block); err != nil {
+				return err
+			}
 			if c.Block.Count() > 1024 {
 				return fmt.Errorf("block %s: %d threads exceed the CUDA limit of 1024", c.Block, c.Block.Count())
 			}

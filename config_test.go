@@ -211,3 +211,46 @@ func TestOriginalRefusesCompileKnobs(t *testing.T) {
 		t.Errorf("fp_contract fastest: %v", err)
 	}
 }
+
+// TestDim3JSON: an unset shape stays unset, a partial one is completed with
+// 1s, and a component given as 0 stays 0 for Validate to refuse (it was read
+// as 1, so a compile of block.x = 0 ran block.x = 1 and passed).
+func TestDim3JSON(t *testing.T) {
+	for in, want := range map[string]Dim3{
+		`{}`:                   {},
+		`null`:                 {},
+		`{"x":0,"y":0,"z":0}`:  {},
+		`{"x":128}`:            {128, 1, 1},
+		`{"y":2}`:              {1, 2, 1},
+		`{"x":0,"y":1,"z":1}`:  {0, 1, 1},
+		`{"x":4,"y":0}`:        {4, 0, 1},
+		`{"x":32,"y":4,"z":2}`: {32, 4, 2},
+		`{"X":32,"Y":4,"Z":2}`: {32, 4, 2},
+	} {
+		var d Dim3
+		if err := json.Unmarshal([]byte(in), &d); err != nil || d != want {
+			t.Errorf("%s: %v %v, want %v", in, d, err, want)
+		}
+	}
+	var d Dim3
+	if err := json.Unmarshal([]byte(`{"x":-1}`), &d); err == nil {
+		t.Error("a negative component was read")
+	}
+	for _, c := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{Block: Dim3{0, 1, 1}}, "block 0,1,1: every dimension must be at least 1"},
+		{Config{Block: Dim3{32, 1, 0}}, "block 32,1,0"},
+		{Config{Grid: Dim3{1, 0, 1}}, "grid 1,0,1"},
+	} {
+		if err := c.cfg.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want %q", c.cfg, err, c.want)
+		}
+	}
+	for _, ok := range []Config{{}, {Block: Dim3{32, 1, 1}, Grid: Dim3{4, 1, 1}}} {
+		if err := ok.Validate(); err != nil {
+			t.Errorf("%+v: %v", ok, err)
+		}
+	}
+}

@@ -40,9 +40,18 @@ func chunkCodecs(t *testing.T, path string) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []byte
-	for _, c := range p.chunks {
-		out = append(out, c.codec)
+	// The plan keeps the chunks that store bytes; the others are zero chunks.
+	byIndex := map[uint64]byte{}
+	for _, c := range p.stored {
+		byIndex[c.idx] = c.codec
+	}
+	out := make([]byte, p.n)
+	for i := range out {
+		if c, ok := byIndex[uint64(i)]; ok {
+			out[i] = c
+		} else {
+			out[i] = codecZero
+		}
 	}
 	return out
 }

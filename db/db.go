@@ -3,6 +3,7 @@ package db
 import (
 	"errors"
 	"fmt"
+	"github.com/mneme-gpu/mneme"
 	"os"
 	"path/filepath"
 	"sort"
@@ -74,6 +75,12 @@ func Open(path string) (*DB, error) {
 		var k *Kernel
 		if fi.IsDir() {
 			k, err = readKernelIn(d.Dir, filepath.Base(f))
+			// A kernel's file is named by its static hash: a copy under
+			// another name would be a second kernel of the same hash,
+			// whose instances no id could tell apart.
+			if err == nil && filepath.Base(f) != k.StaticHash+".json" {
+				err = mneme.BadInput(fmt.Errorf("%s: StaticHash %q is not the file's name (a kernel file is named <StaticHash>.json)", f, k.StaticHash))
+			}
 		} else {
 			k, err = ReadKernel(f)
 		}

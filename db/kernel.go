@@ -46,6 +46,12 @@ type Kernel struct {
 	// ran, which `replay --original` and tuning baselines run. Empty in
 	// recordings made before it was kept.
 	DeviceCode string `json:"DeviceCode,omitempty"`
+	// Code says what the kernel's code is recorded as: CodeIR (or empty,
+	// as in recordings made before the field existed) for LLVM IR in
+	// Modules, CodeMachine for only the machine code the application
+	// loaded (DeviceCode; an application not built with mneme's compiler
+	// wrapper, recorded through the driver), Modules then being empty.
+	Code string `json:"Code,omitempty"`
 	// CompileFlags are the options of the application's compile that shape
 	// device code beyond what the IR shows (-O level, ptxas options), as the
 	// compiler wrapper saw them; replay's baseline honours them.
@@ -97,6 +103,16 @@ type Instance struct {
 	EpilogueBytes uint64 `json:"EpilogueBytes"`
 	RecordedAt    string `json:"RecordedAt"` // RFC 3339
 }
+
+// What a kernel's code is recorded as (Kernel.Code).
+const (
+	CodeIR      = "ir"
+	CodeMachine = "machine"
+)
+
+// MachineCodeOnly reports whether the kernel has no IR: replay runs its
+// recorded machine code, and nothing is recompiled from IR.
+func (k *Kernel) MachineCodeOnly() bool { return k.Code == CodeMachine }
 
 // InstanceIDs lists the kernel's dynamic hashes in sorted order.
 func (k *Kernel) InstanceIDs() []string {
@@ -259,8 +275,20 @@ func (k *Kernel) Validate() error {
 	if k.KernelName == "" {
 		return fieldErr("KernelName", "empty")
 	}
-	if len(k.Modules) == 0 {
-		return fieldErr("Modules", "empty: the recorded IR file is needed for replay")
+	switch k.Code {
+	case "", CodeIR:
+		if len(k.Modules) == 0 {
+			return fieldErr("Modules", "empty: the recorded IR file is needed for replay")
+		}
+	case CodeMachine:
+		if k.DeviceCode == "" {
+			return fieldErr("DeviceCode", "empty, but Code %q says the kernel's machine code is all that was recorded", k.Code)
+		}
+		if len(k.Modules) != 0 {
+			return fieldErr("Modules", "%d entries, but Code %q says the kernel has no IR", len(k.Modules), k.Code)
+		}
+	default:
+		return fieldErr("Code", "%q: want %q or %q", k.Code, CodeIR, CodeMachine)
 	}
 	for i, m := range k.Modules {
 		if !isPlainFileName(m) {

@@ -295,4 +295,24 @@ func TestOpenRejects(t *testing.T) {
 	if _, err := Open(bad); err == nil || !strings.Contains(err.Error(), "broken.json") {
 		t.Fatalf("corrupt file in directory: %v", err)
 	}
+	// A kernel file copied under another name: a second kernel of the same
+	// static hash, whose instances no id could select. Refused naming it;
+	// the database without the copy opens.
+	copied := t.TempDir()
+	k := sampleKernel(t, "_Z1aPfif", 1)
+	if err := WriteKernel(copied, k); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(copied, k.StaticHash+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(copied); err != nil {
+		t.Fatalf("the database before the copy: %v", err)
+	}
+	os.WriteFile(filepath.Join(copied, "copy.json"), data, 0o644)
+	var in *mneme.InputError
+	if _, err := Open(copied); !errors.As(err, &in) || !strings.Contains(err.Error(), "copy.json: StaticHash \""+k.StaticHash+"\" is not the file's name") {
+		t.Fatalf("a kernel file under another name: %v", err)
+	}
 }

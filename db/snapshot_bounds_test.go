@@ -294,3 +294,78 @@ func TestBlobsBoundedByDeviceMemory(t *testing.T) {
 		t.Errorf("KernelLimits does not bound the allocations by Device.TotalMem: %+v", KernelLimits(k))
 	}
 }
+
+// TestZeroChunkPlanTakesNoMemory: a blob of 1 GiB in 4 KiB chunks, all zero
+// but every 4099th chunk, is a file of 4 MiB of chunk headers. Opening it
+// keeps nothing per zero chunk (the plan's memory follows what the file
+// stores, not what it declares), and reads still find every stored chunk.
+func TestZeroChunkPlanTakesNoMemory(t *testing.T) {
+	const cs, size, every = 4096, 1 << 30, 4099
+	pattern := func(i int) []byte {
+		b := make([]byte, cs)
+		for j := range b {
+			b[j] = byte(i + j/7 + 1)
+		}
+		return b
+	}
+	s := &Snapshot{
+		Globals: []Global{{Name: "g", Size: 3 * cs, Data: make([]byte, 3*cs)}},
+		Blobs: []Blob{{Addr: 0x100000, Size: size, Chunks: func(i int) (SourceChunk, error) {
+			if i%every == every-1 {
+				return SourceChunk{Data: pattern(i)}, nil
+			}
+			return SourceChunk{Zero: true}, nil
+		}}},
+		Args: [][]byte{{1, 2, 3}},
+	}
+	path := filepath.Join(t.TempDir(), "s.mneme")
+	if _, err := WriteSnapshot(path, s, SnapshotOptions{ChunkSize: cs}); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	st, err := OpenSnapshotStream(path, SnapshotLimits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	runtime.ReadMemStats(&after)
+	// The blob's stored chunks and the argument's one; the global is zero.
+	stored := size/cs/every + 1
+	if got := len(st.p.stored); got != stored {
+		t.Errorf("the plan keeps %d chunks, want the %d stored ones", got, stored)
+	}
+	// 72 bytes a chunk, as a plan of every chunk took, would be 18 MiB.
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > uint64(fi.Size())/4 {
+		t.Errorf("opening a %d-byte file allocated %d bytes", fi.Size(), alloc)
+	}
+	if g := st.Snapshot.Globals[0].Data; len(g) != 3*cs {
+		t.Errorf("an all-zero global decoded to %d bytes, want %d", len(g), 3*cs)
+	}
+	for _, i := range []int{0, every - 2, every - 1, every, 3*every - 1, size/cs - 1} {
+		buf := make([]byte, cs)
+		zero, err := st.ReadBlob(0, uint64(i)*cs, buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := make([]byte, cs)
+		if i%every == every-1 {
+			want = pattern(i)
+		}
+		if zero != (i%every != every-1) || !bytes.Equal(buf, want) {
+			t.Errorf("chunk %d: zero %v, bytes differ %v", i, zero, !bytes.Equal(buf, want))
+		}
+		if st.zeroWindow(0, uint64(i)*cs, cs) != zero {
+			t.Errorf("chunk %d: zeroWindow disagrees with ReadBlob", i)
+		}
+	}
+	// A window across a stored chunk is not zero; one between two is.
+	if st.zeroWindow(0, (every-2)*cs, 3*cs) || !st.zeroWindow(0, every*cs, (every-1)*cs) {
+		t.Error("zeroWindow is wrong about windows around a stored chunk")
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"strings"
 	"sync"
 
@@ -180,7 +181,9 @@ func (m *metaReader) count(what string, minEntry int64) (int, error) {
 	return int(n), nil
 }
 
-// chunkPlan is one chunk found by the metadata pass, decoded in the second.
+// chunkPlan is one chunk found by the metadata pass, decoded in the second:
+// the expanded view of a storedChunk (or of a zero chunk, which the plan
+// does not keep).
 type chunkPlan struct {
 	region  int    // index into plan.regions
 	rawOff  uint64 // offset in the region's data
@@ -193,18 +196,86 @@ type chunkPlan struct {
 	ref     *ChunkRef // codecRef: where the bytes are
 }
 
+// storedChunk is what the plan keeps of a chunk that stores something (not
+// a zero chunk): the plan's memory is bounded by the file's stored bytes,
+// not by the size its headers declare (a file of zero-chunk headers
+// declaring 128 GiB keeps nothing per chunk).
+type storedChunk struct {
+	idx     uint64 // the chunk's index among all chunks of the file
+	dataOff int64
+	sum     uint64
+	stored  uint32
+	region  uint32
+	codec   byte
+}
+
 type regionRef struct {
 	kind byte // 'g', 'b', 'a'
 	idx  int
 	size uint64
 	what string
+	// first is the index of the region's first chunk among all chunks of
+	// the file; storedAt the index in plan.stored of its first stored one.
+	first    uint64
+	storedAt int
 }
 
 type plan struct {
 	cs      int
 	regions []regionRef
-	chunks  []chunkPlan
+	stored  []storedChunk        // chunks with stored bytes, in file order
+	refs    map[uint64]*ChunkRef // codecRef chunks' targets, by chunk index
+	n       uint64               // all chunks, zero chunks included
 	raw     uint64
+}
+
+// expand is the full view of stored chunk sc.
+func (p *plan) expand(sc *storedChunk) chunkPlan {
+	r := &p.regions[sc.region]
+	c := chunkPlan{region: int(sc.region), rawOff: (sc.idx - r.first) * uint64(p.cs), codec: sc.codec, stored: int(sc.stored), sum: sc.sum, dataOff: sc.dataOff}
+	c.rawLen = int(min(uint64(p.cs), r.size-c.rawOff))
+	c.hdrOff = sc.dataOff - chunkHeader
+	if sc.codec == codecRef {
+		c.ref = p.refs[sc.idx]
+		c.hdrOff -= int64(sc.stored)
+	}
+	return c
+}
+
+// storedEnd is the index in p.stored past region ri's stored chunks.
+func (p *plan) storedEnd(ri int) int {
+	if ri+1 < len(p.regions) {
+		return p.regions[ri+1].storedAt
+	}
+	return len(p.stored)
+}
+
+// chunkIn is chunk k of region ri.
+func (p *plan) chunkIn(ri int, k uint64) chunkPlan {
+	r := &p.regions[ri]
+	lo, hi := r.storedAt, p.storedEnd(ri)
+	idx := r.first + k
+	if j := lo + sort.Search(hi-lo, func(j int) bool { return p.stored[lo+j].idx >= idx }); j < hi && p.stored[j].idx == idx {
+		return p.expand(&p.stored[j])
+	}
+	c := chunkPlan{region: ri, rawOff: k * uint64(p.cs), codec: codecZero}
+	c.rawLen = int(min(uint64(p.cs), r.size-c.rawOff))
+	return c
+}
+
+// chunk is chunk i among all chunks of the file.
+func (p *plan) chunk(i uint64) chunkPlan {
+	ri := sort.Search(len(p.regions), func(j int) bool { return p.regions[j].first > i }) - 1
+	return p.chunkIn(ri, i-p.regions[ri].first)
+}
+
+// storedBetween reports whether any of chunks [k0, k1) of region ri stores
+// bytes (is not a zero chunk).
+func (p *plan) storedBetween(ri int, k0, k1 uint64) bool {
+	r := &p.regions[ri]
+	lo, hi := r.storedAt, p.storedEnd(ri)
+	j := lo + sort.Search(hi-lo, func(j int) bool { return p.stored[lo+j].idx >= r.first+k0 })
+	return j < hi && p.stored[j].idx < r.first+k1
 }
 
 // region walks the chunk headers of a payload of size bytes.
@@ -219,35 +290,38 @@ func (m *metaReader) region(p *plan, size uint64, ref regionRef) error {
 		return m.errf(at, "%s: %d bytes need %d chunks, more than the %d bytes left can hold", ref.what, size, n, m.size-m.off)
 	}
 	ri := len(p.regions)
+	ref.first, ref.storedAt = p.n, len(p.stored)
 	p.regions = append(p.regions, ref)
 	p.raw += size
+	p.n += n
 	for i := uint64(0); i < n; i++ {
 		hdrOff := m.off
 		h, err := m.read(chunkHeader, "chunk header")
 		if err != nil {
 			return err
 		}
-		c := chunkPlan{region: ri, rawOff: i * uint64(p.cs), codec: h[0], stored: int(binary.LittleEndian.Uint32(h[4:])), sum: binary.LittleEndian.Uint64(h[8:]), hdrOff: hdrOff}
-		c.rawLen = int(min(uint64(p.cs), size-c.rawOff))
+		c := storedChunk{idx: ref.first + i, region: uint32(ri), codec: h[0], stored: binary.LittleEndian.Uint32(h[4:]), sum: binary.LittleEndian.Uint64(h[8:])}
+		rawLen := min(uint64(p.cs), size-i*uint64(p.cs))
 		if h[1]|h[2]|h[3] != 0 {
 			return m.errf(hdrOff, "%s chunk %d: reserved header bytes are not zero", ref.what, i)
 		}
 		switch c.codec {
 		case codecRaw:
-			if c.stored != c.rawLen {
-				return m.errf(hdrOff, "%s chunk %d: raw chunk stores %d bytes, want %d", ref.what, i, c.stored, c.rawLen)
+			if uint64(c.stored) != rawLen {
+				return m.errf(hdrOff, "%s chunk %d: raw chunk stores %d bytes, want %d", ref.what, i, c.stored, rawLen)
 			}
 		case codecZstd, codecShuffle4, codecS2:
 			if c.codec == codecS2 && m.version < snapshotVersionS2Chunks {
 				return m.errf(hdrOff, "%s chunk %d: an S2 chunk, which only version %d files may hold", ref.what, i, snapshotVersionS2Chunks)
 			}
-			if c.stored == 0 || c.stored >= c.rawLen {
-				return m.errf(hdrOff, "%s chunk %d: compressed chunk stores %d bytes for %d", ref.what, i, c.stored, c.rawLen)
+			if c.stored == 0 || uint64(c.stored) >= rawLen {
+				return m.errf(hdrOff, "%s chunk %d: compressed chunk stores %d bytes for %d", ref.what, i, c.stored, rawLen)
 			}
 		case codecZero:
 			if c.stored != 0 || c.sum != 0 {
 				return m.errf(hdrOff, "%s chunk %d: zero chunk with stored bytes or a checksum", ref.what, i)
 			}
+			continue // nothing to keep: its bytes are zero
 		case codecRef:
 			if m.version < snapshotVersionRefs || ref.kind != 'b' {
 				return m.errf(hdrOff, "%s chunk %d: a reference to another snapshot, which only blobs of version %d files may hold", ref.what, i, snapshotVersionRefs)
@@ -263,9 +337,12 @@ func (m *metaReader) region(p *plan, size uint64, ref regionRef) error {
 			if n := int(binary.LittleEndian.Uint16(b[8:])); n != len(r.File) || !validRefName(r.File) || c.sum != 0 {
 				return m.errf(hdrOff, "%s chunk %d: reference to %q (chunk %d) is not a snapshot of this database, or carries a checksum", ref.what, i, r.File, r.Chunk)
 			}
-			c.ref = r
+			if p.refs == nil {
+				p.refs = map[uint64]*ChunkRef{}
+			}
+			p.refs[c.idx] = r
 			c.dataOff = m.off
-			p.chunks = append(p.chunks, c)
+			p.stored = append(p.stored, c)
 			continue
 		default:
 			return m.errf(hdrOff, "%s chunk %d: unknown codec %d", ref.what, i, c.codec)
@@ -275,7 +352,7 @@ func (m *metaReader) region(p *plan, size uint64, ref regionRef) error {
 		}
 		c.dataOff = m.off
 		m.off += int64(c.stored)
-		p.chunks = append(p.chunks, c)
+		p.stored = append(p.stored, c)
 	}
 	return nil
 }
@@ -563,14 +640,15 @@ func mustPrefix(m *metaReader, n int) []byte {
 // enough to do, verifying every chunk's checksum.
 func decodeChunks(m *metaReader, p *plan, datas [][]byte) error {
 	workers := runtime.GOMAXPROCS(0)
-	if p.raw < 4<<20 || len(p.chunks) < 2 {
+	if p.raw < 4<<20 || len(p.stored) < 2 {
 		workers = 1
 	}
-	workers = min(workers, len(p.chunks))
+	workers = min(workers, len(p.stored))
 	if workers <= 1 {
 		var scratch []byte
-		for i := range p.chunks {
-			if err := decodeChunk(m, p, datas, &p.chunks[i], &scratch); err != nil {
+		for i := range p.stored {
+			c := p.expand(&p.stored[i])
+			if err := decodeChunk(m, p, datas, &c, &scratch); err != nil {
 				return err
 			}
 		}
@@ -581,9 +659,9 @@ func decodeChunks(m *metaReader, p *plan, datas [][]byte) error {
 		mu       sync.Mutex
 		firstErr error
 		firstAt  = int64(-1)
-		next     = make(chan int, len(p.chunks))
+		next     = make(chan int, len(p.stored))
 	)
-	for i := range p.chunks {
+	for i := range p.stored {
 		next <- i
 	}
 	close(next)
@@ -593,8 +671,8 @@ func decodeChunks(m *metaReader, p *plan, datas [][]byte) error {
 			defer wg.Done()
 			var scratch []byte
 			for i := range next {
-				c := &p.chunks[i]
-				if err := decodeChunk(m, p, datas, c, &scratch); err != nil {
+				c := p.expand(&p.stored[i])
+				if err := decodeChunk(m, p, datas, &c, &scratch); err != nil {
 					mu.Lock()
 					// Report the earliest bad chunk, as a sequential reader would.
 					if firstAt < 0 || c.hdrOff < firstAt {
@@ -735,10 +813,10 @@ func (m *metaReader) readRef(dst []byte, c *chunkPlan, what string, idx uint64, 
 	if err != nil {
 		return 0, m.errf(c.hdrOff, "%s: %v", where, err)
 	}
-	if r.Chunk >= uint64(len(rf.plan.chunks)) {
-		return 0, m.errf(c.hdrOff, "%s: that file has %d chunks", where, len(rf.plan.chunks))
+	if r.Chunk >= rf.plan.n {
+		return 0, m.errf(c.hdrOff, "%s: that file has %d chunks", where, rf.plan.n)
 	}
-	t := rf.plan.chunks[r.Chunk]
+	t := rf.plan.chunk(r.Chunk)
 	if rf.plan.regions[t.region].kind != 'b' || t.rawLen != len(dst) || t.codec != codecRaw && t.codec != codecZstd && t.codec != codecShuffle4 && t.codec != codecS2 {
 		return 0, m.errf(c.hdrOff, "%s: the chunk there (codec %d, %d bytes) is not a stored blob chunk of %d bytes", where, t.codec, t.rawLen, len(dst))
 	}

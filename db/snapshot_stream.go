@@ -24,10 +24,8 @@ type SnapshotStream struct {
 	f        *os.File
 	m        *metaReader
 	p        *plan
-	// blobRegion is each blob's region in p; regionFirst each region's
-	// first chunk in p.chunks (a region's chunks follow one another).
-	blobRegion  []int
-	regionFirst []int
+	// blobRegion is each blob's region in p.
+	blobRegion []int
 }
 
 // OpenSnapshotStream opens a snapshot file for streaming, as
@@ -77,35 +75,31 @@ func openStream(dir, name string, f *os.File, size int64, lim SnapshotLimits) (*
 	}
 	st.Snapshot, st.p = s, p
 	st.blobRegion = make([]int, len(s.Blobs))
-	st.regionFirst = make([]int, len(p.regions))
 	var small uint64
 	for i, r := range p.regions {
-		st.regionFirst[i] = -1
 		if r.kind == 'b' {
 			st.blobRegion[r.idx] = i
 		} else {
 			small += r.size
 		}
 	}
-	for i := len(p.chunks) - 1; i >= 0; i-- {
-		st.regionFirst[p.chunks[i].region] = i
-	}
 	if budget := HostMemoryBudget(); small > budget {
 		return fail(fmt.Errorf("%s: %w: its globals and arguments take %s, more than the %s of memory this process can still use",
 			name, mneme.ErrOutOfResources, FormatSize(small), FormatSize(budget)))
 	}
 	datas := make([][]byte, len(p.regions))
+	for i, r := range p.regions {
+		if r.kind != 'b' {
+			datas[i] = make([]byte, r.size)
+		}
+	}
 	var scratch []byte
-	for i := range p.chunks {
-		c := &p.chunks[i]
-		r := p.regions[c.region]
-		if r.kind == 'b' {
+	for i := range p.stored {
+		c := p.expand(&p.stored[i])
+		if p.regions[c.region].kind == 'b' {
 			continue
 		}
-		if datas[c.region] == nil {
-			datas[c.region] = make([]byte, r.size)
-		}
-		if err := decodeChunk(m, p, datas, c, &scratch); err != nil {
+		if err := decodeChunk(m, p, datas, &c, &scratch); err != nil {
 			return fail(err)
 		}
 	}
@@ -156,7 +150,8 @@ func (s *SnapshotStream) ReadBlob(i int, off uint64, dst []byte) (zero bool, err
 	defer func() { putBuf(whole) }()
 	zero = true
 	for pos := off; pos < end; {
-		c := &s.p.chunks[s.regionFirst[ri]+int(pos/cs)]
+		chunk := s.p.chunkIn(ri, pos/cs)
+		c := &chunk
 		cEnd := c.rawOff + uint64(c.rawLen)
 		hi := min(cEnd, end)
 		out := dst[pos-off : hi-off]
@@ -293,11 +288,5 @@ func readPair(pro, epi *SnapshotStream, w *BlobWindow, fn func(BlobWindow) error
 // zero chunks, without reading the file.
 func (s *SnapshotStream) zeroWindow(i int, off uint64, n int) bool {
 	cs := uint64(s.p.cs)
-	first := s.regionFirst[s.blobRegion[i]]
-	for k := off / cs; k*cs < off+uint64(n); k++ {
-		if s.p.chunks[first+int(k)].codec != codecZero {
-			return false
-		}
-	}
-	return true
+	return !s.p.storedBetween(s.blobRegion[i], off/cs, (off+uint64(n)+cs-1)/cs)
 }

@@ -358,8 +358,8 @@ func TestCodecChoice(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(p.chunks) != 1 || p.chunks[0].codec != c.want {
-			t.Errorf("%s: codec %d, want %d", c.name, p.chunks[0].codec, c.want)
+		if p.n != 1 || p.chunk(0).codec != c.want {
+			t.Errorf("%s: %d chunks, codec %d, want 1 of codec %d", c.name, p.n, p.chunk(0).codec, c.want)
 		}
 		got, err := DecodeSnapshotBytes(buf.Bytes())
 		if err != nil {
@@ -368,7 +368,7 @@ func TestCodecChoice(t *testing.T) {
 		if !bytes.Equal(got.Blobs[0].Data, c.data) {
 			t.Fatalf("%s: data changed in the round trip", c.name)
 		}
-		t.Logf("%s: %d bytes stored for %d", c.name, p.chunks[0].stored, len(c.data))
+		t.Logf("%s: %d bytes stored for %d", c.name, p.chunk(0).stored, len(c.data))
 	}
 }
 

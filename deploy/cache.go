@@ -17,6 +17,7 @@ import (
 	"github.com/zeebo/xxh3"
 
 	"github.com/mneme-gpu/mneme"
+	"github.com/mneme-gpu/mneme/internal/cacheseal"
 	"github.com/mneme-gpu/mneme/internal/safefile"
 )
 
@@ -235,29 +236,41 @@ func (c *Cache) Dir() string { return c.dir }
 // Entry file format, little-endian.
 const (
 	entryMagic   = "MNEMEJC1"
-	entryVersion = 1
+	entryVersion = 2
 	// maxEntrySize bounds what Get reads: far above any kernel's object.
 	maxEntrySize = 1 << 30
 	// entryHeader is the magic and the version.
 	entryHeader = len(entryMagic) + 4
 )
 
-// encodeEntry is a disk entry: the magic "MNEMEJC1", u32 version 1, the
+// Seal domains (internal/cacheseal) of compiled variants and of facts.
+const (
+	entrySealDomain = "deploy"
+	factsSealDomain = "deploy-facts"
+)
+
+// encodeEntry is a disk entry: the magic "MNEMEJC1", u32 version 2, the
 // key's full encoding (compared on read: a hash collision or a misplaced
-// file is detected), u64 payload length, u64 xxh3-64 of the payload, the
-// payload.
-func encodeEntry(key, payload []byte) []byte {
-	b := make([]byte, 0, entryHeader+len(key)+16+len(payload))
+// file is detected), u64 payload length, the 32-byte seal of the key and
+// the payload (internal/cacheseal: keyed with the installation's secret,
+// so an entry cannot be forged or brought in from elsewhere), the payload.
+func encodeEntry(key, payload []byte) ([]byte, error) {
+	seal, err := cacheseal.Seal(entrySealDomain, key, payload)
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, 0, entryHeader+len(key)+8+cacheseal.Size+len(payload))
 	b = append(b, entryMagic...)
 	b = binary.LittleEndian.AppendUint32(b, entryVersion)
 	b = append(b, key...)
 	b = binary.LittleEndian.AppendUint64(b, uint64(len(payload)))
-	b = binary.LittleEndian.AppendUint64(b, xxh3.Hash(payload))
-	return append(b, payload...)
+	b = append(b, seal...)
+	return append(b, payload...), nil
 }
 
 // decodeEntry checks a disk entry and returns its key and payload (a
-// subslice of data); the error says what is wrong.
+// subslice of data); the error says what is wrong. The sizes are checked
+// against the file before the seal is computed.
 func decodeEntry(data []byte) (Key, []byte, error) {
 	if len(data) < entryHeader || string(data[:len(entryMagic)]) != entryMagic {
 		return Key{}, nil, errors.New("bad magic")
@@ -269,16 +282,16 @@ func decodeEntry(data []byte) (Key, []byte, error) {
 	if err != nil {
 		return Key{}, nil, err
 	}
-	if len(rest) < 16 {
+	if len(rest) < 8+cacheseal.Size {
 		return Key{}, nil, errors.New("truncated before the payload")
 	}
-	n, sum := binary.LittleEndian.Uint64(rest), binary.LittleEndian.Uint64(rest[8:])
-	payload := rest[16:]
+	n, seal := binary.LittleEndian.Uint64(rest), rest[8:8+cacheseal.Size]
+	payload := rest[8+cacheseal.Size:]
 	if n != uint64(len(payload)) {
 		return Key{}, nil, fmt.Errorf("payload length %d, the file holds %d bytes", n, len(payload))
 	}
-	if xxh3.Hash(payload) != sum {
-		return Key{}, nil, errors.New("payload checksum mismatch")
+	if !cacheseal.Verify(entrySealDomain, data[entryHeader:len(data)-len(rest)], payload, seal) {
+		return Key{}, nil, errors.New("its seal does not match: damaged, edited or sealed by another installation")
 	}
 	return k, payload, nil
 }
@@ -329,7 +342,11 @@ func (c *Cache) Put(key Key, data []byte) error {
 	if c.dir == "" {
 		return nil
 	}
-	return writeAtomic(c.dir, entryName(hashHex(enc)), encodeEntry(enc, data))
+	entry, err := encodeEntry(enc, data)
+	if err != nil {
+		return err
+	}
+	return writeAtomic(c.dir, entryName(hashHex(enc)), entry)
 }
 
 // cacheFile is a file read from the cache folder, with what identifies it

@@ -2,8 +2,11 @@ package deploy
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/mneme-gpu/mneme/internal/cacheseal"
+	"github.com/zeebo/xxh3"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -85,7 +88,7 @@ func TestCacheRoundTripMemoryAndDisk(t *testing.T) {
 
 func TestCacheCorruptEntriesAreMisses(t *testing.T) {
 	k, payload := testKey(), bytes.Repeat([]byte("cubin"), 50)
-	good := encodeEntry(k.encode(), payload)
+	good := mustEncode(t, k.encode(), payload)
 	other := testKey()
 	other.Arch = "sm_80"
 	for _, tc := range []struct {
@@ -95,14 +98,16 @@ func TestCacheCorruptEntriesAreMisses(t *testing.T) {
 	}{
 		{"empty", nil, "bad magic"},
 		{"bad magic", append([]byte("MNEMEJC2"), good[8:]...), "bad magic"},
-		{"version", append(append([]byte("MNEMEJC1"), 2, 0, 0, 0), good[12:]...), "version 2"},
+		{"version", append(append([]byte("MNEMEJC1"), 1, 0, 0, 0), good[12:]...), "version 1"},
 		{"truncated in the key", good[:40], "key truncated"},
 		{"truncated before the payload", good[:len(good)-len(payload)-10], "truncated"},
 		{"truncated payload", good[:len(good)-1], "payload length"},
 		{"trailing bytes", append(bytes.Clone(good), 0), "payload length"},
-		{"flipped payload byte", flip(good, len(good)-7), "checksum"},
-		{"flipped checksum byte", flip(good, len(good)-len(payload)-3), "checksum"},
-		{"another key", encodeEntry(other.encode(), payload), "another key"},
+		{"flipped payload byte", flip(good, len(good)-7), "seal does not match"},
+		{"flipped seal byte", flip(good, len(good)-len(payload)-3), "seal does not match"},
+		{"flipped key byte", flip(good, entryHeader+8+len(keyFormat)+8+2), "seal does not match"},
+		{"re-sealed with a checksum anyone can compute", resealed(t, good, payload), "seal does not match"},
+		{"another key", mustEncode(t, other.encode(), payload), "another key"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := NewCache(t.TempDir())
@@ -134,6 +139,37 @@ func TestCacheCorruptEntriesAreMisses(t *testing.T) {
 			}
 		})
 	}
+}
+
+func mustSealFacts(t *testing.T, key string, body []byte) []byte {
+	t.Helper()
+	data, err := sealFacts(key, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// mustEncode is encodeEntry for tests.
+func mustEncode(t testing.TB, key, payload []byte) []byte {
+	t.Helper()
+	data, err := encodeEntry(key, payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// resealed is entry with its payload changed and the seal replaced by the
+// payload's xxh3 (the old format's checksum) padded to a seal's size: what
+// a forger who cannot know the secret can compute.
+func resealed(t *testing.T, entry, payload []byte) []byte {
+	t.Helper()
+	forged := bytes.ReplaceAll(bytes.Clone(payload), []byte("cubin"), []byte("cuBin"))
+	head := bytes.Clone(entry[:len(entry)-len(payload)-cacheseal.Size])
+	seal := make([]byte, cacheseal.Size)
+	binary.LittleEndian.PutUint64(seal, xxh3.Hash(forged))
+	return append(append(head, seal...), forged...)
 }
 
 func flip(b []byte, i int) []byte {
@@ -329,11 +365,32 @@ func TestFactsCache(t *testing.T) {
 		}
 	}
 
-	path := filepath.Join(dir, factsName(factsKey("ir", "_Z1kv")))
-	good, err := os.ReadFile(path)
+	key := factsKey("ir", "_Z1kv")
+	path := filepath.Join(dir, factsName(key))
+	sealedGood, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
+	good, ok := openFacts(key, sealedGood)
+	if !ok {
+		t.Fatal("the facts file as written does not verify")
+	}
+	// A valid edit, not sealed here (forged, or from another installation's
+	// cache): refused; sealed here: read.
+	edit := strings.Replace(string(good), `"scalar_args":[2]`, `"scalar_args":[1]`, 1)
+	if err := os.WriteFile(path, []byte(strings.Replace(string(sealedGood), string(good), edit, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if f, ok := NewCache(dir).GetFacts("ir", "_Z1kv"); ok {
+		t.Errorf("facts edited without their seal read back: %+v", f)
+	}
+	if err := os.WriteFile(path, mustSealFacts(t, key, []byte(edit)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if f, ok := NewCache(dir).GetFacts("ir", "_Z1kv"); !ok || !reflect.DeepEqual(f.ScalarArgs, []int{1}) {
+		t.Errorf("facts sealed here: %+v %v", f, ok)
+	}
+	// Malformed facts are refused even when sealed.
 	for name, data := range map[string]string{
 		"not JSON":      `{"format":`,
 		"other kernel":  strings.Replace(string(good), "_Z1kv", "_Z1jv", 1),
@@ -346,7 +403,7 @@ func TestFactsCache(t *testing.T) {
 		if data == string(good) {
 			t.Fatalf("%s: the test did not alter the file", name)
 		}
-		if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		if err := os.WriteFile(path, mustSealFacts(t, key, []byte(data)), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		if f, ok := NewCache(dir).GetFacts("ir", "_Z1kv"); ok {
@@ -375,10 +432,10 @@ func TestDefaultCacheDir(t *testing.T) {
 // altered or torn file is ever taken for an entry.
 func FuzzCacheEntry(f *testing.F) {
 	k := testKey()
-	good := encodeEntry(k.encode(), []byte("payload"))
+	good := mustEncode(f, k.encode(), []byte("payload"))
 	f.Add(good)
 	f.Add(good[:len(good)-1])
-	f.Add(encodeEntry(Key{}.encode(), nil))
+	f.Add(mustEncode(f, Key{}.encode(), nil))
 	f.Add([]byte("MNEMEJC1\x01\x00\x00\x00\xff\xff\xff\xff\xff\xff\xff\xff"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		key, payload, err := decodeEntry(data)
@@ -388,7 +445,7 @@ func FuzzCacheEntry(f *testing.F) {
 			}
 			return
 		}
-		if again := encodeEntry(key.encode(), payload); !bytes.Equal(again, data) {
+		if again := mustEncode(t, key.encode(), payload); !bytes.Equal(again, data) {
 			t.Fatalf("accepted an entry that does not re-encode identically:\n%x\n%x", data, again)
 		}
 		// Through the cache: an entry is returned only for its own key.

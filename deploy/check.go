@@ -14,6 +14,7 @@ const (
 	StatusDeployed = "deployed"       // the kernel runs its tuned code
 	StatusOriginal = "own-code"       // tuning found the application's own code best
 	StatusUnknown  = "not-in-program" // the executable has no kernel of that name
+	StatusInvalid  = "invalid"        // its configuration cannot compile (a pipeline LLVM does not parse): the application's own code runs
 )
 
 // CheckRow is one tuned kernel as `mneme deploy check` reports it.
@@ -31,6 +32,13 @@ type CheckReport struct {
 // and the GPU at hand ("" when none): unknown names, kernels tuned on
 // another GPU, and what each entry will do at run time.
 func Check(plans Plans, kernels []string, gpu string) CheckReport {
+	return CheckWith(plans, kernels, gpu, nil)
+}
+
+// CheckWith is Check with the compile configurations checked by valid (nil:
+// not checked): a kernel whose tuned configuration cannot compile is
+// reported invalid, with the reason, and not counted as matched.
+func CheckWith(plans Plans, kernels []string, gpu string, valid func(*Plan) error) CheckReport {
 	var rep CheckReport
 	for _, n := range slices.Sorted(maps.Keys(plans)) {
 		p := plans[n]
@@ -45,6 +53,9 @@ func Check(plans Plans, kernels []string, gpu string) CheckReport {
 		case p.Original:
 			row.Status = StatusOriginal
 			rep.Matched++
+		case valid != nil && valid(p) != nil:
+			row.Status = StatusInvalid
+			notes = append(notes, valid(p).Error())
 		default:
 			row.Status = StatusDeployed
 			rep.Matched++

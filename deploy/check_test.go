@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -32,6 +33,29 @@ func TestCheckReportsEachTunedKernel(t *testing.T) {
 	u := byName["_Z6vecaddPKfS0_Pfiii"]
 	if u.Status != StatusUnknown || !strings.Contains(u.Note, "did you mean _Z6vecaddPKfS0_Pfi?") {
 		t.Errorf("unknown row %+v", u)
+	}
+}
+
+// TestCheckWithReportsInvalidConfigurations: a kernel whose configuration
+// the check refuses is invalid (with the reason), not deployed and not
+// matched; the others are as Check reports them.
+func TestCheckWithReportsInvalidConfigurations(t *testing.T) {
+	plans := Plans{
+		"_Z1av": {Kernel: "_Z1av", Source: "t.json", Config: mneme.Config{Passes: "no-such-pass", CodegenOpt: 3}},
+		"_Z1bv": {Kernel: "_Z1bv", Source: "t.json", Config: mneme.Config{Passes: "default<O3>", CodegenOpt: 3}},
+	}
+	valid := func(p *Plan) error {
+		if p.Config.Passes == "no-such-pass" {
+			return errors.New("unknown pass name 'no-such-pass'")
+		}
+		return nil
+	}
+	rep := CheckWith(plans, []string{"_Z1av", "_Z1bv"}, "", valid)
+	if rep.Matched != 1 || rep.Rows[0].Status != StatusInvalid || !strings.Contains(rep.Rows[0].Note, "no-such-pass") || rep.Rows[1].Status != StatusDeployed {
+		t.Errorf("report %+v", rep)
+	}
+	if rep := Check(plans, []string{"_Z1av", "_Z1bv"}, ""); rep.Matched != 2 {
+		t.Errorf("without a check: %+v", rep)
 	}
 }
 

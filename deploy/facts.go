@@ -3,6 +3,7 @@ package deploy
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/mneme-gpu/mneme/internal/cacheseal"
 	"github.com/mneme-gpu/mneme/internal/jsonfield"
 )
 
@@ -99,8 +101,9 @@ func (c *Cache) GetFacts(irHash, kernel string) (*KernelFacts, bool) {
 	if err != nil || raw == nil {
 		return nil, false
 	}
-	ff, err := decodeFacts(raw.data)
-	if err != nil || ff.IRHash != irHash || ff.Kernel != kernel {
+	body, sealed := openFacts(key, raw.data)
+	ff, err := decodeFacts(body)
+	if !sealed || err != nil || ff.IRHash != irHash || ff.Kernel != kernel {
 		raw.discard()
 		return nil, false
 	}
@@ -155,5 +158,40 @@ func (c *Cache) PutFacts(irHash, kernel string, facts *KernelFacts) error {
 	if err != nil {
 		return err
 	}
-	return writeAtomic(c.dir, factsName(key), append(data, '\n'))
+	sealed, err := sealFacts(key, append(data, '\n'))
+	if err != nil {
+		return err
+	}
+	return writeAtomic(c.dir, factsName(key), sealed)
+}
+
+// factsSealPrefix starts a facts file's first line, the seal of its key
+// and of the JSON that follows (internal/cacheseal): facts decide which
+// arguments a variant folds, so a forged file must not be believed.
+const factsSealPrefix = "mneme-facts hmac-sha256:"
+
+func sealFacts(key string, body []byte) ([]byte, error) {
+	seal, err := cacheseal.Seal(factsSealDomain, []byte(key), body)
+	if err != nil {
+		return nil, err
+	}
+	return append([]byte(factsSealPrefix+hex.EncodeToString(seal)+"\n"), body...), nil
+}
+
+// openFacts returns the JSON of a facts file of key and whether its seal
+// matches.
+func openFacts(key string, data []byte) ([]byte, bool) {
+	rest, ok := bytes.CutPrefix(data, []byte(factsSealPrefix))
+	if !ok {
+		return nil, false
+	}
+	stored, body, ok := bytes.Cut(rest, []byte("\n"))
+	if !ok || len(stored) != 2*cacheseal.Size {
+		return nil, false
+	}
+	seal, err := hex.DecodeString(string(stored))
+	if err != nil {
+		return nil, false
+	}
+	return body, cacheseal.Verify(factsSealDomain, []byte(key), body, seal)
 }

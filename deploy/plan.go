@@ -108,6 +108,39 @@ func ReadProteusTuned(path string) (map[string]*Plan, error) {
 	return readPlans(path, proteusPlan)
 }
 
+// MaxTunedKernels bounds the entries of a tuned-kernels file, far above the
+// kernels of any application: every process of the application loads the
+// file, and a plan takes far more memory than its entry's bytes.
+const MaxTunedKernels = 1 << 16
+
+// countEntries counts the members of the JSON object data, stopping past
+// limit; a null or another value is an error (syntax is checked later).
+func countEntries(data []byte, limit int) (int, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	tok, err := dec.Token()
+	if err != nil {
+		return 0, err
+	}
+	if tok != json.Delim('{') {
+		if tok == nil {
+			return 0, errors.New("null")
+		}
+		return 0, fmt.Errorf("a %T", tok)
+	}
+	n := 0
+	for dec.More() && n <= limit {
+		if _, err := dec.Token(); err != nil {
+			return 0, err
+		}
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return 0, err
+		}
+		n++
+	}
+	return n, nil
+}
+
 // readPlans reads a file keyed by kernel and turns each entry into a plan
 // with entryPlan, collecting the entries' errors.
 func readPlans(path string, entryPlan func(path, kernel string, raw json.RawMessage) (*Plan, error)) (map[string]*Plan, error) {
@@ -117,6 +150,11 @@ func readPlans(path string, entryPlan func(path, kernel string, raw json.RawMess
 			return nil, err // the refusal names the file
 		}
 		return nil, mneme.BadInput(fmt.Errorf("tuned kernels file %s: %w", path, err))
+	}
+	if n, err := countEntries(data, MaxTunedKernels); err != nil {
+		return nil, mneme.BadInput(fmt.Errorf("%s: not a JSON object keyed by kernel name: %v", path, err))
+	} else if n > MaxTunedKernels {
+		return nil, mneme.BadInput(fmt.Errorf("%s: more than %d kernels, the limit of a tuned-kernels file", path, MaxTunedKernels))
 	}
 	if err := jsonfield.Check(data); err != nil {
 		return nil, mneme.BadInput(fmt.Errorf("%s: %w", path, err))
@@ -170,6 +208,9 @@ func mnemePlan(path, kernel string, raw json.RawMessage) (*Plan, error) {
 	}
 	if err := checkCompileConfig(tk.Config); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
+	}
+	if err := tk.Validate(); err != nil {
+		return nil, err
 	}
 	if tk.Config.Passes == "" && !tk.Config.Original {
 		tk.Config.Passes = mneme.DefaultPipeline

@@ -3,6 +3,7 @@ package deploy
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -173,6 +174,32 @@ func TestReadersRefuseBadFiles(t *testing.T) {
 	}
 	if _, err := ReadProteusTuned(t.TempDir()); err == nil {
 		t.Error("a directory was read as a tuned file")
+	}
+}
+
+// TestTunedFileEntriesAreBounded: a file of MaxTunedKernels entries is read,
+// one more is refused before any plan is made (every application process
+// loads the file: a file under the size limit must not exhaust memory).
+func TestTunedFileEntriesAreBounded(t *testing.T) {
+	file := func(n int) string {
+		var b strings.Builder
+		b.WriteString("{")
+		for i := range n {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			fmt.Fprintf(&b, `"k%d":{"config":{}}`, i)
+		}
+		b.WriteString("}")
+		return writeFile(t, "tuned.json", b.String())
+	}
+	path := file(MaxTunedKernels + 1)
+	plans, err := ReadMnemeTuned(path)
+	if err == nil || len(plans) != 0 || !strings.Contains(err.Error(), path+": more than 65536 kernels") {
+		t.Errorf("%d entries: %d plans, %v", MaxTunedKernels+1, len(plans), err)
+	}
+	if plans, err := ReadMnemeTuned(file(MaxTunedKernels)); err != nil || len(plans) != MaxTunedKernels {
+		t.Errorf("%d entries: %d plans, %v", MaxTunedKernels, len(plans), err)
 	}
 }
 
@@ -407,6 +434,7 @@ func FuzzReadMnemeTuned(f *testing.F) {
 	f.Add([]byte(`{"k":{"config":{"original":true,"block":{"x":0,"y":5}},"launch_searched":true}}`))
 	f.Add([]byte(`{"k":{"config":null},"j":{"config":{"codegen_opt":-1}}}`))
 	f.Add([]byte(`{"a":1,"a":2}`))
+	f.Add([]byte(`{"k":{"config":{"specialize":true,"specialize_args":[1]},"statistics":"run","folded":[{"arg":1,"values":["0a"]}],"classes":[{"grid":{"x":4},"block":{"x":64},"config":{"codegen_opt":2}},{"grid":{"x":4},"block":{"x":64},"config":{}}]}}`))
 	// One file per fuzzing process, rewritten for each input: a folder
 	// per input would cost more than the reader.
 	path := filepath.Join(f.TempDir(), "mneme_tuned_kernels.json")

@@ -1,6 +1,7 @@
 # Shared rules of the example Makefiles. Each example sets NAME and includes this.
 #   make                               plain build with clang++-22
 #   make CXX=$(mneme config cxx)       recordable build with the mneme wrapper
+# An example that links a CUDA library sets LDLIBS (e.g. -lcublas) before the include.
 # Variables: CUDA (toolkit, default $CUDA_PATH or /usr/local/cuda), ARCH (sm_XX,
 # default: the GPU's, else sm_90), BUILD (output directory, default build).
 ifeq ($(origin CXX),default)
@@ -23,7 +24,7 @@ $(BUILD)/$(NAME).o: $(NAME).cu ../common/check.h
 	$(CXX) $(ALL_CUDAFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/$(NAME): $(BUILD)/$(NAME).o
-	$(CXX) $< -o $@ -L$(CUDALIB) -lcudart -Wl,-rpath,$(CUDALIB)
+	$(CXX) $< -o $@ -L$(CUDALIB) $(LDLIBS) -lcudart -Wl,-rpath,$(CUDALIB)
 
 run: $(BUILD)/$(NAME)
 	./$(BUILD)/$(NAME)

@@ -26,7 +26,20 @@ type Facts struct {
 	// Opaque names code the analysis cannot see into (inline assembly,
 	// calls of functions without a body): it may read the geometry.
 	Opaque []string `json:"opaque,omitempty"`
+	// GlobalIndexAccess is true when the kernel reads or writes memory
+	// outside shared memory at addresses computed from its global thread
+	// index (blockIdx and threadIdx together).
+	GlobalIndexAccess bool `json:"global_index_access,omitempty"`
+	// IndexBounded is true when the kernel bounds its global index from
+	// above somewhere (i < n, a grid-stride loop's test, min(i, n - 1)).
+	IndexBounded bool `json:"index_bounded,omitempty"`
 }
+
+// UnguardedIndex reports whether the kernel indexes memory by its global
+// thread index without ever bounding it: every thread of a launch touches
+// its element, so the launch must cover exactly the threads it was written
+// for.
+func (f Facts) UnguardedIndex() bool { return f.GlobalIndexAccess && !f.IndexBounded }
 
 // SharedArray is one __shared__ array (an addrspace(3) global).
 type SharedArray struct {
@@ -50,6 +63,25 @@ type Decision struct {
 	Probed      bool         `json:"probed,omitempty"`
 	ProbeBlock  mneme.Dim3   `json:"probe_block,omitempty"`
 	ProbeStatus mneme.Status `json:"probe_status,omitempty"`
+	// ExactCover is set for a kernel with an unguarded global index
+	// (Facts.UnguardedIndex): another block shape is safe only when the
+	// launch still covers exactly the recorded threads in every dimension,
+	// i.e. the block divides them. ExactCoverRule says so in one line.
+	ExactCover     bool   `json:"exact_cover,omitempty"`
+	ExactCoverRule string `json:"exact_cover_rule,omitempty"`
+}
+
+// ExactCoverRuleText is the rule an unguarded global index imposes, as the
+// decision, the log and the summary state it.
+const ExactCoverRuleText = "the kernel indexes memory by its global thread index and never bounds it (no i < n), so a block must divide the recorded threads in each dimension: a launch that covers more runs its last block past the data"
+
+// CoversExactly reports whether a launch with grid and block runs exactly
+// the threads of the recorded launch in each dimension.
+func CoversExactly(grid, block, recGrid, recBlock mneme.Dim3) bool {
+	n := func(g, b uint32) uint64 { return uint64(max(g, 1)) * uint64(max(b, 1)) }
+	return n(grid.X, block.X) == n(recGrid.X, recBlock.X) &&
+		n(grid.Y, block.Y) == n(recGrid.Y, recBlock.Y) &&
+		n(grid.Z, block.Z) == n(recGrid.Z, recBlock.Z)
 }
 
 func (d Decision) String() string {
@@ -76,6 +108,10 @@ func Unknown(why string) Decision {
 //     kernel maps threads onto a tile of that shape);
 //   - code the analysis cannot see into.
 //
+// Apart from dependence, a kernel that indexes memory by its global thread
+// index without bounding it gets ExactCover: blocks are limited to those that
+// divide the recorded threads.
+//
 // recordedBlock is the block shape of the recorded launch.
 func Decide(f Facts, recordedBlock mneme.Dim3) Decision {
 	var d Decision
@@ -97,8 +133,15 @@ func Decide(f Facts, recordedBlock mneme.Dim3) Decision {
 	if len(f.Opaque) > 0 {
 		d.Reasons = append(d.Reasons, "code the analysis cannot see into ("+strings.Join(f.Opaque, ", ")+")")
 	}
+	if f.UnguardedIndex() {
+		d.ExactCover, d.ExactCoverRule = true, ExactCoverRuleText
+	}
 	if len(d.Reasons) > 0 {
 		d.Dependent = true
+		return d
+	}
+	if d.ExactCover {
+		d.Reasons = []string{"blockDim/gridDim appear only in global-index or grid-stride patterns and no static shared array is indexed by threadIdx, but the global index is unguarded: only blocks that divide the recorded threads"}
 		return d
 	}
 	d.Reasons = []string{"blockDim/gridDim appear only in global-index or grid-stride patterns and no static shared array is indexed by threadIdx"}

@@ -35,3 +35,41 @@ func TestDecide(t *testing.T) {
 		t.Errorf("unknown: %s", u)
 	}
 }
+
+func TestDecideExactCover(t *testing.T) {
+	block1D := mneme.Dim3{X: 256, Y: 1, Z: 1}
+	for _, tc := range []struct {
+		name             string
+		facts            Facts
+		exact, dependent bool
+	}{
+		{"unguarded index", Facts{GlobalIndexAccess: true}, true, false},
+		{"bounded index", Facts{GlobalIndexAccess: true, IndexBounded: true}, false, false},
+		{"no indexed access", Facts{IndexBounded: false}, false, false},
+		{"unguarded and dependent", Facts{GlobalIndexAccess: true, NonCanonicalDimUses: []string{"ntid.x in lshr"}}, true, true},
+	} {
+		d := Decide(tc.facts, block1D)
+		if d.ExactCover != tc.exact || d.Dependent != tc.dependent || (d.ExactCover != (d.ExactCoverRule != "")) {
+			t.Errorf("%s: %s exact=%v rule=%q, want exact=%v dependent=%v", tc.name, d, d.ExactCover, d.ExactCoverRule, tc.exact, tc.dependent)
+		}
+	}
+}
+
+func TestCoversExactly(t *testing.T) {
+	recG, recB := mneme.Dim3{X: 4096, Y: 1, Z: 1}, mneme.Dim3{X: 256, Y: 1, Z: 1}
+	for _, tc := range []struct {
+		grid, block mneme.Dim3
+		want        bool
+	}{
+		{recG, recB, true},
+		{mneme.Dim3{X: 8192, Y: 1, Z: 1}, mneme.Dim3{X: 128, Y: 1, Z: 1}, true},
+		{mneme.Dim3{X: 5462, Y: 1, Z: 1}, mneme.Dim3{X: 192, Y: 1, Z: 1}, false}, // ceil(1 Mi / 192)
+		{mneme.Dim3{X: 4096, Y: 2, Z: 1}, recB, false},                           // y alone differs
+		{mneme.Dim3{X: 4096, Y: 1, Z: 2}, recB, false},                           // z alone differs
+		{mneme.Dim3{X: 4096}, mneme.Dim3{X: 256}, true},                          // zero extents count as 1
+	} {
+		if got := CoversExactly(tc.grid, tc.block, recG, recB); got != tc.want {
+			t.Errorf("grid %s block %s: %v, want %v", tc.grid, tc.block, got, tc.want)
+		}
+	}
+}

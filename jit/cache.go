@@ -16,6 +16,7 @@ import (
 	"github.com/zeebo/xxh3"
 
 	"github.com/mneme-gpu/mneme"
+	"github.com/mneme-gpu/mneme/internal/cacheseal"
 	"github.com/mneme-gpu/mneme/internal/safefile"
 	"github.com/mneme-gpu/mneme/llvm"
 )
@@ -121,15 +122,20 @@ func (m *memoryCache) put(key string, out *Output) {
 	}
 }
 
-// diskCache keeps one file per key: a header line holding the content hash
-// of the JSON entry that follows it. Writes go to a unique temporary file
-// renamed into place, so readers never see a partial entry and two processes
-// compiling the same key at once both leave a complete, identical entry.
-// An entry whose hash does not match (damaged, or edited by hand) is a miss.
+// diskCache keeps one file per key: a header line holding the seal of the
+// key and the JSON entry that follows it (internal/cacheseal: keyed with a
+// secret of the installation, so an entry edited and re-sealed, or brought
+// in from another machine's cache, is not served). Writes go to a unique
+// temporary file renamed into place, so readers never see a partial entry
+// and two processes compiling the same key at once both leave a complete,
+// identical entry. An entry whose seal does not match is a miss.
 type diskCache struct{ dir string }
 
-// entryMagic starts every cache entry; the xxh3-128 of the rest follows it.
-const entryMagic = "mneme-jit-entry xxh3-128:"
+// entryMagic starts every cache entry; the hex seal follows it.
+const entryMagic = "mneme-jit-entry hmac-sha256:"
+
+// sealDomain tells the seals of this cache from those of the others.
+const sealDomain = "jit"
 
 // maxCacheEntry bounds an entry read back: far above any kernel's PTX and cubin.
 const maxCacheEntry = 256 << 20
@@ -148,9 +154,9 @@ func (d *diskCache) get(key string) (*Output, error) {
 	if err != nil {
 		return nil, err
 	}
-	body, ok := verifyEntry(data)
+	body, ok := verifyEntry(key, data)
 	if !ok {
-		return nil, fmt.Errorf("jit cache entry %s is damaged or was edited: its content hash does not match", d.path(key))
+		return nil, fmt.Errorf("jit cache entry %s is damaged, was edited or was sealed elsewhere: its seal does not match", d.path(key))
 	}
 	var out Output
 	if err := json.Unmarshal(body, &out); err != nil || out.Key != key || len(out.PTX) == 0 {
@@ -159,24 +165,30 @@ func (d *diskCache) get(key string) (*Output, error) {
 	return &out, nil
 }
 
-// sealEntry prefixes an entry's JSON with its content hash.
-func sealEntry(body []byte) []byte {
-	sum := xxh3.Hash128(body).Bytes()
-	return append([]byte(entryMagic+hex.EncodeToString(sum[:])+"\n"), body...)
+// sealEntry prefixes an entry's JSON with the seal of key and the JSON.
+func sealEntry(key string, body []byte) ([]byte, error) {
+	seal, err := cacheseal.Seal(sealDomain, []byte(key), body)
+	if err != nil {
+		return nil, err
+	}
+	return append([]byte(entryMagic+hex.EncodeToString(seal)+"\n"), body...), nil
 }
 
-// verifyEntry returns the JSON of a sealed entry whose hash matches.
-func verifyEntry(data []byte) ([]byte, bool) {
+// verifyEntry returns the JSON of an entry of key whose seal matches.
+func verifyEntry(key string, data []byte) ([]byte, bool) {
 	rest, ok := bytes.CutPrefix(data, []byte(entryMagic))
 	if !ok {
 		return nil, false
 	}
 	stored, body, ok := bytes.Cut(rest, []byte("\n"))
-	if !ok {
+	if !ok || len(stored) != 2*cacheseal.Size {
 		return nil, false
 	}
-	sum := xxh3.Hash128(body).Bytes()
-	return body, string(stored) == hex.EncodeToString(sum[:])
+	seal, err := hex.DecodeString(string(stored))
+	if err != nil {
+		return nil, false
+	}
+	return body, cacheseal.Verify(sealDomain, []byte(key), body, seal)
 }
 
 func (d *diskCache) put(key string, out *Output) error {
@@ -192,7 +204,9 @@ func (d *diskCache) put(key string, out *Output) error {
 	if err != nil {
 		return err
 	}
-	data = sealEntry(data)
+	if data, err = sealEntry(key, data); err != nil {
+		return err
+	}
 	tmp, err := os.CreateTemp(filepath.Dir(p), ".tmp-"+key[:8]+"-*")
 	if err != nil {
 		return err

@@ -92,6 +92,10 @@ type Compiler struct {
 	disk     *diskCache
 	mu       sync.Mutex
 	inflight map[string]*call
+	// fatal is the first LLVM fatal error or crash a compile trapped: LLVM
+	// frames were abandoned mid-call, so this process's LLVM state is not
+	// known to be sound (see Fatal).
+	fatal error
 
 	ptxasOnce sync.Once
 	toolkit   bool // link with the toolkit's ptxas (its program or libnvJitLink)
@@ -116,6 +120,16 @@ func NewCompiler(opts Options) *Compiler {
 		c.disk = &diskCache{dir: opts.CacheDir}
 	}
 	return c
+}
+
+// Fatal is the first LLVM fatal error or crash a compile of this compiler
+// trapped, nil if none: the process goes on, but a long-lived one (a
+// worker) should be replaced rather than keep compiling with LLVM state the
+// trap abandoned mid-call.
+func (c *Compiler) Fatal() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.fatal
 }
 
 // Linking reports whether outputs carry a cubin.
@@ -181,6 +195,14 @@ func (c *Compiler) compileUncached(key string, req *Request) (*Output, error) {
 	}
 	out, err := c.build(req)
 	if err != nil {
+		var fe *llvm.FatalError
+		if errors.As(err, &fe) {
+			c.mu.Lock()
+			if c.fatal == nil {
+				c.fatal = err
+			}
+			c.mu.Unlock()
+		}
 		return nil, err
 	}
 	out.Key = key

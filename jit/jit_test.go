@@ -1,7 +1,12 @@
 package jit
 
 import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"math"
 	"os"
@@ -218,7 +223,9 @@ func TestDamagedCacheEntryIsRecompiled(t *testing.T) {
 	}
 }
 
-// An entry edited by hand, complete and under its own key, is not served.
+// An entry edited by hand, complete and under its own key, is not served:
+// neither as edited, nor re-sealed with a secret other than this
+// installation's (forged, or a cache received from elsewhere).
 func TestEditedCacheEntryIsNotServed(t *testing.T) {
 	dir := t.TempDir()
 	r := &Request{IR: testIR(t), Kernel: "vecadd", Config: baseConfig()}
@@ -231,20 +238,60 @@ func TestEditedCacheEntryIsNotServed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	edited := strings.Replace(string(data), "vecadd", "vecadX", 1)
-	if edited == string(data) {
-		t.Fatal("the entry does not name the kernel")
+	if _, err := (&diskCache{dir: dir}).get(out.Key); err != nil {
+		t.Fatalf("the entry as written: %v", err)
 	}
-	if err := os.WriteFile(p, []byte(edited), 0o644); err != nil {
+	// The forgery: the entry's PTX changed (as `fma` turned into `sub`).
+	header, body, _ := strings.Cut(string(data), "\n")
+	var forged Output
+	if err := json.Unmarshal([]byte(body), &forged); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := (&diskCache{dir: dir}).get(out.Key); err == nil || !strings.Contains(err.Error(), "content hash") {
-		t.Fatalf("edited entry read back: %v", err)
+	if !bytes.Contains(forged.PTX, []byte("vecadd")) {
+		t.Fatal("the entry's PTX does not name the kernel")
 	}
-	again, err := NewCompiler(Options{CacheDir: dir}).Compile(r)
-	if err != nil || again.CacheHit != "" || strings.Contains(string(again.PTX), "vecadX") {
-		t.Fatalf("edited entry served: hit=%q err=%v", again.CacheHit, err)
+	forged.PTX = bytes.ReplaceAll(forged.PTX, []byte("vecadd"), []byte("vecadX"))
+	forgedJSON, err := json.Marshal(&forged)
+	if err != nil {
+		t.Fatal(err)
 	}
+	edited := string(forgedJSON)
+	otherSecret := hmac.New(sha256.New, []byte("another installation's secret!!!"))
+	otherSecret.Write([]byte(edited))
+	for name, entry := range map[string]string{
+		"edited":                   header + "\n" + edited,
+		"re-sealed elsewhere":      entryMagic + hex.EncodeToString(otherSecret.Sum(nil)) + "\n" + edited,
+		"the seal of another key":  string(mustSeal(t, strings.Repeat("0", len(out.Key)), []byte(edited))),
+		"the old unkeyed checksum": "mneme-jit-entry xxh3-128:00\n" + edited,
+	} {
+		if err := os.WriteFile(p, []byte(entry), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := (&diskCache{dir: dir}).get(out.Key); err == nil || !strings.Contains(err.Error(), "seal does not match") {
+			t.Errorf("%s: entry read back: %v", name, err)
+		}
+		again, err := NewCompiler(Options{CacheDir: dir}).Compile(r)
+		if err != nil || again.CacheHit != "" || strings.Contains(string(again.PTX), "vecadX") {
+			t.Fatalf("%s: entry served: hit=%q err=%v", name, again.CacheHit, err)
+		}
+	}
+	// Sealed here under its own key, the edit is served: the seal, not
+	// the content, is what was checked.
+	if err := os.WriteFile(p, mustSeal(t, out.Key, []byte(edited)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := (&diskCache{dir: dir}).get(out.Key); err != nil || !strings.Contains(string(got.PTX), "vecadX") {
+		t.Errorf("an entry sealed by this installation: %v", err)
+	}
+}
+
+func mustSeal(t *testing.T, key string, body []byte) []byte {
+	t.Helper()
+	data, err := sealEntry(key, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }
 
 // Internalization must leave the device globals named in Keep visible, so
@@ -324,5 +371,23 @@ func TestPreparationStepsCombine(t *testing.T) {
 	}
 	if n := strings.Count(ptx, ".entry"); n != 1 {
 		t.Errorf("%d entries after internalizing, want only the kernel's", n)
+	}
+}
+
+// TestFatalRemembersAnLLVMCrash: a compile that crashes LLVM (a pipeline
+// nested 5,000 deep) fails, and the compiler says so from then on; a
+// compile that only fails (an unknown pass) does not mark it.
+func TestFatalRemembersAnLLVMCrash(t *testing.T) {
+	c := NewCompiler(Options{})
+	cfg := baseConfig()
+	cfg.Passes = "no-such-pass"
+	if _, err := c.Compile(&Request{IR: testIR(t), Kernel: "vecadd", Config: cfg}); err == nil || c.Fatal() != nil {
+		t.Fatalf("an unknown pass: %v, fatal %v", err, c.Fatal())
+	}
+	cfg.Passes = strings.Repeat("function(", 5000) + "instcombine" + strings.Repeat(")", 5000)
+	_, err := c.Compile(&Request{IR: testIR(t), Kernel: "vecadd", Config: cfg})
+	var fe *llvm.FatalError
+	if !errors.As(err, &fe) || c.Fatal() == nil {
+		t.Fatalf("a crashing pipeline: %v, fatal %v", err, c.Fatal())
 	}
 }

@@ -33,7 +33,8 @@ const sharedAddressSpace = 3
 // KernelGeometry reports how kernel uses its launch geometry: reads of
 // blockDim/gridDim outside the global-index and grid-stride patterns, which
 // threadIdx components it reads, its shared arrays and whether
-// threadIdx indexes them, and code the walk cannot see into. It works on a
+// threadIdx indexes them, whether memory is indexed by the global thread
+// index with no bound on it (indexBounds), and code the walk cannot see into. It works on a
 // copy; the module is unchanged. geometry.Decide turns the facts into a
 // decision.
 func (m *Module) KernelGeometry(kernel string) (geometry.Facts, error) {
@@ -94,6 +95,13 @@ func (m *Module) KernelGeometry(kernel string) (geometry.Facts, error) {
 	}
 	facts.NonCanonicalDimUses = sortedKeys(uses)
 	facts.Opaque = sortedKeys(opaque)
+	var defined []C.LLVMValueRef
+	for _, fn := range work.functions() {
+		if isDefinition(fn) {
+			defined = append(defined, fn)
+		}
+	}
+	facts.GlobalIndexAccess, facts.IndexBounded = indexBounds(defined, regs)
 	for _, t := range tidReads {
 		g.taint(t)
 	}

@@ -36,6 +36,7 @@ const (
 	EnvFullCopies    = "MNEME_FULL_COPIES"    // 1: copy every allocation whole (no fingerprints, no staging)
 	EnvBackground    = "MNEME_BACKGROUND"     // 0: write every snapshot before the application goes on
 	EnvShadow        = "MNEME_SHADOW"         // where background snapshots are copied: auto, host or device
+	EnvInjectLib     = "MNEME_INJECT_LIB"     // path of libmneme_inject.so, for applications not built with the wrapper
 	EnvRecordTuned   = "MNEME_RECORD_TUNED"   // 1: launches not recorded run tuned kernels (mneme record --with-tuned-kernels)
 )
 

@@ -55,6 +55,9 @@ func Finalize(dir string, tools IRTools, fallback func() ([]appabi.IREntry, erro
 			out = append(out, res)
 			continue
 		}
+		if k.MachineCodeOnly() {
+			continue // recorded through the driver: no IR to analyze
+		}
 		res.Kernel = k.Name()
 		irPath := filepath.Join(dir, k.Modules[0])
 		bc, err := safefile.ReadFile(irPath, safefile.MaxIR)

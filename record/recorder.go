@@ -108,6 +108,12 @@ type Memo struct {
 	// launches that are not a remembered repeat need not be shown, only
 	// counted (AddForwarded).
 	Capped bool
+	// ShapeCovered: the kernel takes no new instance of this launch's
+	// shape (grid, block, dynamic shared memory) whatever its arguments
+	// (it is full under --max-recordings, and only new shapes may still
+	// take an instance's place), so such launches need not be shown
+	// either, only counted (AddForwarded).
+	ShapeCovered bool
 }
 
 // Recorder records the selected launches of one application run.
@@ -148,6 +154,8 @@ type Recorder struct {
 	// planned names every snapshot file planned from fingerprints, written
 	// or not: a name other snapshots may reference is never reused.
 	planned map[string]bool
+	// statsFailed: writing the launch statistics failed, and was reported.
+	statsFailed bool
 }
 
 // repeatRef is the instance a Memo.Repeat names.
@@ -156,18 +164,29 @@ type repeatRef struct {
 	dh string
 }
 
+// launchShape is a launch's grid, block and dynamic shared memory.
+type launchShape struct {
+	grid, block mneme.Dim3
+	shared      uint32
+}
+
 type kernelKey struct {
 	name   string
 	module int
 }
 
 type kernelState struct {
-	selected bool
-	broken   bool           // could not be recorded (no IR, ...); reported once
-	meta     *db.Kernel     // nil until the first instance is recorded
-	dirty    bool           // Occurrences changed since the last write
-	repeat   map[string]int // dynamic hash -> Memo.Repeat handed out for it
-	recorded int            // instances written to the kernel file
+	// order lists the kernel's instances by the time they were recorded,
+	// and evictions counts those that gave their place to a new shape
+	// under --max-recordings (instances.go).
+	order     []string
+	evictions int
+	selected  bool
+	broken    bool           // could not be recorded (no IR, ...); reported once
+	meta      *db.Kernel     // nil until the first instance is recorded
+	dirty     bool           // Occurrences changed since the last write
+	repeat    map[string]int // dynamic hash -> Memo.Repeat handed out for it
+	recorded  int            // instances written to the kernel file
 }
 
 // New prepares a recording into cfg.DB, creating the directory and the
@@ -400,14 +419,21 @@ func (r *Recorder) LaunchMemo(l *Launch) (Decision, Memo, error) {
 		return Forward, Memo{}, nil
 	}
 	dh := db.DynamicHash(l.Grid, l.Block, l.Shared, l.Args)
+	var evicted *db.Instance
 	if ks.meta != nil {
 		if inst := ks.meta.Instances[dh]; inst != nil {
 			inst.Occurrences++
 			ks.dirty = true
-			return Forward, r.memo(ks, dh), nil
+			m := r.memo(ks, dh)
+			m.ShapeCovered = r.capped(ks)
+			return Forward, m, nil
 		}
 		if r.capped(ks) {
-			return Forward, Memo{Capped: true}, nil
+			// Full: a new shape may take the place of an instance that
+			// stands for less (instances.go); nothing else is recorded.
+			if evicted = r.makeRoom(ks, shapeOf(l)); evicted == nil {
+				return Forward, Memo{ShapeCovered: true, Capped: !r.canEvict(ks)}, nil
+			}
 		}
 	}
 	if ks.meta == nil {
@@ -423,11 +449,22 @@ func (r *Recorder) LaunchMemo(l *Launch) (Decision, Memo, error) {
 	d, err := r.recordInstance(ks, l, dh)
 	var m Memo
 	if ks.meta.Instances[dh] != nil {
+		ks.order = append(ks.order, dh)
+		if evicted != nil {
+			r.evicted(ks, evicted)
+		}
 		m = r.memo(ks, dh)
-		m.Capped = r.capped(ks)
+		m.ShapeCovered = r.capped(ks)
+		m.Capped = m.ShapeCovered && !r.canEvict(ks)
+	} else if evicted != nil {
+		// The new launch was not recorded: the instance it was to replace
+		// stays.
+		ks.meta.Instances[evicted.DynamicHash] = evicted
 	}
 	return d, m, err
 }
+
+func shapeOf(l *Launch) launchShape { return launchShape{l.Grid, l.Block, l.Shared} }
 
 func (r *Recorder) kernelState(k Kernel) *kernelState {
 	key := kernelKey{k.Name, k.Module}

@@ -407,8 +407,146 @@ func TestSelectionSkipAndCap(t *testing.T) {
 	}
 }
 
+// shapeFixture records saxpy under --max-recordings cap; launch(a, grid)
+// shows the recorder a launch with that argument and grid and performs it
+// when the recorder does not.
+func shapeFixture(t *testing.T, cap int) (*fixture, func(a float32, grid uint32) (Decision, Memo)) {
+	f := newFixture(t, func(c *Config) { c.MaxRecordings = cap })
+	f.setup()
+	return f, func(a float32, grid uint32) (Decision, Memo) {
+		t.Helper()
+		l := saxpyLaunch(a, f.x, f.y, 4)
+		l.Grid.X = grid
+		d, m, err := f.rec.LaunchMemo(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d != Launched {
+			if err := f.gpu.Launch(l); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return d, m
+	}
+}
+
+// instancesByGrid counts the database's instances by grid.
+func instancesByGrid(f *fixture) map[uint32]int {
+	f.rec.Finish()
+	grids := map[uint32]int{}
+	for _, r := range f.open().All() {
+		grids[r.Instance.GridDims.X]++
+	}
+	return grids
+}
+
+// TestCapMakesRoomForNewShapes: under --max-recordings a kernel fills its
+// instances with distinct launches as before; once full, a launch shape no
+// instance has takes the place of a second instance of a shape (a step
+// counter's later value), and the memo tells the shim which launches it
+// need not show: the covered shapes' once full, every new one only when
+// no instance can give way any more.
+func TestCapMakesRoomForNewShapes(t *testing.T) {
+	f, launch := shapeFixture(t, 3)
+	step := float32(0)
+	next := func() float32 { step++; return step }
+	if d, m := launch(next(), 1); d != Launched || m.ShapeCovered || m.Capped || m.Repeat == 0 {
+		t.Errorf("first launch: %v %+v, want Launched, nothing covered", d, m)
+	}
+	for i := range 2 {
+		if d, m := launch(next(), 1); d != Launched || m.ShapeCovered != (i == 1) || m.Capped {
+			t.Errorf("step %d of one shape: %v %+v, want Launched (filling), covered once full", i+2, d, m)
+		}
+	}
+	if d, m := launch(next(), 1); d != Forward || m != (Memo{ShapeCovered: true}) {
+		t.Errorf("a new step of a covered shape when full: %v %+v, want Forward, shape covered", d, m)
+	}
+	// Grid 2: the third step gives way; grid 3: the second.
+	if d, m := launch(next(), 2); d != Launched || !m.ShapeCovered || m.Capped {
+		t.Errorf("second shape: %v %+v, want Launched, not capped", d, m)
+	}
+	if d, _ := launch(next(), 3); d != Launched {
+		t.Errorf("third shape: %v, want Launched", d)
+	}
+	if got := instancesByGrid(f); len(got) != 3 || got[1] != 1 || got[2] != 1 || got[3] != 1 {
+		t.Errorf("instances by grid %v, want one each of 1, 2 and 3", got)
+	}
+	for _, r := range f.open().All() {
+		if r.Instance.GridDims.X == 1 && r.Instance.Args[0] != fmt.Sprintf("%x", floats(1)) {
+			t.Errorf("grid 1 kept step %s, want the first", r.Instance.Args[0])
+		}
+	}
+	if st := f.rec.Status(); st.InstancesReplaced != 2 || st.InstancesRecorded != 5 {
+		t.Errorf("status: %d replaced, %d recorded; want 2 and 5", st.InstancesReplaced, st.InstancesRecorded)
+	}
+}
+
+// TestCapPrefersLargerShapes: with one instance per shape and the kernel
+// full, a larger launch (more threads) takes the place of the smallest, a
+// smaller one does not; a size sweep recorded with --max-recordings 1
+// keeps its largest size. The replacements are bounded: past N + 8 the
+// kernel is capped for good.
+func TestCapPrefersLargerShapes(t *testing.T) {
+	f, launch := shapeFixture(t, 1)
+	for _, grid := range []uint32{2, 4, 8} {
+		if d, _ := launch(1, grid); d != Launched {
+			t.Errorf("grid %d: %v, want Launched (larger than what is kept)", grid, d)
+		}
+	}
+	if d, m := launch(1, 3); d != Forward || m != (Memo{ShapeCovered: true}) {
+		t.Errorf("a smaller grid: %v %+v, want Forward, shape covered", d, m)
+	}
+	if got := instancesByGrid(f); len(got) != 1 || got[8] != 1 {
+		t.Errorf("instances by grid %v, want the largest (8) alone", got)
+	}
+
+	g, launch := shapeFixture(t, 1)
+	var last Memo
+	for grid := uint32(1); grid <= 1+1+evictionSlack+1; grid++ {
+		d, m := launch(1, grid)
+		if want := grid <= 1+1+evictionSlack; (d == Launched) != want {
+			t.Errorf("grid %d: %v, want Launched %v", grid, d, want)
+		}
+		last = m
+	}
+	if !last.Capped {
+		t.Errorf("past %d replacements: memo %+v, want capped", 1+evictionSlack, last)
+	}
+	if got := instancesByGrid(g); len(got) != 1 || got[1+1+evictionSlack] != 1 {
+		t.Errorf("instances by grid %v, want grid %d alone", got, 1+1+evictionSlack)
+	}
+}
+
+// TestCapKeepsTheInstanceWhenTheNewShapeIsNotRecorded: an instance that
+// was to give way stays when the new launch could not be recorded.
+func TestCapKeepsTheInstanceWhenTheNewShapeIsNotRecorded(t *testing.T) {
+	f, launch := shapeFixture(t, 1)
+	launch(1, 1)
+	f.gpu.syncErr = errors.New("an earlier launch of the application failed")
+	if d, _ := launch(1, 2); d != Forward {
+		t.Errorf("a launch that cannot be recorded: %v, want Forward", d)
+	}
+	f.gpu.syncErr = nil
+	if got := instancesByGrid(f); len(got) != 1 || got[1] != 1 {
+		t.Errorf("instances by grid %v, want the first (grid 1) kept", got)
+	}
+}
+
+// TestNoCapRecordsEveryDistinctLaunch: without a cap nothing is covered.
+func TestNoCapRecordsEveryDistinctLaunch(t *testing.T) {
+	f, launch := shapeFixture(t, 0)
+	for i := range 3 {
+		if d, m := launch(float32(i+1), 1); d != Launched || m.ShapeCovered || m.Capped {
+			t.Errorf("uncapped launch %d: %v %+v, want Launched, nothing covered", i, d, m)
+		}
+	}
+	if got := instancesByGrid(f); got[1] != 3 {
+		t.Errorf("instances by grid %v, want 3 of grid 1", got)
+	}
+}
+
 // TestMemoLetsTheCallerCountRepeats: LaunchMemo names recorded instances
-// and says when a kernel is capped, never during --skip; the counts the
+// and says when a kernel's shape is covered, never during --skip; the counts the
 // caller reports for what it decided alone end up in the occurrences and
 // the status exactly as if every launch had been shown.
 func TestMemoLetsTheCallerCountRepeats(t *testing.T) {
@@ -439,11 +577,11 @@ func TestMemoLetsTheCallerCountRepeats(t *testing.T) {
 		t.Errorf("a repeat shown anyway: memo %+v, want %+v", m, m2)
 	}
 	d, m3 := launch(3)
-	if d != Launched || m3.Repeat == 0 || m3.Repeat == m2.Repeat || !m3.Capped {
-		t.Errorf("second instance: %v %+v, want Launched, another repeat, capped", d, m3)
+	if d != Launched || m3.Repeat == 0 || m3.Repeat == m2.Repeat || !m3.ShapeCovered || m3.Capped {
+		t.Errorf("second instance: %v %+v, want Launched, another repeat, its shape covered (a new shape may still come)", d, m3)
 	}
-	if _, m := launch(4); m != (Memo{Capped: true}) {
-		t.Errorf("a launch past the cap: memo %+v, want capped only", m)
+	if _, m := launch(4); m != (Memo{ShapeCovered: true}) {
+		t.Errorf("a launch past the cap: memo %+v, want its shape covered only", m)
 	}
 	other := Kernel{Name: "_Z5otherv", Demangled: "other()"}
 	f.gpu.kernels["_Z5otherv"] = func(*simGPU, *Launch) error { return nil }

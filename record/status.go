@@ -24,6 +24,8 @@ type Status struct {
 	LaunchesSelected   int64   `json:"launches_selected"`
 	InstancesRecorded  int     `json:"instances_recorded"`
 	KernelsRecorded    int     `json:"kernels_recorded"`
+	StatsKernels       int     `json:"stats_kernels,omitempty"`      // kernels in the launch statistics file
+	InstancesReplaced  int     `json:"instances_replaced,omitempty"` // gave their place to a new launch shape (--max-recordings)
 	Allocations        int64   `json:"allocations"`
 	ManagedAllocations int64   `json:"managed_allocations"`
 	ArenaBase          string  `json:"arena_base,omitempty"`

@@ -63,7 +63,11 @@ func TestFillDim(t *testing.T) {
 	if got := fillDim(mneme.Dim3{}, rec); got != rec {
 		t.Errorf("unset: %v", got)
 	}
-	if got := fillDim(mneme.Dim3{X: 128}, rec); got != (mneme.Dim3{X: 128, Y: 1, Z: 1}) {
-		t.Errorf("partial: %v", got)
+	if got := fillDim(mneme.Dim3{X: 128, Y: 1, Z: 1}, rec); got != (mneme.Dim3{X: 128, Y: 1, Z: 1}) {
+		t.Errorf("set: %v", got)
+	}
+	// A zero component is kept for Validate to refuse, never read as 1.
+	if got := fillDim(mneme.Dim3{X: 0, Y: 1, Z: 1}, rec); got != (mneme.Dim3{X: 0, Y: 1, Z: 1}) {
+		t.Errorf("a zero component: %v", got)
 	}
 }

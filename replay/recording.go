@@ -92,18 +92,23 @@ func load(path, kernel, instance string, withData bool) (*Recording, error) {
 	if err != nil {
 		return nil, &InputError{Err: fmt.Errorf("instance: %w", err)}
 	}
-	r := &Recording{DB: d, Kernel: k, Instance: inst, IRPath: d.IRPath(k)}
+	r := &Recording{DB: d, Kernel: k, Instance: inst}
 	if r.VAddr, err = k.ParseVAddr(); err != nil {
 		return nil, inputErr("%s: %w", d.Path(db.KernelFileName(k.StaticHash)), err)
 	}
-	if r.IR, err = d.ReadFile(k.Modules[0], safefile.MaxIR); err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, inputErr("recorded IR of kernel %s: %s does not exist", k.Name(), r.IRPath)
+	if !k.MachineCodeOnly() {
+		// A kernel recorded through the driver has no IR: its recorded
+		// machine code is all replay runs.
+		r.IRPath = d.IRPath(k)
+		if r.IR, err = d.ReadFile(k.Modules[0], safefile.MaxIR); err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return nil, inputErr("recorded IR of kernel %s: %s does not exist", k.Name(), r.IRPath)
+			}
+			return nil, inputErr("recorded IR of kernel %s: %w", k.Name(), err)
 		}
-		return nil, inputErr("recorded IR of kernel %s: %w", k.Name(), err)
-	}
-	if r.Writes, r.WritesError, err = checkIR(r.IRPath, r.IR, k.KernelName); err != nil {
-		return nil, err
+		if r.Writes, r.WritesError, err = checkIR(r.IRPath, r.IR, k.KernelName); err != nil {
+			return nil, err
+		}
 	}
 	if k.DeviceCode != "" {
 		if r.DeviceCode, err = d.ReadFile(k.DeviceCode, safefile.MaxIR); err != nil {
@@ -288,6 +293,9 @@ func (r *Recording) HasOriginal() bool { return len(r.DeviceCode) > 0 }
 // the geometry, the shared memory, and for an empty pipeline the
 // application's own -O level (pipeline and codegen level).
 func (r *Recording) Resolve(cfg mneme.Config) mneme.Config {
+	if r.Kernel.MachineCodeOnly() {
+		cfg.Original = true // nothing else to run (MachineCodeCheck refuses what needs IR)
+	}
 	cfg.Grid = fillDim(cfg.Grid, r.Instance.GridDims)
 	cfg.Block = fillDim(cfg.Block, r.Instance.BlockDims)
 	if cfg.SharedMem == 0 {
@@ -300,16 +308,30 @@ func (r *Recording) Resolve(cfg mneme.Config) mneme.Config {
 	return cfg
 }
 
-// fillDim takes the recorded shape for an unset one and reads missing
-// components of a partial one (JSON {"x":128}) as 1.
+// MachineCodeCheck refuses, for a kernel recorded as machine code only,
+// the settings that need its IR: folding arguments or dimensions in and
+// launch bounds. Launch geometry and shared memory may change.
+func (r *Recording) MachineCodeCheck(cfg mneme.Config) error {
+	if !r.Kernel.MachineCodeOnly() {
+		return nil
+	}
+	switch {
+	case cfg.Specialize:
+		return errors.New("kernel " + r.Kernel.Name() + " was recorded as machine code only (through the driver): its arguments cannot be folded in")
+	case cfg.SpecializeDims:
+		return errors.New("kernel " + r.Kernel.Name() + " was recorded as machine code only (through the driver): its launch dimensions cannot be folded in")
+	case cfg.SetLaunchBounds:
+		return errors.New("kernel " + r.Kernel.Name() + " was recorded as machine code only (through the driver): launch bounds need its IR")
+	}
+	return nil
+}
+
+// fillDim takes the recorded shape for an unset one. A partial one (JSON
+// {"x":128}) was completed with 1s when it was read; a component given as 0
+// stays 0, for Validate to refuse.
 func fillDim(d, recorded mneme.Dim3) mneme.Dim3 {
 	if d.IsZero() {
 		return recorded
-	}
-	for _, c := range []*uint32{&d.X, &d.Y, &d.Z} {
-		if *c == 0 {
-			*c = 1
-		}
 	}
 	return d
 }

@@ -36,7 +36,7 @@ func TestLoadResolvesTheOnlyInstanceAndItsBaseline(t *testing.T) {
 	if b.Grid != l.Grid || b.Block != l.Block || b.Passes != mneme.DefaultPipeline {
 		t.Fatalf("baseline %+v", b)
 	}
-	r := rec.Resolve(mneme.Config{Block: mneme.Dim3{X: 128}})
+	r := rec.Resolve(mneme.Config{Block: mneme.Dim3{X: 128, Y: 1, Z: 1}})
 	if r.Block != dim(128) || r.Grid != l.Grid || r.Passes != mneme.DefaultPipeline {
 		t.Fatalf("resolved %+v", r)
 	}

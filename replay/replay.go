@@ -308,8 +308,10 @@ func (s *Session) mapArena() error {
 	size := reservationSize(maps, s.rec.VAddr, gran)
 	addr, err := cuda.AddressReserve(size, s.rec.VAddr)
 	if err != nil {
-		return fmt.Errorf("the recording's device memory lives at 0x%x..0x%x, and that address range cannot be reserved in this process (is another arena or allocation there?): %w",
-			s.rec.VAddr, s.rec.VAddr+size, err)
+		// Exit 7 (out of resources), naming the range: replaying at other
+		// addresses would break every pointer stored in the data.
+		return fmt.Errorf("%w: the recording's device memory lives at 0x%x..0x%x, and that address range cannot be reserved in this process (is another arena or allocation there?): %v",
+			mneme.ErrOutOfResources, s.rec.VAddr, s.rec.VAddr+size, err)
 	}
 	s.arena = span{addr, size}
 	for _, m := range maps {
@@ -490,6 +492,10 @@ func (s *Session) BrokenError() error {
 	defer s.mu.Unlock()
 	return s.broken
 }
+
+// CompilerFatal is the first LLVM fatal error or crash the session's
+// compiles trapped (jit.Compiler.Fatal), nil if none.
+func (s *Session) CompilerFatal() error { return s.comp.Fatal() }
 
 // ErrBroken is returned by Run after a sticky CUDA error.
 var ErrBroken = errors.New("the CUDA context is unusable after an earlier kernel fault; restart the process")

@@ -65,6 +65,9 @@ func (s *Session) Compile(cfg mneme.Config) (*mneme.Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return finish(res, mneme.StatusInvalidConfig, err), nil
 	}
+	if err := s.rec.MachineCodeCheck(cfg); err != nil {
+		return finish(res, mneme.StatusInvalidConfig, err), nil
+	}
 	if cfg.Original {
 		if !s.rec.HasOriginal() {
 			return finish(res, mneme.StatusCompileError, errors.New("the recording holds no device code of the application")), nil
@@ -138,6 +141,9 @@ func (s *Session) Run(cfg mneme.Config) (*mneme.Result, error) {
 	}
 	cfg = s.rec.Resolve(cfg)
 	if err := cfg.Validate(); err != nil {
+		return finish(res, mneme.StatusInvalidConfig, err), nil
+	}
+	if err := s.rec.MachineCodeCheck(cfg); err != nil {
 		return finish(res, mneme.StatusInvalidConfig, err), nil
 	}
 	if err := s.checkLaunch(cfg); err != nil {

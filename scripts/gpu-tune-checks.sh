@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # The tuning checks of the GPU test (called by gpu-test.sh): failures of every
 # kind end with one trial per configuration; kill -9 then --resume loses and
-# duplicates nothing; TPE against exhaustive search on the stencil; and, on a
-# machine with two or more GPUs, the two-GPU throughput.
+# duplicates nothing; TPE against exhaustive search on the stencil; on a
+# machine with two or more GPUs, the two-GPU throughput; and the heat stencil
+# whose index is unguarded, tuned with no trial wasted on a block that faults;
+# and sizesweep's kernels tuned across their recorded instances.
 # Usage: gpu-tune-checks.sh WORKDIR (holding wrapper/ and rdb/ from gpu-test.sh)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 w=${1:?usage: gpu-tune-checks.sh WORKDIR}
 say() { echo "== $*"; }
-checks=" ${TUNE_CHECKS:-hazards resume tpe gpus} "
+checks=" ${TUNE_CHECKS:-hazards exactcover instances resume tpe gpus} "
 want() { [[ $checks == *" $1 "* ]]; }
 trials() { python3 - "$@" <<'PY'
 import json, sys, collections
@@ -42,6 +44,69 @@ if [ -x "$app" ] && mneme record -rdb "$w/rdb/hazards" --overwrite -- "$app" > "
 else
   say "hazards: record failed"; tail -5 "$w/hazards/record.log"
 fi
+fi
+
+# 1b. An unguarded global index (examples/heat2d): TPE over the standard
+# preset's blocks keeps to those that divide the 1 Mi cells; no trial ends
+# runtime_error or invalid_launch, and the summary names the rule.
+if want exactcover; then
+  app=$w/wrapper/heat2d/heat2d
+  if [ -x "$app" ] && mneme record -rdb "$w/rdb/heat2d" --overwrite --max-recordings 1 -- "$app" > "$w/heat2d-record.log" 2>&1; then
+    mneme tune -rdb "$w/rdb/heat2d" --preset standard --sampler tpe --trials 20 --seed 1 --output "$w/tune-heat2d" > "$w/heat2d-tune.log" 2>&1
+    rc=$?
+    python3 - "$w/tune-heat2d" "$rc" <<'PY'
+import json, sys, collections
+out, rc = sys.argv[1], sys.argv[2]
+rows = [json.loads(l) for l in open(out + "/trials.jsonl")]
+st = collections.Counter(r["status"] for r in rows)
+wasted = st["runtime_error"] + st["invalid_launch"]
+blocks = sorted({r["config"]["block"]["x"] for r in rows})
+rule = json.load(open(out + "/summary.json")).get("block_rule", "")
+ok = rc == "0" and wasted == 0 and rule != "" and all(1048576 % b == 0 for b in blocks)
+print(f"== tune heat2d (unguarded index), 20 TPE trials: {'PASS' if ok else 'FAIL'} (rc={rc}, {wasted} wasted, statuses {dict(st)}, blocks {blocks}; rule: {rule[:60] or 'none'}...)")
+PY
+  else
+    say "tune heat2d: FAIL (not built or record failed: $w/heat2d-record.log)"
+  fi
+fi
+
+# 1c. Across instances, on examples/sizesweep recorded with its launch
+# statistics: triad (six sizes) tuned with --kernel across its instances, and
+# adam (a step counter that changes at every launch). Every verified trial
+# has each instance's figures and their launch-weighted total; the tuned
+# entry rests on the run's statistics; adam's step (argument 5) is never
+# folded.
+if want instances; then
+  rdb=$w/rdb/sizesweep-instances
+  app=$w/wrapper/sizesweep/sizesweep
+  if [ -x "$app" ] && mneme record -rdb "$rdb" --overwrite --max-recordings 8 -- "$app" > "$w/instances-record.log" 2>&1; then
+    for k in triad adam; do
+      mneme tune -rdb "$rdb" --kernel $k --preset standard --sampler tpe --trials 30 --seed 1 --output "$w/tune-instances-$k" > "$w/instances-$k.log" 2>&1
+      python3 - "$w/tune-instances-$k" "$?" "$k" <<'PY'
+import json, sys, collections
+out, rc, k = sys.argv[1], sys.argv[2], sys.argv[3]
+rows = [json.loads(l) for l in open(out + "/trials.jsonl")]
+st = collections.Counter(r["status"] for r in rows)
+n = max((len(r.get("instances") or []) for r in rows), default=0)
+bad_total = [r["number"] for r in rows if r["status"] == "verified" and
+             abs(r["time_ns"] - sum(f["time_ns"] * f["launches"] for f in r["instances"])) > 1e-6 * r["time_ns"]]
+summ = json.load(open(out + "/summary.json"))
+folded = {a for r in rows if r["config"].get("specialize") for a in (r["config"].get("specialize_args") or ["all"])}
+try:
+    entry = next(iter(json.load(open(out + "/mneme_tuned_kernels.json")).values()))
+except (OSError, StopIteration):
+    entry = {}
+stats_ok = "statistics: run" in summ.get("folding", "")
+ok = rc == "0" and n >= 2 and not bad_total and stats_ok and (k != "adam" or not ({5, "all"} & folded))
+classes = "; ".join(f"grid {c['grid']['x']}: block {c['config']['block']['x']} {c['speedup']:.3f}x" for c in entry.get("classes") or [])
+print(f"== tune {k} across {n} instances: {'PASS' if ok else 'FAIL'} (rc={rc}, statuses {dict(st)}, totals wrong in {bad_total or 'no trial'}, "
+      f"folded arguments {sorted(map(str, folded)) or 'none'}, speedup {summ.get('best_speedup')}; classes: {classes or 'none'})")
+PY
+      sed -n '/^per instance/,$p' "$w/instances-$k.log"
+    done
+  else
+    say "tune across instances: FAIL (not built or record failed: $w/instances-record.log)"
+  fi
 fi
 
 # 2. kill -9 halfway, then --resume: same set of configurations, no duplicates.

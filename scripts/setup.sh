@@ -3,13 +3,14 @@
 # zlib headers; Go modules), the lint tools `make test` runs (clang-format-22;
 # staticcheck at the version the Makefile pins), ccache (which keeps `make
 # mutate` from recompiling llvm's unchanged C++ for every mutant), Python's
-# venv module and the PostgreSQL server the Python tests run a shared Optuna
-# study on; builds the prefix under build/ and installs the Python package
+# venv module, the PostgreSQL server the Python tests run a shared Optuna
+# study on, and Chromium, in which `make test` opens an optimize report;
+# builds the prefix under build/ and installs the Python package
 # into .venv. Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 need=()
-for p in llvm-22-dev clang-22 lld-22 libzstd-dev zlib1g-dev clang-format-22 ccache python3-venv postgresql; do
+for p in llvm-22-dev clang-22 lld-22 libzstd-dev zlib1g-dev clang-format-22 ccache python3-venv postgresql chromium; do
   dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then

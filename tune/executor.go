@@ -59,6 +59,9 @@ type JobResult struct {
 	Start   time.Time
 	End     time.Time
 	Crashes int // worker restarts this job caused
+	// Instances are the figures of each instance, for a job run across
+	// several (instanceExec).
+	Instances []InstanceFigure
 }
 
 // Executor runs jobs on worker processes: run workers (WorkersPerGPU for

@@ -22,6 +22,10 @@ type GeometryReport struct {
 	LaunchSafety string `json:"launch_safety"`
 	// LaunchSearched is whether block and grid shapes are part of the search.
 	LaunchSearched bool `json:"launch_searched"`
+	// BlockRule, when set, says which rule limited the block shapes searched
+	// (an unguarded global index: only blocks that divide the recorded
+	// threads).
+	BlockRule string `json:"block_rule,omitempty"`
 	// Note says it in one line, for the log and the summary.
 	Note string `json:"note"`
 }
@@ -53,7 +57,7 @@ func (t *target) decideGeometry(analyze GeometryAnalyzer, dbDir string) geometry
 // recorded block).
 func (t *target) fixLaunch(opts *Options) error {
 	if opts.SpaceFile == "" {
-		s, err := presetSpace(opts.Preset, t.launch, t.limits, false)
+		s, err := presetSpace(opts.Preset, opts.SpaceShape, t.launch, t.limits, false)
 		if err != nil {
 			return mneme.BadInput(err)
 		}
@@ -72,6 +76,9 @@ func (t *target) fixLaunch(opts *Options) error {
 			}
 			return c, nil
 		}
+	}
+	if t.fold != nil && opts.SpaceFile == "" {
+		t.space.applyFold(*t.fold) // the rebuilt preset folds no more than before
 	}
 	t.space.Constraints = append(t.space.Constraints, Constraint{Name: launchFixedConstraint, Check: func(Point) (bool, error) { return true, nil }})
 	opts.SpaceHash = t.space.Hash()
@@ -120,7 +127,13 @@ func (t *target) applyLaunchSafety(opts *Options, analyze GeometryAnalyzer, dbDi
 	} else {
 		rep.Decision = t.decideGeometry(analyze, dbDir)
 	}
-	if safety == LaunchSafe && rep.Dependent && t.space.searchesLaunch() {
+	searches := t.space.searchesLaunch()
+	if safety == LaunchSafe && rep.Dependent && searches {
+		if err := t.fixLaunch(opts); err != nil {
+			return rep, err
+		}
+	} else if rep.ExactCover && searches && !t.limitToExactCover(opts) && safety == LaunchSafe {
+		// No other block divides the recorded threads.
 		if err := t.fixLaunch(opts); err != nil {
 			return rep, err
 		}
@@ -132,6 +145,10 @@ func (t *target) applyLaunchSafety(opts *Options, analyze GeometryAnalyzer, dbDi
 // describe fills in LaunchSearched and the note from the space as built.
 func (r *GeometryReport) describe(s *Space) {
 	r.LaunchSearched = !s.launchFixed() && s.searchesLaunch()
+	r.BlockRule = ""
+	if r.LaunchSearched && s.exactCover() {
+		r.BlockRule = blockRule(s.Baseline)
+	}
 	switch {
 	case s.launchFixed():
 		r.Note = fmt.Sprintf("launch safety %s: the recorded grid and block are kept; compiler knobs, launch bounds and specialization are tuned (%s)", r.LaunchSafety, r.Decision)
@@ -141,6 +158,9 @@ func (r *GeometryReport) describe(s *Space) {
 		r.Note = fmt.Sprintf("launch safety %s: block shapes are searched (%s)", r.LaunchSafety, r.Decision)
 	default:
 		r.Note = fmt.Sprintf("the space keeps the recorded launch (%s)", r.Decision)
+	}
+	if r.BlockRule != "" {
+		r.Note += "; " + r.BlockRule
 	}
 }
 

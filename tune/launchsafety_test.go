@@ -269,3 +269,45 @@ func TestStudyBaselineIsTrialZero(t *testing.T) {
 		t.Errorf("trial 0 time %v, baseline %v", trials[0].TimeNS, st.Baseline().TimeNS)
 	}
 }
+
+// TestRunExactCoverKeepsBlocksThatDivide tunes a kernel whose global index is
+// unguarded on a worker that faults, as such a kernel does, when a launch
+// runs more threads than the recorded 1024: the search keeps to blocks that
+// divide them, no trial is wasted, and the summary names the rule. The same
+// run with the index bounded searches every block and wastes trials.
+func TestRunExactCoverKeepsBlocksThatDivide(t *testing.T) {
+	run := func(bounded bool) (Summary, []Trial) {
+		ro, _, stderr := runOptions(t, "TESTWORKER_THREADS=1024")
+		ro.Options.Preset = "standard"
+		ro.AnalyzeGeometry = func(string, string) (geometry.Facts, error) {
+			return geometry.Facts{ThreadIDDims: [3]bool{true}, GlobalIndexAccess: true, IndexBounded: bounded}, nil
+		}
+		if err := Run(context.Background(), ro); err != nil {
+			t.Fatalf("bounded %v: %v\n%s", bounded, err, stderr)
+		}
+		var sum Summary
+		readJSON(t, filepath.Join(ro.Options.Output, SummaryFile), &sum)
+		trials, _, _ := ReadTrials(filepath.Join(ro.Options.Output, TrialsFile))
+		return sum, trials
+	}
+	sum, trials := run(false)
+	blocks := map[uint32]bool{}
+	for _, tr := range trials {
+		blocks[tr.Config.Block.X] = true
+		if 1024%tr.Config.Block.X != 0 || tr.Config.Grid.X*tr.Config.Block.X != 1024 || tr.Status != mneme.StatusVerified {
+			t.Errorf("unguarded index: trial %d ran grid %s block %s: %s", tr.Number, tr.Config.Grid, tr.Config.Block, tr.Status)
+		}
+	}
+	if len(blocks) != 5 { // 64, 128, 256, 512, 1024 of the standard preset's multiples of 64
+		t.Errorf("unguarded index: blocks tried %v, want the five that divide 1024", blocks)
+	}
+	if !sum.LaunchSearched || sum.GeometryDependent || !strings.Contains(sum.BlockRule, "divide the recorded 1024 x 1 x 1 threads") ||
+		!strings.Contains(sum.Geometry, sum.BlockRule) || sum.Statuses[mneme.StatusRuntimeError] != 0 {
+		t.Errorf("unguarded index: summary %+v", sum)
+	}
+
+	sum, _ = run(true)
+	if sum.BlockRule != "" || sum.Statuses[mneme.StatusRuntimeError] == 0 {
+		t.Errorf("bounded index: block rule %q, %d runtime errors; want no rule and the faults the rule avoids", sum.BlockRule, sum.Statuses[mneme.StatusRuntimeError])
+	}
+}

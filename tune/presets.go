@@ -99,12 +99,19 @@ var directParams = []string{ParamPasses, ParamCodegenOpt, ParamSpecialize, Param
 // Preset builds the built-in space called name for a recorded launch on a
 // device with the given limits.
 func Preset(name string, l Launch, lim mneme.DeviceLimits) (*Space, error) {
-	return presetSpace(name, l, lim, true)
+	return presetSpace(name, SpaceShape{}, l, lim, true)
 }
 
-// presetSpace builds a preset; without searchLaunch it leaves out the block
-// shape parameters, so every configuration keeps the recorded launch.
-func presetSpace(name string, l Launch, lim mneme.DeviceLimits, searchLaunch bool) (*Space, error) {
+// ShapedPreset builds the built-in space called name reshaped by Mneme's
+// space options (see SpaceShape).
+func ShapedPreset(name string, sh SpaceShape, l Launch, lim mneme.DeviceLimits) (*Space, error) {
+	return presetSpace(name, sh, l, lim, true)
+}
+
+// presetSpace builds a preset reshaped by sh; without searchLaunch it leaves
+// out the block shape parameters, so every configuration keeps the recorded
+// launch.
+func presetSpace(name string, sh SpaceShape, l Launch, lim mneme.DeviceLimits, searchLaunch bool) (*Space, error) {
 	lim = lim.WithDefaults()
 	if l.Block.Count() == 0 || l.Grid.Count() == 0 {
 		return nil, fmt.Errorf("preset %s: the recorded launch has no geometry (grid %s, block %s)", name, l.Grid, l.Block)
@@ -166,8 +173,17 @@ func presetSpace(name string, l Launch, lim mneme.DeviceLimits, searchLaunch boo
 	default:
 		return nil, fmt.Errorf("unknown preset %q (want %s)", name, strings.Join(PresetNames, ", "))
 	}
+	if err := s.applyShape(sh, l, lim); err != nil {
+		return nil, err
+	}
 	base := s.Baseline
-	s.Derive = func(pt Point) (mneme.Config, error) { return deriveBuiltin(pt, l, base) }
+	s.Derive = func(pt Point) (mneme.Config, error) {
+		c, err := deriveBuiltin(pt, l, base)
+		if err == nil {
+			shapeMaxThreads(&c, pt, sh, l, lim)
+		}
+		return c, err
+	}
 	return s, s.Validate()
 }
 

@@ -51,6 +51,35 @@ type Options struct {
 	// AdaptiveInvalidBan bans a block shape from further sampling once a
 	// trial with it ends invalid_launch or runtime_error.
 	AdaptiveInvalidBan bool `json:"adaptive_invalid_ban" yaml:"adaptive_invalid_ban"`
+	// SpaceShape reshapes the preset with Mneme's space options; its keys
+	// sit at the top level, as in Mneme's config.yml.
+	SpaceShape `yaml:",inline"`
+	// FailFast stops the search at the first trial that does not verify;
+	// Timeout (seconds, 0: none) stops submitting trials after that long.
+	FailFast bool    `json:"fail_fast,omitempty" yaml:"fail_fast,omitempty"`
+	Timeout  float64 `json:"timeout,omitempty" yaml:"timeout,omitempty"`
+	// ProteusOutput also writes the Proteus tuned-kernels file there;
+	// NoProteusOutput writes none, not even in the results directory.
+	ProteusOutput   string `json:"proteus_output,omitempty" yaml:"proteus_output,omitempty"`
+	NoProteusOutput bool   `json:"no_proteus_output,omitempty" yaml:"no_proteus_output,omitempty"`
+	// SpaceModule (<file>.py:Class or module:Class, with SpaceArgs as
+	// KEY=VALUE) is a user's Python SearchSpace; it and an Optuna study
+	// (StudyName, OptunaStorage, Pruner) are proposed by the Python side
+	// (PROTOCOL.md, "Proposals from Python").
+	SpaceModule   string   `json:"space_module,omitempty" yaml:"space_module,omitempty"`
+	SpaceArgs     []string `json:"space_arg,omitempty" yaml:"space_arg,omitempty"`
+	StudyName     string   `json:"study_name,omitempty" yaml:"study_name,omitempty"`
+	OptunaStorage string   `json:"optuna_storage,omitempty" yaml:"optuna_storage,omitempty"`
+	Pruner        string   `json:"pruner,omitempty" yaml:"pruner,omitempty"`
+}
+
+// PrunerNames are the Optuna pruners --pruner names.
+var PrunerNames = []string{"none", "median", "percentile", "hyperband", "successive-halving", "threshold"}
+
+// UsesPython reports whether the run's proposals come from Python: a user's
+// SearchSpace class or an Optuna study.
+func (o Options) UsesPython() bool {
+	return o.SpaceModule != "" || o.StudyName != "" || o.OptunaStorage != "" || (o.Pruner != "" && o.Pruner != "none")
 }
 
 // Launch safety levels.
@@ -110,6 +139,27 @@ func (o Options) Validate() error {
 	if _, err := ParseLaunchSafety(o.LaunchSafety); err != nil {
 		return err
 	}
+	if err := o.SpaceShape.Validate(); err != nil {
+		return err
+	}
+	if !o.SpaceShape.IsZero() && (o.SpaceFile != "" || o.SpaceModule != "") {
+		return fmt.Errorf("the space options of Mneme's spelling (--launch-dim, --passes, --*-space, ...) shape a preset; they do not apply with --space or --space-module")
+	}
+	if o.SpaceFile != "" && o.SpaceModule != "" {
+		return fmt.Errorf("--space and --space-module: give one")
+	}
+	if o.Timeout < 0 {
+		return fmt.Errorf("timeout %v: must not be negative", o.Timeout)
+	}
+	if o.Pruner != "" && !slices.Contains(PrunerNames, o.Pruner) {
+		return fmt.Errorf("pruner %q: want %s", o.Pruner, strings.Join(PrunerNames, ", "))
+	}
+	if (o.StudyName != "" || o.OptunaStorage != "" || (o.Pruner != "" && o.Pruner != "none")) && o.Sampler != "tpe" {
+		return fmt.Errorf("--study-name, --optuna-storage and --pruner need --sampler tpe (an Optuna study)")
+	}
+	if o.ProteusOutput != "" && o.NoProteusOutput {
+		return fmt.Errorf("--proteus-output and --no-proteus-output exclude each other")
+	}
 	return nil
 }
 
@@ -125,6 +175,8 @@ func KeyChanges(old, cur Options) []string {
 	cmp("sampler", canonicalSampler(old.Sampler), canonicalSampler(cur.Sampler))
 	cmp("preset", old.Preset, cur.Preset)
 	cmp("space", old.SpaceHash, cur.SpaceHash)
+	cmp("space_module", old.SpaceModule, cur.SpaceModule)
+	cmp("space_arg", strings.Join(old.SpaceArgs, " "), strings.Join(cur.SpaceArgs, " "))
 	cmp("seed", old.Seed, cur.Seed)
 	cmp("metric", old.Metric, cur.Metric)
 	cmp("objective", old.Objective, cur.Objective)
@@ -164,6 +216,10 @@ type Trial struct {
 	End     string  `json:"end_time"`
 	Seconds float64 `json:"seconds"`
 	Error   string  `json:"error,omitempty"`
+	// Instances are the trial's figures on each instance of a run across
+	// instances; TimeNS is then their total, each instance's time times the
+	// launches it stands for.
+	Instances []InstanceFigure `json:"instances,omitempty"`
 }
 
 // OK reports whether the trial produced a verified timing.
@@ -304,7 +360,7 @@ func ResumeResults(dir string, opts Options) (*Results, []Trial, error) {
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, nil, fmt.Errorf("--resume: %w", err)
 	}
-	trials, good, err := parseTrials(filepath.Join(dir, TrialsFile), data)
+	trials, good, unterminated, err := parseTrials(filepath.Join(dir, TrialsFile), data)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -320,13 +376,22 @@ func ResumeResults(dir string, opts Options) (*Results, []Trial, error) {
 			return nil, nil, fmt.Errorf("--resume: %s: %w", filepath.Join(dir, TrialsFile), err)
 		}
 	}
+	// A complete last trial whose newline is missing (written by hand, or
+	// by another tool) is kept: end its line before the next one.
+	if unterminated {
+		if _, err := r.trials.Write([]byte("\n")); err != nil {
+			r.Close()
+			return nil, nil, fmt.Errorf("--resume: %s: %w", filepath.Join(dir, TrialsFile), err)
+		}
+	}
 	return r, trials, nil
 }
 
-// ReadTrials reads trials.jsonl. A last line without its newline is a torn
-// write (a crash mid-write) and is dropped; any complete line that does not
-// parse is an error naming the line. good is the byte length of the intact
-// prefix.
+// ReadTrials reads trials.jsonl. A last line without its newline that does
+// not parse as a trial is a torn write (a crash mid-write) and is dropped;
+// one that does is a whole trial and is kept. Any complete line that does
+// not parse is an error naming the line. good is the byte length of the
+// intact prefix.
 func ReadTrials(path string) (trials []Trial, good int64, err error) {
 	data, err := safefile.ReadFile(path, maxTrialsFile)
 	if errors.Is(err, os.ErrNotExist) {
@@ -335,30 +400,39 @@ func ReadTrials(path string) (trials []Trial, good int64, err error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	return parseTrials(path, data)
+	trials, good, _, err = parseTrials(path, data)
+	return trials, good, err
 }
 
-func parseTrials(path string, data []byte) (trials []Trial, good int64, err error) {
+// parseTrials reads the lines of trials.jsonl; unterminated says the last
+// one, kept, lacks its newline.
+func parseTrials(path string, data []byte) (trials []Trial, good int64, unterminated bool, err error) {
 	off := 0
 	for line := 1; off < len(data); line++ {
 		end := bytes.IndexByte(data[off:], '\n')
 		if end < 0 {
-			return trials, int64(off), nil // no newline: the write did not finish
+			// No newline: a torn write, unless the line is a whole trial.
+			var t Trial
+			text := bytes.TrimSpace(data[off:])
+			if len(text) > 0 && jsonfield.Check(text) == nil && json.Unmarshal(text, &t) == nil {
+				return append(trials, t), int64(len(data)), true, nil
+			}
+			return trials, int64(off), false, nil
 		}
 		text := bytes.TrimSpace(data[off : off+end])
 		if len(text) > 0 {
 			var t Trial
 			if err := jsonfield.Check(text); err != nil {
-				return nil, 0, mneme.BadInput(fmt.Errorf("%s:%d: not a trial record: %v", path, line, err))
+				return nil, 0, false, mneme.BadInput(fmt.Errorf("%s:%d: not a trial record: %v", path, line, err))
 			}
 			if err := json.Unmarshal(text, &t); err != nil {
-				return nil, 0, mneme.BadInput(fmt.Errorf("%s:%d: not a trial record: %v", path, line, err))
+				return nil, 0, false, mneme.BadInput(fmt.Errorf("%s:%d: not a trial record: %v", path, line, err))
 			}
 			trials = append(trials, t)
 		}
 		off += end + 1
 	}
-	return trials, int64(off), nil
+	return trials, int64(off), false, nil
 }
 
 // AppendTrial writes one trial line and syncs it to disk before returning, so
@@ -422,7 +496,7 @@ type Summary struct {
 	Statuses        map[mneme.Status]int `json:"statuses"`
 	BaselineTimeNS  float64              `json:"baseline_time_ns"`
 	BestTimeNS      float64              `json:"best_time_ns,omitempty"`
-	BestSpeedup     float64              `json:"best_speedup,omitempty"`
+	BestSpeedup     float64              `json:"best_speedup"`
 	BestTrial       int                  `json:"best_trial"`
 	ElapsedSeconds  float64              `json:"elapsed_seconds"`
 	ConfigsPerSec   float64              `json:"configs_per_second"`
@@ -444,10 +518,66 @@ type Summary struct {
 	GeometryDependent bool   `json:"geometry_dependent"`
 	LaunchSearched    bool   `json:"launch_searched"`
 	Geometry          string `json:"geometry,omitempty"`
+	// BlockRule says which rule limited the block shapes searched (see
+	// GeometryReport.BlockRule).
+	BlockRule string `json:"block_rule,omitempty"`
+	// Folding says what the run might fold and what that rested on (the
+	// run's launch statistics, or none), when it was decided from them.
+	Folding string `json:"folding,omitempty"`
 	// BannedBlocks are the block shapes the adaptive invalid ban took out of
 	// the search; BannedSkips counts the proposals skipped for them.
 	BannedBlocks []string `json:"banned_blocks,omitempty"`
 	BannedSkips  int      `json:"banned_skips,omitempty"`
+
+	// Mneme's summary keys. Status is ok, timeout or stopped_fail_fast; the
+	// counts are of the tuned trials (the baseline, trial 0, is not one of
+	// them; timeout and crashed count as runtime errors, as Mneme counts
+	// them); the metrics are times in ns by --metric.
+	Status                string  `json:"status"`
+	NumTrialsRequested    *int    `json:"num_trials_requested"`
+	NumTrialsCompleted    int     `json:"num_trials_completed"`
+	NumVerified           int     `json:"num_verified"`
+	NumFailedVerification int     `json:"num_failed_verification"`
+	NumInvalidLaunch      int     `json:"num_invalid_launch"`
+	NumCompileError       int     `json:"num_compile_error"`
+	NumRuntimeError       int     `json:"num_runtime_error"`
+	NumInvalidConfig      int     `json:"num_invalid_config"`
+	NumInternalError      int     `json:"num_internal_error"`
+	BaselineMetric        float64 `json:"baseline_metric"`
+	BestMetric            float64 `json:"best_metric"`
+}
+
+// mnemeCounts fills Mneme's summary keys from the trials.
+func (sum *Summary) mnemeCounts(trials []Trial, requested int, stopped string) {
+	sum.Status = "ok"
+	if stopped != "" {
+		sum.Status = stopped
+	}
+	if requested > 0 {
+		sum.NumTrialsRequested = &requested
+	}
+	for _, t := range trials {
+		if t.IsBaseline() {
+			continue
+		}
+		sum.NumTrialsCompleted++
+		switch t.Status {
+		case mneme.StatusVerified:
+			sum.NumVerified++
+		case mneme.StatusFailedVerification:
+			sum.NumFailedVerification++
+		case mneme.StatusInvalidLaunch:
+			sum.NumInvalidLaunch++
+		case mneme.StatusCompileError:
+			sum.NumCompileError++
+		case mneme.StatusRuntimeError, mneme.StatusTimeout, mneme.StatusCrashed:
+			sum.NumRuntimeError++
+		case mneme.StatusInvalidConfig:
+			sum.NumInvalidConfig++
+		default:
+			sum.NumInternalError++
+		}
+	}
 }
 
 // ProteusKernel is one entry of Proteus's PROTEUS_TUNED_KERNELS file,
@@ -471,6 +601,31 @@ func ProteusEntry(c mneme.Config) ProteusKernel {
 		p.TunedMaxThreads = c.MaxThreads
 	}
 	return p
+}
+
+// writeProteus adds the kernel's entry to the results directory's Proteus
+// file and to --proteus-output, unless --no-proteus-output.
+func (s *Study) writeProteus(kernel string, e ProteusKernel) error {
+	if s.Opts.NoProteusOutput {
+		return nil
+	}
+	if err := s.Results.MergeJSONMap(ProteusFile, kernel, e); err != nil {
+		return err
+	}
+	if s.Opts.ProteusOutput == "" {
+		return nil
+	}
+	abs, err := filepath.Abs(s.Opts.ProteusOutput)
+	if err != nil {
+		return fmt.Errorf("--proteus-output %s: %w", s.Opts.ProteusOutput, err)
+	}
+	// The file's own folder bounds it: a link named like the file is
+	// replaced, never written through.
+	out := &Results{Dir: filepath.Dir(abs)}
+	if err := out.MergeJSONMap(filepath.Base(abs), kernel, e); err != nil {
+		return fmt.Errorf("--proteus-output: %w", err)
+	}
+	return nil
 }
 
 // TunedKernel is one entry of mneme_tuned_kernels.json, defined in deploy,

@@ -17,7 +17,7 @@ func TestResumeKeyEachOptionAlone(t *testing.T) {
 		AdaptiveInvalidBan: true}
 	refused := map[string]string{"Sampler": "sampler", "Preset": "preset", "SpaceHash": "space", "Seed": "seed",
 		"Metric": "metric", "Objective": "objective", "Iterations": "iterations", "Instance": "instance",
-		"Kernel": "kernel", "LaunchSafety": "launch_safety"}
+		"Kernel": "kernel", "LaunchSafety": "launch_safety", "SpaceModule": "space_module", "SpaceArgs": "space_arg"}
 	if ch := KeyChanges(base, base); len(ch) != 0 {
 		t.Fatalf("equal options: %v", ch)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/mneme-gpu/mneme"
 	"github.com/mneme-gpu/mneme/db"
+	"github.com/mneme-gpu/mneme/geometry"
 	"github.com/mneme-gpu/mneme/internal/safefile"
 )
 
@@ -33,6 +34,14 @@ type RunOptions struct {
 	// AnalyzeGeometry reads the kernel's launch-geometry facts from its IR;
 	// without it every kernel counts as geometry-dependent.
 	AnalyzeGeometry GeometryAnalyzer
+	// Stats, when set, gives the kernel's launch statistics, and what may be
+	// folded follows them (DecideFold, within MaxVariants, by default
+	// deploy.DefaultMaxVariants); unset, folding is as the space says.
+	Stats       StatsSource
+	MaxVariants int
+	// Proposer, when set, starts the Python side that proposes points for
+	// a --space-module class or an Optuna study (PROTOCOL.md).
+	Proposer ProposerFactory
 	// Progress, when set, makes a display for a study of budget trials; it
 	// may return nil for none.
 	Progress func(budget int) ProgressDisplay
@@ -61,16 +70,54 @@ const defaultTrialsInfinite = 100
 // a GPU matches mneme.ErrNoGPU.
 func Run(ctx context.Context, ro RunOptions) error {
 	opts := ro.Options
+	if opts.UsesPython() && ro.Proposer == nil {
+		return mneme.BadInput(errors.New("--space-module and Optuna studies need the Python proposer (PROTOCOL.md), which this caller does not start"))
+	}
 	if err := CheckWorkers(opts.Workers, len(opts.GPUs), ro.CompileWorkers); err != nil {
 		return err
+	}
+	// Python starts while the recording loads: its start-up is most of
+	// what proposing from Python costs.
+	var conn *ProposerConn
+	if opts.UsesPython() {
+		var err error
+		if conn, err = ro.Proposer.StartProposer(ctx); err != nil {
+			return err
+		}
+		defer conn.Close()
 	}
 	target, err := loadTarget(&opts)
 	if err != nil {
 		return err
 	}
+	var sampler Sampler
+	propose := func() error {
+		ps, space, _, err := openProposer(conn, opts, target, target.space)
+		if err != nil {
+			return err
+		}
+		target.space, target.proposing, sampler = space, true, ps
+		opts.SpaceHash = space.Hash()
+		return nil
+	}
+	// A Python class is the space itself; Optuna proposes points of the
+	// space as launch safety leaves it.
+	if opts.SpaceModule != "" {
+		if err := propose(); err != nil {
+			return err
+		}
+	}
 	geo, err := target.applyLaunchSafety(&opts, ro.AnalyzeGeometry, target.dbDir, ro.Resume)
 	if err != nil {
 		return err
+	}
+	if err := target.useStats(&opts, ro.Stats, ro.MaxVariants); err != nil {
+		return err
+	}
+	if opts.UsesPython() && opts.SpaceModule == "" {
+		if err := propose(); err != nil {
+			return err
+		}
 	}
 	// Describing a finite space enumerates it to count the feasible points:
 	// do it once for the printouts, search_space.json and the budget.
@@ -78,9 +125,10 @@ func Run(ctx context.Context, ro RunOptions) error {
 	if opts.Trials == 0 && !desc.Finite {
 		opts.Trials = defaultTrialsInfinite
 	}
-	sampler, err := NewSampler(opts.Sampler, target.space, opts.Seed)
-	if err != nil {
-		return mneme.BadInput(err)
+	if sampler == nil {
+		if sampler, err = NewSampler(opts.Sampler, target.space, opts.Seed); err != nil {
+			return mneme.BadInput(err)
+		}
 	}
 	if ro.PrintSpace {
 		enc := json.NewEncoder(ro.Stdout)
@@ -140,10 +188,13 @@ func Run(ctx context.Context, ro RunOptions) error {
 // the (possibly new) space description.
 func probe(ctx context.Context, study *Study, t *target, desc Describe) (Describe, error) {
 	geo := study.Geometry
-	if len(study.Prior) > 0 || geo.Probed || geo.Dependent || !geo.LaunchSearched || geo.LaunchSafety != LaunchSafe {
+	if len(study.Prior) > 0 || geo.Probed || geo.Dependent || !geo.LaunchSearched || geo.LaunchSafety != LaunchSafe || t.proposing {
 		return desc, nil
 	}
-	cfg, ok := probeConfig(study.Space.Baseline, t.limits)
+	base := study.Space.Baseline
+	cfg, ok := probeConfigWhere(base, t.limits, func(c mneme.Config) bool {
+		return !study.Space.exactCover() || geometry.CoversExactly(c.Grid, c.Block, base.Grid, base.Block)
+	})
 	if !ok {
 		return desc, nil
 	}
@@ -266,6 +317,10 @@ func runTrials(ctx context.Context, ro RunOptions, study *Study, t *target, desc
 	}
 	fmt.Fprintf(ro.Stderr, "baseline: %s on %s: %s (%s of %d launches; trial 0, %s)\n", t.kernel.Name(), gpuName, fmtNS(base.TimeNS), opts.Metric, opts.Iterations, baselineKind(base.Config))
 	fmt.Fprintln(ro.Stderr, study.Geometry.Note)
+	if t.fold != nil {
+		fmt.Fprintln(ro.Stderr, t.fold)
+		fmt.Fprintln(ro.Stderr, t.coverage())
+	}
 	if ro.BaselineOnly {
 		return nil
 	}
@@ -281,11 +336,17 @@ func runTrials(ctx context.Context, ro RunOptions, study *Study, t *target, desc
 		study.Progress = display.Update
 	}
 	runErr := study.Run(ctx)
+	if ps, ok := study.Sampler.(*ProposerSampler); ok && runErr == nil {
+		runErr = ps.Err()
+	}
 	if display != nil {
 		display.Finish()
 	}
 	sum, err := study.Finish(t.kernel.KernelName, t.kernel.StaticHash, gpuName, desc.Size, len(study.Prior))
 	if err != nil {
+		return err
+	}
+	if err := t.noteFolding(study, sum); err != nil {
 		return err
 	}
 	printBestTable(ro.Stdout, study.Trials(), base, sum, opts)
@@ -306,6 +367,12 @@ type target struct {
 	launch Launch
 	limits mneme.DeviceLimits
 	space  *Space
+	// fold and stats are the folding the run's statistics allowed, when a
+	// statistics source was given (useStats).
+	fold  *FoldPolicy
+	stats *KernelStats
+	// proposing is set when the Python proposer chooses the points.
+	proposing bool
 }
 
 // loadTarget finds the instance in the database and builds its space; it
@@ -355,7 +422,7 @@ func (t *target) buildSpace(opts *Options) error {
 	if opts.SpaceFile != "" {
 		t.space, err = LoadSpaceFile(opts.SpaceFile, t.launch, t.limits)
 	} else {
-		t.space, err = Preset(opts.Preset, t.launch, t.limits)
+		t.space, err = ShapedPreset(opts.Preset, opts.SpaceShape, t.launch, t.limits)
 	}
 	if err != nil {
 		return mneme.BadInput(err)
@@ -380,6 +447,10 @@ func printDryRun(w io.Writer, opts Options, t *target, sampler Sampler, d Descri
 	fmt.Fprintf(w, "baseline:  trial 0, %s\n", baselineKind(t.baselines()[0]))
 	fmt.Fprintf(w, "launch:    %s\n", geo.Note)
 	fmt.Fprintf(w, "ban:       adaptive invalid ban %v\n", opts.AdaptiveInvalidBan)
+	if t.fold != nil {
+		fmt.Fprintf(w, "folding:   %s\n", t.fold)
+		fmt.Fprintf(w, "shapes:    %s\n", t.coverage())
+	}
 	fmt.Fprintf(w, "space:     %s, %d parameters", d.Name, len(d.Params))
 	if d.Finite {
 		fmt.Fprintf(w, ", %d points, %d feasible", d.Size, d.Feasible)

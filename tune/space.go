@@ -38,6 +38,9 @@ type Space struct {
 	Vars map[string]any
 	// Limits bound derived configurations (block size, shared memory).
 	Limits mneme.DeviceLimits
+	// proposed is set for a space defined in Python (--space-module): its
+	// points and configurations come from the proposer.
+	proposed *proposedSpace
 }
 
 // Validate checks parameter definitions and names.
@@ -117,6 +120,9 @@ func (s *Space) Evaluate(pt Point) (mneme.Config, error) {
 // Normalize converts values read back from JSON (numbers as float64) to the
 // parameter's own types, and rejects names and values the space lacks.
 func (s *Space) Normalize(pt Point) (Point, error) {
+	if s.proposed != nil {
+		return pt, nil // the Python class's values, as it proposed them
+	}
 	out := Point{}
 	for _, p := range s.Params {
 		v, ok := pt[p.Name]
@@ -167,6 +173,10 @@ const maxCountFeasible = 2_000_000
 // points it also counts the feasible ones, which costs an enumeration.
 func (s *Space) Describe() Describe {
 	d := Describe{Name: s.Name, Params: s.Params, Constraints: s.constraintNames(), Baseline: s.Baseline, Vars: s.Vars}
+	if s.proposed != nil {
+		d.Size, d.Finite, d.Feasible = s.proposed.size, s.proposed.finite, s.proposed.feasible
+		return d
+	}
 	d.Size, d.Finite = s.Size()
 	if d.Finite && d.Size <= maxCountFeasible {
 		ex, err := NewExhaustive(s)
@@ -279,11 +289,52 @@ func exprEnv(params []Param, vars map[string]any) map[string]any {
 
 // compileExpr compiles text against env; undefined names are errors.
 func compileExpr(text string, env map[string]any, wantBool bool) (*vm.Program, error) {
+	if err := checkExprSize(text); err != nil {
+		return nil, err
+	}
 	opts := append([]expr.Option{expr.Env(env)}, exprFunctions...)
 	if wantBool {
 		opts = append(opts, expr.AsBool())
 	}
 	return expr.Compile(text, opts...)
+}
+
+// Bounds on an expression's text: the parser recurses once per bracket and
+// per unary operator, and a deep enough nesting overflows the stack (a
+// fatal error, not a panic). Expressions of a space are a line or two.
+const (
+	maxExprBytes = 4096
+	maxExprDepth = 64
+)
+
+// checkExprSize refuses an expression too long or nested too deep to parse
+// safely, before the parser sees it.
+func checkExprSize(text string) error {
+	if len(text) > maxExprBytes {
+		return fmt.Errorf("expression of %d bytes: the limit is %d", len(text), maxExprBytes)
+	}
+	depth := 0
+	var quote byte
+	for i := 0; i < len(text); i++ {
+		c := text[i]
+		switch {
+		case quote != 0:
+			if c == '\\' {
+				i++
+			} else if c == quote {
+				quote = 0
+			}
+		case c == '"' || c == '\'' || c == '`':
+			quote = c
+		case c == '(' || c == '[' || c == '{':
+			if depth++; depth > maxExprDepth {
+				return fmt.Errorf("expression nests brackets more than %d deep", maxExprDepth)
+			}
+		case c == ')' || c == ']' || c == '}':
+			depth--
+		}
+	}
+	return nil
 }
 
 func runExpr(prog *vm.Program, pt Point, vars map[string]any) (any, error) {

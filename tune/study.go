@@ -24,7 +24,7 @@ type Progress struct {
 type Study struct {
 	Space    *Space
 	Sampler  Sampler
-	Exec     *Executor
+	Exec     JobRunner
 	Results  *Results
 	Opts     Options
 	Prior    []Trial // finished trials read back by --resume
@@ -48,6 +48,25 @@ type Study struct {
 	// banned maps a block shape (Dim3.String) to the status that banned it.
 	banned      map[string]mneme.Status
 	bannedSkips int
+	// stopped says why the search stopped early (StopTimeout,
+	// StopFailFast); empty when it ran its course.
+	stopped string
+}
+
+// Why a search stopped before its budget, as summary.json's status says.
+const (
+	StopTimeout  = "timeout"
+	StopFailFast = "stopped_fail_fast"
+)
+
+// stopping reports whether the search must submit no more trials: the
+// run's --timeout passed, or --fail-fast saw a failure.
+func (s *Study) stopping() bool {
+	if s.stopped == "" && s.Opts.Timeout > 0 && time.Since(s.started).Seconds() > s.Opts.Timeout {
+		s.stopped = StopTimeout
+		s.logf("--timeout %gs passed: no more trials are submitted", s.Opts.Timeout)
+	}
+	return s.stopped != ""
 }
 
 // BaselineParams are the params of the baseline trial (trial 0), as Mneme
@@ -118,7 +137,7 @@ func (s *Study) RunBaseline(ctx context.Context) (Trial, error) {
 		s.trials = append(s.trials, t)
 	}
 	if s.Opts.TrialTimeout == "" {
-		s.Exec.TrialTimeout = DefaultTrialTimeout(r.End.Sub(r.Start), s.CompileBudget)
+		s.Exec.SetTrialTimeout(DefaultTrialTimeout(r.End.Sub(r.Start), s.CompileBudget))
 	}
 	return t, nil
 }
@@ -171,7 +190,7 @@ func (s *Study) trialOf(number int, pt Point, r JobResult) Trial {
 	t := Trial{Number: number, Params: pt, Config: r.Job.Config, ConfigKey: ConfigKey(r.Job.Config),
 		Status: r.Status, Worker: r.Worker, GPU: r.GPU, Error: r.Error,
 		Start: r.Start.UTC().Format(time.RFC3339Nano), End: r.End.UTC().Format(time.RFC3339Nano),
-		Seconds: r.End.Sub(r.Start).Seconds()}
+		Seconds: r.End.Sub(r.Start).Seconds(), Instances: r.Instances}
 	res := r.Result
 	t.Result = &res
 	if t.Status == mneme.StatusVerified {
@@ -248,7 +267,7 @@ func (s *Study) Run(ctx context.Context) error {
 	report()
 	skips := 0
 	for {
-		for !exhausted && len(inflight) < s.Exec.Capacity() && (budget == 0 || len(s.trials)+len(inflight) < budget) {
+		for !exhausted && !s.stopping() && len(inflight) < s.Exec.Capacity() && (budget == 0 || len(s.trials)+len(inflight) < budget) {
 			if ctx.Err() != nil {
 				break
 			}
@@ -316,6 +335,10 @@ func (s *Study) Run(ctx context.Context) error {
 		s.Sampler.Tell(p.pt, t.Loss(), t.Status)
 		if !t.OK() {
 			failures++
+			if s.Opts.FailFast && s.stopped == "" {
+				s.stopped = StopFailFast
+				s.logf("--fail-fast: trial %d ended %s; no more trials are submitted", t.Number, t.Status)
+			}
 		}
 		best = math.Max(best, t.Speedup)
 		report()
@@ -368,10 +391,13 @@ func (s *Study) Finish(kernel, staticHash, gpuName string, spaceSize int64, resu
 		Baseline: baselineKind(s.baseline.Config), BannedBlocks: s.BannedBlocks(), BannedSkips: s.bannedSkips}
 	if s.Geometry != nil {
 		sum.LaunchSafety, sum.GeometryDependent, sum.LaunchSearched, sum.Geometry = s.Geometry.LaunchSafety, s.Geometry.Dependent, s.Geometry.LaunchSearched, s.Geometry.Note
+		sum.BlockRule = s.Geometry.BlockRule
 	}
 	for _, t := range s.trials {
 		sum.Statuses[t.Status]++
 	}
+	sum.mnemeCounts(s.trials, s.Opts.Trials, s.stopped)
+	sum.BaselineMetric = s.baseline.TimeNS
 	elapsed := time.Since(s.started).Seconds()
 	sum.ElapsedSeconds = elapsed
 	if elapsed > 0 {
@@ -384,13 +410,14 @@ func (s *Study) Finish(kernel, staticHash, gpuName string, spaceSize int64, resu
 			b.Speedup = s.baseline.TimeNS / b.TimeNS
 		}
 		sum.BestTimeNS, sum.BestSpeedup, sum.BestTrial = b.TimeNS, b.Speedup, b.Number
+		sum.BestMetric = b.TimeNS
 		if s.Results == nil {
 			return sum, nil
 		}
 		if err := s.Results.WriteJSON(BestFile, map[string]any{"best": b, "baseline": s.baseline}); err != nil {
 			return sum, err
 		}
-		if err := s.Results.MergeJSONMap(ProteusFile, kernel, ProteusEntry(b.Config)); err != nil {
+		if err := s.writeProteus(kernel, ProteusEntry(b.Config)); err != nil {
 			return sum, err
 		}
 		tk := TunedKernel{Config: b.Config, Instance: s.Opts.Instance, StaticHash: staticHash, GPU: gpuName,
@@ -408,6 +435,7 @@ func (s *Study) Finish(kernel, staticHash, gpuName string, spaceSize int64, resu
 	}
 	sum.BaselineIsBest = true
 	sum.BestTimeNS, sum.BestSpeedup = s.baseline.TimeNS, 1
+	sum.BestMetric = s.baseline.TimeNS
 	if s.Results == nil {
 		return sum, nil
 	}

@@ -1,6 +1,7 @@
 package tune
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"math"
@@ -169,6 +170,45 @@ func TestReadTrialsRejectsCorruptMiddleLine(t *testing.T) {
 	tr, good, err := ReadTrials(path)
 	if err != nil || len(tr) != 2 || good != int64(len("{\"number\":0}\n{\"number\":1}\n")) {
 		t.Fatalf("torn last line: %d trials, good %d, %v", len(tr), good, err)
+	}
+	// A complete last trial without its newline is kept, not dropped.
+	whole := "{\"number\":0}\n{\"number\":1}\n{\"number\":2}"
+	os.WriteFile(path, []byte(whole), 0o644)
+	tr, good, err = ReadTrials(path)
+	if err != nil || len(tr) != 3 || tr[2].Number != 2 || good != int64(len(whole)) {
+		t.Fatalf("complete last line without newline: %d trials, good %d, %v", len(tr), good, err)
+	}
+}
+
+// TestResumeKeepsACompleteUnterminatedLastTrial: resume keeps the trial and
+// ends its line, so the next trial appended is a line of its own.
+func TestResumeKeepsACompleteUnterminatedLastTrial(t *testing.T) {
+	dir := t.TempDir()
+	opts := studyOptions(dir)
+	res, err := CreateResults(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if err := res.AppendTrial(Trial{Number: i}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res.Close()
+	path := filepath.Join(dir, TrialsFile)
+	data, _ := os.ReadFile(path)
+	os.WriteFile(path, bytes.TrimSuffix(data, []byte("\n")), 0o644)
+	res, prior, err := ResumeResults(dir, opts)
+	if err != nil || len(prior) != 2 {
+		t.Fatalf("resume: %d trials, %v", len(prior), err)
+	}
+	if err := res.AppendTrial(Trial{Number: 2}); err != nil {
+		t.Fatal(err)
+	}
+	res.Close()
+	all, _, err := ReadTrials(path)
+	if err != nil || len(all) != 3 || all[1].Number != 1 || all[2].Number != 2 {
+		t.Fatalf("after resume: %+v, %v", all, err)
 	}
 }
 

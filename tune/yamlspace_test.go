@@ -275,3 +275,30 @@ func TestLoadSpaceRefusesTheBaselineParamName(t *testing.T) {
 		t.Fatalf("a parameter named baseline: %v", err)
 	}
 }
+
+// TestSpaceExpressionNestingIsBounded: an expression nesting parentheses a
+// million deep (a 2 MB file) is refused naming the file and the key, before
+// the expression parser recurses into it; one at the limit still compiles,
+// as do brackets inside a string.
+func TestSpaceExpressionNestingIsBounded(t *testing.T) {
+	space := func(expr string) error {
+		_, err := ParseSpace("deep.yaml", []byte("params: {x: {type: int, low: 1, high: 4}}\nderive: {block.x: \""+expr+"\"}"), vecadd, mneme.DeviceLimits{})
+		return err
+	}
+	deep := func(n int) string { return strings.Repeat("(", n) + "x" + strings.Repeat(")", n) }
+	if err := space(strings.Repeat("(", 1_000_000) + "x" + strings.Repeat(")", 1_000_000)); err == nil || !strings.Contains(err.Error(), "deep.yaml") || !strings.Contains(err.Error(), "derive.block.x") || !strings.Contains(err.Error(), "bytes: the limit is") {
+		t.Errorf("a million parentheses: %v", err)
+	}
+	if err := space(deep(maxExprDepth + 1)); err == nil || !strings.Contains(err.Error(), "derive.block.x") || !strings.Contains(err.Error(), "more than 64 deep") {
+		t.Errorf("%d parentheses: %v", maxExprDepth+1, err)
+	}
+	if err := space(deep(maxExprDepth)); err != nil {
+		t.Errorf("%d parentheses: %v", maxExprDepth, err)
+	}
+	if err := space(strings.Repeat("-", maxExprBytes+1) + "x"); err == nil || !strings.Contains(err.Error(), "the limit is 4096") {
+		t.Errorf("a chain of unary minus past the length limit: %v", err)
+	}
+	if err := checkExprSize(`len('` + strings.Repeat("(", 100) + `') > 0 ? x : x`); err != nil {
+		t.Errorf("brackets inside a string counted: %v", err)
+	}
+}

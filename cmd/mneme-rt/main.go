@@ -74,6 +74,7 @@ func mneme_rt_init(api *C.struct_mneme_host_api) C.int {
 			return -1
 		}
 		registered()
+		statsInit(api)
 		return 0
 	}
 	p, err := newProcess()
@@ -97,6 +98,7 @@ func mneme_rt_init(api *C.struct_mneme_host_api) C.int {
 	}
 	proc, rec = p, r
 	registered()
+	statsInit(api)
 	if os.Getenv(record.EnvRecordTuned) == "1" {
 		// mneme record --with-tuned-kernels: the launches the recorder
 		// forwards run tuned code, in the recording's process.
@@ -167,7 +169,7 @@ func mneme_rt_launch(fn unsafe.Pointer, index C.int, gx, gy, gz, bx, by, bz C.un
 		Grid:   mneme.Dim3{X: uint32(gx), Y: uint32(gy), Z: uint32(gz)},
 		Block:  mneme.Dim3{X: uint32(bx), Y: uint32(by), Z: uint32(bz)},
 		Shared: uint32(shared),
-		Native: &nativeLaunch{fn: fn, args: args, stream: stream, ptsz: ptsz},
+		Native: &nativeLaunch{fn: fn, args: args, stream: stream, ptsz: ptsz, index: int(index)},
 	}
 	if !rec.Wants(l.Kernel) {
 		*handled = C.MNEME_LAUNCH_FORWARD_ALWAYS
@@ -230,6 +232,11 @@ func kernelAt(index int, fn unsafe.Pointer) *kernelInfo {
 	if rec == nil { // deployment: no recording to tell
 		return k
 	}
+	if k.err == nil {
+		// The shim counts this launch, and every later one, with the
+		// argument values of every kernel, selected or not.
+		statsEnable(index, k.paramSizes)
+	}
 	if k.err != nil && rec.Wants(k.reg) {
 		rec.ReportError(fmt.Sprintf("kernel %s is not recorded: its parameters cannot be read: %v", k.reg.Demangled, k.err))
 	}
@@ -290,6 +297,7 @@ func mneme_rt_drain() {
 	rec.Drain()
 	if proc != nil {
 		proc.resetReader()
+		statsBeforeReset()
 	}
 	record.Trace("runtime", "drained before a device reset")
 }
@@ -304,6 +312,7 @@ func mneme_rt_finish() {
 		drainMemo()
 	}
 	rec.Finish()
+	statsFinish()
 	stopProfile()
 	record.Trace("runtime", "finish end")
 }

@@ -49,6 +49,7 @@ type nativeLaunch struct {
 	args   *unsafe.Pointer
 	stream C.cudaStream_t
 	ptsz   C.int
+	index  int // in the shim's kernel table
 }
 
 // process implements record.Process over the shim's host API and the
@@ -177,12 +178,16 @@ func (p *process) CopyToHost(dst []byte, src uint64) error {
 	return check("cudaMemcpy", C.rth_memcpy_dtoh(unsafe.Pointer(&dst[0]), C.uintptr_t(src), C.size_t(len(dst))))
 }
 
+// Launch performs a launch the recorder records, timed for the launch
+// statistics (the recorder waits for it right after, for the snapshot).
 func (p *process) Launch(l *record.Launch) error {
 	n := l.Native.(*nativeLaunch)
-	return check("cudaLaunchKernel", C.rth_launch(n.fn,
-		C.unsigned(l.Grid.X), C.unsigned(l.Grid.Y), C.unsigned(l.Grid.Z),
-		C.unsigned(l.Block.X), C.unsigned(l.Block.Y), C.unsigned(l.Block.Z),
-		(*unsafe.Pointer)(n.args), C.size_t(l.Shared), n.stream, n.ptsz))
+	return timeLaunch(n, l, func() error {
+		return check("cudaLaunchKernel", C.rth_launch(n.fn,
+			C.unsigned(l.Grid.X), C.unsigned(l.Grid.Y), C.unsigned(l.Grid.Z),
+			C.unsigned(l.Block.X), C.unsigned(l.Block.Y), C.unsigned(l.Block.Z),
+			(*unsafe.Pointer)(n.args), C.size_t(l.Shared), n.stream, n.ptsz))
+	})
 }
 
 // DeviceCode copies the fat binary image that registered a module.

@@ -134,5 +134,41 @@ func buildTestDB(dir string) error {
 			return err
 		}
 	}
-	return nil
+	return writeTestStats(dir, kernels[0].k.StaticHash, kernels[1].k.StaticHash)
+}
+
+// writeTestStats writes the launch statistics of the test database's run:
+// vecadd at a third size it did not record, with n changing and the
+// rest invariant; stencil once; and init, which was not recorded at all.
+func writeTestStats(dir, vecadd, stencil string) error {
+	d1 := func(x uint32) mneme.Dim3 { return mneme.Dim3{X: x, Y: 1, Z: 1} }
+	hexOf := func(b []byte) string { return fmt.Sprintf("%x", b) }
+	u32 := func(v uint32) string { return hexOf(binary.LittleEndian.AppendUint32(nil, v)) }
+	u64 := func(v uint64) string { return hexOf(binary.LittleEndian.AppendUint64(nil, v)) }
+	s := &db.LaunchStats{
+		FormatVersion: db.LaunchStatsVersion, Complete: true, WrittenAt: "2026-03-01T12:00:05Z",
+		Limits: db.StatsLimits{MaxShapes: 32, MaxArgValues: 16, MaxArgBytes: 8, TimedFirst: 4, TimedEvery: 64},
+		Kernels: []db.KernelStats{
+			{KernelName: "_Z6vecaddPfPKfif", DemangledName: "vecadd(float*, float const*, int, float)", StaticHash: vecadd,
+				Shapes: []db.ShapeStats{
+					{GridDims: d1(4), BlockDims: d1(256), Launches: 3, TimedLaunches: 2, TimedNs: 20000},
+					{GridDims: d1(8), BlockDims: d1(256), Launches: 1},
+					{GridDims: d1(16), BlockDims: d1(256), Launches: 10, TimedLaunches: 5, TimedNs: 250000},
+				},
+				Args: []db.ArgStats{
+					{Index: 0, Size: 8, Tracked: true, Invariant: true, Distinct: 1, Values: []db.ArgValue{{Bytes: u64(testArena), Launches: 14}}},
+					{Index: 1, Size: 8, Tracked: true, Invariant: true, Distinct: 1, Values: []db.ArgValue{{Bytes: u64(testArena + 0x200000), Launches: 14}}},
+					{Index: 2, Size: 4, Tracked: true, Distinct: 3, Values: []db.ArgValue{{Bytes: u32(1000), Launches: 3}, {Bytes: u32(2000), Launches: 1}, {Bytes: u32(4000), Launches: 10}}},
+					{Index: 3, Size: 4, Tracked: true, Invariant: true, Distinct: 1, Values: []db.ArgValue{{Bytes: u32(math.Float32bits(2.5)), Launches: 14}}},
+				}},
+			{KernelName: "_Z7stencil6Paramsd", DemangledName: "stencil(Params, double)", StaticHash: stencil,
+				Shapes: []db.ShapeStats{{GridDims: mneme.Dim3{X: 128, Y: 128, Z: 1}, BlockDims: mneme.Dim3{X: 16, Y: 16, Z: 1}, SharedMem: 4096, Launches: 1, TimedLaunches: 1, TimedNs: 1000000}},
+				Args:   []db.ArgStats{{Index: 0, Size: 24}, {Index: 1, Size: 8, Tracked: true, Invariant: true, Distinct: 1, Values: []db.ArgValue{{Bytes: u64(math.Float64bits(-0.25)), Launches: 1}}}}},
+			{KernelName: "_Z4initPf",
+				Shapes: []db.ShapeStats{{GridDims: d1(1), BlockDims: d1(32), Launches: 2, TimedLaunches: 2, TimedNs: 10000}},
+				Args:   []db.ArgStats{{Index: 0, Size: 8, Tracked: true, Invariant: true, Distinct: 1, Values: []db.ArgValue{{Bytes: u64(testArena), Launches: 2}}}}},
+		},
+	}
+	s.Finish()
+	return db.WriteLaunchStats(dir, s)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/mneme-gpu/mneme"
+	"github.com/mneme-gpu/mneme/cuda"
 	"github.com/mneme-gpu/mneme/jit"
 )
 
@@ -32,8 +33,9 @@ type compileFlags struct {
 func init() {
 	var f compileFlags
 	cmd := &cobra.Command{
-		Use:   "compile --ir FILE.bc [--kernel NAME] [flags]",
-		Short: "Compile one kernel's IR under a configuration to PTX (and a cubin with a GPU)",
+		Use:         "compile --ir FILE.bc [--kernel NAME] [flags]",
+		Annotations: map[string]string{rawStdoutAnnotation: "yes"},
+		Short:       "Compile one kernel's IR under a configuration to PTX (and a cubin with a GPU)",
 		Long: `compile specializes, optimizes and generates code for one kernel of an LLVM
 bitcode file, the way replay and tuning do, and prints the result and the time
 of each stage. With a CUDA driver and GPU it also runs ptxas through the driver
@@ -95,6 +97,12 @@ func compileJob(f *compileFlags) (jit.FileJob, error) {
 		Prune: !f.noPrune, Internalize: f.internalize, Arch: f.arch, PTXVersion: f.ptxVersion,
 		PtxasOpt: f.ptxasOpt, MaxRegisters: f.maxRegisters}
 	var err error
+	if f.arch != "" {
+		// Checked here, without a GPU: LLVM would only fail to make a target.
+		if _, err := cuda.ParseArch(f.arch); err != nil {
+			return job, fmt.Errorf("--%s: %w", mneme.KeyArch, err)
+		}
+	}
 	if f.block != "" {
 		if cfg.Block, err = mneme.ParseDim3(f.block); err != nil {
 			return job, fmt.Errorf("--block: %w", err)

@@ -15,6 +15,7 @@ import (
 	"github.com/mneme-gpu/mneme/deploy"
 	"github.com/mneme-gpu/mneme/internal/safefile"
 	"github.com/mneme-gpu/mneme/jit"
+	"github.com/mneme-gpu/mneme/replay"
 )
 
 type deployFlags struct {
@@ -72,7 +73,11 @@ precompile fills the cache for this GPU so production runs compile nothing.`,
 				gpu = props.Name
 				ctx.Release()
 			}
-			rep := deploy.Check(plans, kernels, gpu)
+			// A pipeline LLVM does not parse compiles nothing at run time:
+			// reported, not counted as deployed.
+			rep := deploy.CheckWith(plans, kernels, gpu, func(p *deploy.Plan) error {
+				return replay.ValidatePipeline(p.Config.Passes)
+			})
 			printDeployCheck(cmd.OutOrStdout(), rep)
 			if rep.Matched == 0 {
 				return withExit(exitFailure, fmt.Errorf("deploy check: %s has none of the %d tuned kernels", args[0], len(plans)))
@@ -109,10 +114,11 @@ per value set: with --rdb, one per recorded instance of it.`,
 
 	var device int
 	variant := &cobra.Command{
-		Use:    "compile-variant",
-		Short:  "Compile one variant for the in-application runtime (JSON request on stdin, JSON on stdout)",
-		Hidden: true,
-		Args:   cobra.NoArgs,
+		Use:         "compile-variant",
+		Annotations: map[string]string{rawStdoutAnnotation: "yes"},
+		Short:       "Compile one variant for the in-application runtime (JSON request on stdin, JSON on stdout)",
+		Hidden:      true,
+		Args:        cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var req deploy.CompileRequest
 			data, err := io.ReadAll(io.LimitReader(cmd.InOrStdin(), safefile.MaxJSON))
@@ -152,7 +158,7 @@ func printDeployCheck(w io.Writer, rep deploy.CheckReport) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "KERNEL\tSTATUS\tFROM\tNOTE")
 	for _, r := range rep.Rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Kernel, r.Status, r.Source, r.Note)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", cell(r.Kernel), cell(string(r.Status)), cell(r.Source), cell(r.Note))
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "%d of %d tuned kernels are in the executable\n", rep.Matched, len(rep.Rows))

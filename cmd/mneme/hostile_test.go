@@ -6,19 +6,25 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/zeebo/xxh3"
 
+	"github.com/mneme-gpu/mneme/appabi"
 	"github.com/mneme-gpu/mneme/db"
 	"github.com/mneme-gpu/mneme/llvm"
 )
@@ -500,6 +506,152 @@ var hostileCases = []hostileCase{
 		stderr: []string{"response file missing.rsp: does not exist"},
 	},
 	{
+		name: "deploy check of an executable that is a FIFO",
+		setup: func(h *hostileEnv) ([]string, string) {
+			h.write(filepath.Join(h.Dir, "tuned.json"), []byte(`{"_Z6vecaddPfPKfif":{"config":{}}}`))
+			h.fifo(filepath.Join(h.Dir, "app"))
+			return []string{"deploy", "check", "--tuned", "tuned.json", "app"}, ""
+		},
+		code:   2,
+		stderr: []string{"app", "not a regular file (a FIFO)"},
+	},
+	{
+		name: "deploy precompile of an executable that is a FIFO",
+		setup: func(h *hostileEnv) ([]string, string) {
+			h.write(filepath.Join(h.Dir, "tuned.json"), []byte(`{"_Z6vecaddPfPKfif":{"config":{}}}`))
+			h.fifo(filepath.Join(h.Dir, "app"))
+			return []string{"deploy", "precompile", "--tuned", "tuned.json", "app"}, ""
+		},
+		code:   2,
+		stderr: []string{"app", "not a regular file (a FIFO)"},
+	},
+	{
+		name: "a tuned-kernels file of more entries than any application has kernels",
+		setup: func(h *hostileEnv) ([]string, string) {
+			var b strings.Builder
+			b.WriteString("{")
+			for i := range 70000 {
+				fmt.Fprintf(&b, `"k%d":{},`, i)
+			}
+			b.WriteString(`"k":{}}`)
+			h.write(filepath.Join(h.Dir, "tuned.json"), []byte(b.String()))
+			h.write(filepath.Join(h.Dir, "app"), []byte("\x7fELF"))
+			return []string{"deploy", "check", "--tuned", "tuned.json", "app"}, ""
+		},
+		code:   2,
+		stderr: []string{"tuned.json: more than 65536 kernels"},
+	},
+	{
+		name:   "an unknown deploy command",
+		setup:  func(h *hostileEnv) ([]string, string) { return []string{"deploy", "frobnicate"}, "" },
+		code:   2,
+		stderr: []string{`unknown command "frobnicate" for "mneme deploy"`},
+	},
+	{
+		name: "--arch that is no architecture, checked before compiling",
+		setup: func(h *hostileEnv) ([]string, string) {
+			return []string{"compile", "--ir", filepath.Join("db", h.Stencil.Modules[0]), "--kernel", "_Z7stencil6Paramsd", "--no-gpu", "--arch", "sm_9x"}, ""
+		},
+		code:   2,
+		stderr: []string{"--arch", `"sm_9x"`},
+	},
+	{
+		name: "replay --device -1 is refused before the GPU is looked for",
+		setup: func(h *hostileEnv) ([]string, string) {
+			return []string{"replay", "-rdb", "db", "--kernel", "_Z7stencil6Paramsd", "--device", "-1"}, ""
+		},
+		code:   2,
+		stderr: []string{"device -1"},
+	},
+	{
+		name: "replay --dtype with a verification that compares no floats by it",
+		setup: func(h *hostileEnv) ([]string, string) {
+			return []string{"replay", "-rdb", "db", "--kernel", "_Z7stencil6Paramsd", "--dtype", "f64", "--verify", "bitwise"}, ""
+		},
+		code:   2,
+		stderr: []string{"--dtype f64", "bitwise"},
+	},
+	{
+		name: "a worker whose cache_dir is a FIFO compiles without the cache",
+		setup: func(h *hostileEnv) ([]string, string) {
+			h.fifo(filepath.Join(h.Dir, "cache"))
+			return []string{"worker"}, fmt.Sprintf(`{"id":1,"op":"open","open":{"db":"db","kernel":"_Z7stencil6Paramsd","instance":%q,"iterations":1,"compile_only":true,"cache_dir":"cache"}}`+"\n"+
+				`{"id":2,"op":"compile","config":{"passes":"default<O3>"}}`+"\n"+`{"id":3,"op":"close"}`+"\n", h.instance(h.Stencil).DynamicHash)
+		},
+		code:   0,
+		stdout: []string{`"id":2,"ok":true`, `"id":3,"ok":true`},
+	},
+	{
+		name: "compile --cache-dir that is a FIFO",
+		setup: func(h *hostileEnv) ([]string, string) {
+			h.fifo(filepath.Join(h.Dir, "cache"))
+			return []string{"compile", "--ir", filepath.Join("db", h.Stencil.Modules[0]), "--kernel", "_Z7stencil6Paramsd", "--no-gpu", "--cache-dir", "cache"}, ""
+		},
+		code:   0,
+		stdout: []string{".entry _Z7stencil6Paramsd"},
+	},
+	{
+		name: "tune --resume into an --output that is a FIFO",
+		setup: func(h *hostileEnv) ([]string, string) {
+			h.fifo(filepath.Join(h.Dir, "out"))
+			return h.tuneArgs("--resume"), ""
+		},
+		code:   2,
+		stderr: []string{"out"},
+	},
+	{
+		name: "record --overwrite into a -rdb that is a link to a folder outside",
+		setup: func(h *hostileEnv) ([]string, string) {
+			h.symlink(h.Outside, filepath.Join(h.Dir, "linked"))
+			return []string{"record", "--overwrite", "-rdb", "linked", "--", "/bin/true"}, ""
+		},
+		code:   2,
+		stderr: []string{"-rdb", "linked is a symbolic link"},
+	},
+	{
+		name: "a worker compile of block.x = 0 is an invalid configuration, not block.x = 1",
+		setup: func(h *hostileEnv) ([]string, string) {
+			return []string{"worker"}, fmt.Sprintf(`{"id":1,"op":"open","open":{"db":"db","kernel":"_Z7stencil6Paramsd","instance":%q,"iterations":1,"compile_only":true}}`+"\n"+
+				`{"id":2,"op":"compile","config":{"block":{"x":0,"y":1,"z":1}}}`+"\n"+`{"id":3,"op":"close"}`+"\n", h.instance(h.Stencil).DynamicHash)
+		},
+		code:   0,
+		stdout: []string{`"id":2,"ok":true`, `"status":"invalid_config"`, "block 0,1,1"},
+	},
+	{
+		name: "deploy check: an unparseable pipeline is invalid, not deployed; names are escaped",
+		setup: func(h *hostileEnv) ([]string, string) {
+			h.executableWithIR(filepath.Join(h.Dir, "app"))
+			h.write(filepath.Join(h.Dir, "tuned.json"), []byte(`{
+				"_Z6vecaddPfPKfif": {"config": {"passes": "default<O3>,no-such-pass"}},
+				"_Z7stencil6Paramsd": {"config": {"passes": "default<O2>"}},
+				"\u001b]0;owned\u0007\u001b[2J": {"config": {}}}`))
+			return []string{"deploy", "check", "--tuned", "tuned.json", "app"}, ""
+		},
+		code:   0,
+		stdout: []string{"_Z6vecaddPfPKfif", "invalid", "no-such-pass", "_Z7stencil6Paramsd", "deployed", `\x1b]0;owned\x07\x1b[2J`, "1 of 3 tuned kernels"},
+		check: func(h *hostileEnv, stdout string) {
+			if strings.ContainsAny(stdout, "\x1b\x07") {
+				h.t.Errorf("control characters reached the terminal: %q", stdout)
+			}
+		},
+	},
+	{
+		name: "a worker whose compile crashed LLVM answers and exits, to be replaced",
+		setup: func(h *hostileEnv) ([]string, string) {
+			deep := strings.Repeat("function(", 5000) + "instcombine" + strings.Repeat(")", 5000)
+			return []string{"worker"}, fmt.Sprintf(`{"id":1,"op":"open","open":{"db":"db","kernel":"_Z7stencil6Paramsd","instance":%q,"iterations":1,"compile_only":true}}`+"\n"+
+				`{"id":2,"op":"compile","config":{"passes":%q}}`+"\n"+`{"id":3,"op":"compile","config":{"passes":"default<O3>"}}`+"\n", h.instance(h.Stencil).DynamicHash, deep)
+		},
+		code:   5,
+		stdout: []string{`"id":2,"ok":true`, `"status":"compile_error"`, `"closing":true`},
+		stderr: []string{"LLVM"},
+		check: func(h *hostileEnv, stdout string) {
+			if strings.Contains(stdout, `"id":3`) {
+				h.t.Errorf("the worker served a request after LLVM crashed: %s", stdout)
+			}
+		},
+	},
+	{
 		name: "record --overwrite that records nothing keeps the old recording",
 		setup: func(h *hostileEnv) ([]string, string) {
 			// A runtime library that loads and records nothing.
@@ -514,6 +666,24 @@ var hostileCases = []hostileCase{
 			}
 		},
 	},
+}
+
+// executableWithIR writes an ELF executable at path whose mneme_ir section
+// holds the test database's kernels, as the mneme compilers build one.
+func (h *hostileEnv) executableWithIR(path string) {
+	h.t.Helper()
+	objcopy, err := exec.LookPath("objcopy")
+	if err != nil {
+		h.t.Skip("no objcopy: ", err)
+	}
+	mod, err := llvm.ParseIR(hostileIR, "hostile.ll")
+	h.must(err)
+	sec := filepath.Join(h.Dir, "ir-section")
+	h.write(sec, appabi.EncodeIREntry(appabi.IREntry{Name: "hostile.cu", Bitcode: mod.Bitcode()}))
+	mod.Dispose()
+	if out, err := exec.Command(objcopy, "--add-section", appabi.IRSection+"="+sec, "/bin/true", path).CombinedOutput(); err != nil {
+		h.t.Fatalf("objcopy: %v\n%s", err, out)
+	}
 }
 
 // resultsFolder makes out/ a results folder as a run leaves it (config.json,
@@ -629,31 +799,67 @@ func TestHostileInputs(t *testing.T) {
 	}
 }
 
-// TestUsageErrorsExit2InEveryCommand checks the exit-code contract on the
-// command line itself: an unknown flag is bad input (2) in every command,
-// and so is an unknown command. The compiler wrappers are left out: their
-// command line is the compiler's.
+// TestUsageErrorsExit2InEveryCommand walks every command (the compiler
+// wrappers left out: their command line is the compiler's) and checks the
+// exit-code contract on the command line itself: an unknown subcommand, a
+// missing subcommand, an unknown flag, a flag without its value, a value of
+// the wrong type and a missing argument all exit 2, with one line naming
+// what was wrong, and before any GPU is looked for.
 func TestUsageErrorsExit2InEveryCommand(t *testing.T) {
 	env := &hostileEnv{t: t, Dir: t.TempDir()}
-	var names []string
-	for _, c := range rootCmd.Commands() {
+	// Commands that need no argument: they run with none.
+	noArgs := map[string]bool{"mneme version": true, "mneme worker": true}
+	expect := func(args []string, want string) {
+		t.Helper()
+		code, _, stderr := env.run(args, "")
+		if code != exitUsage || !strings.Contains(stderr, want) || strings.Count(strings.TrimSpace(stderr), "\n") > 0 {
+			t.Errorf("mneme %s: exit %d, want %d and one line naming %q\n%s", strings.Join(args, " "), code, exitUsage, want, stderr)
+		}
+	}
+	var leaves, groups int
+	var walk func(c *cobra.Command, path []string)
+	walk = func(c *cobra.Command, path []string) {
 		switch c.Name() {
 		case "cc", "cxx", "help", "completion":
-			continue
+			return
 		}
-		names = append(names, c.Name())
-	}
-	if len(names) < 8 {
-		t.Fatalf("found only the commands %v", names)
-	}
-	for _, name := range names {
-		code, _, stderr := env.run([]string{name, "--no-such-flag"}, "")
-		if code != exitUsage || !strings.Contains(stderr, "no-such-flag") {
-			t.Errorf("mneme %s --no-such-flag: exit %d, want %d\n%s", name, code, exitUsage, stderr)
+		if c.HasSubCommands() {
+			groups++
+			expect(append(slices.Clone(path), "frobnicate"), "frobnicate")
+			expect(path, "name a command")
+			for _, sub := range c.Commands() {
+				walk(sub, append(slices.Clone(path), sub.Name()))
+			}
+			return
 		}
+		leaves++
+		expect(append(slices.Clone(path), "--no-such-flag"), "no-such-flag")
+		if !noArgs[c.CommandPath()] && len(path) > 0 {
+			code, _, stderr := env.run(path, "")
+			if code != exitUsage {
+				t.Errorf("mneme %s with no argument: exit %d, want %d\n%s", strings.Join(path, " "), code, exitUsage, stderr)
+			}
+		}
+		c.Flags().VisitAll(func(fl *pflag.Flag) {
+			if fl.Name == "help" || fl.Hidden || fl.Deprecated != "" {
+				return
+			}
+			if c.Name() == "tune" && fl.Name == "dump-config" {
+				return // --dump-config=PATH is Mneme's spelling: not a bad value
+			}
+			switch fl.Value.Type() {
+			case "int", "uint32", "uint", "int64", "float64":
+				expect(append(slices.Clone(path), "--"+fl.Name+"=notanumber"), fl.Name)
+			case "bool":
+				expect(append(slices.Clone(path), "--"+fl.Name+"=maybe"), fl.Name)
+			default:
+				expect(append(slices.Clone(path), "--"+fl.Name), fl.Name)
+			}
+		})
 	}
-	if code, _, stderr := env.run([]string{"no-such-command"}, ""); code != exitUsage {
-		t.Errorf("mneme no-such-command: exit %d, want %d\n%s", code, exitUsage, stderr)
+	walk(rootCmd, nil)
+	if leaves < 10 || groups < 2 {
+		t.Fatalf("found only %d commands and %d groups", leaves, groups)
 	}
 }
 
@@ -665,14 +871,93 @@ func FuzzDecodeConfigYAML(f *testing.F) {
 	f.Add([]byte("a: &x [*x]\n"))
 	f.Add([]byte("seed: 1e400\nbogus: 1\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if _, _, err := decodeConfigYAML("fuzz.yaml", data); err != nil && !strings.Contains(err.Error(), "fuzz.yaml") {
+		if _, _, _, err := decodeConfigYAML("fuzz.yaml", data); err != nil && !strings.Contains(err.Error(), "fuzz.yaml") {
 			t.Fatalf("error does not name the file: %v", err)
 		}
 	})
 }
 
 func TestDecodeConfigYAMLRefusesRepeatedKeys(t *testing.T) {
-	if _, _, err := decodeConfigYAML("c.yaml", []byte("trials: 1\ntrials: 2\n")); err == nil || !strings.Contains(err.Error(), "trials") {
+	if _, _, _, err := decodeConfigYAML("c.yaml", []byte("trials: 1\ntrials: 2\n")); err == nil || !strings.Contains(err.Error(), "trials") {
 		t.Fatalf("repeated key: %v", err)
+	}
+}
+
+// envSignalHelper makes TestSignalHelper act as a command that ignores its
+// context and blocks (as one stuck in a system call would).
+const envSignalHelper = "MNEME_TEST_SIGNAL_HELPER"
+
+func TestSignalHelper(t *testing.T) {
+	if os.Getenv(envSignalHelper) == "" {
+		t.Skip("run by TestSignalsEndACommand")
+	}
+	signalGrace = time.Second
+	ctx, stop := signalContext()
+	defer stop()
+	fmt.Println("ready")
+	<-ctx.Done()
+	fmt.Println("canceled")
+	select {} // never stops by itself
+}
+
+// TestSignalsEndACommand: SIGTERM or SIGINT cancels a command's context, and
+// a command that does not stop (blocked where the context does not reach)
+// is ended after the grace period, or at once by a second signal, with
+// 128+signal.
+func TestSignalsEndACommand(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name    string
+		signals []syscall.Signal
+		code    int
+		within  time.Duration
+	}{
+		{"SIGTERM, after the grace", []syscall.Signal{syscall.SIGTERM}, 143, 5 * time.Second},
+		{"SIGINT, after the grace", []syscall.Signal{syscall.SIGINT}, 130, 5 * time.Second},
+		{"SIGINT twice, at once", []syscall.Signal{syscall.SIGINT, syscall.SIGINT}, 130, 900 * time.Millisecond},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cmd := exec.Command(exe, "-test.run=^TestSignalHelper$")
+			cmd.Env = append(os.Environ(), envSignalHelper+"=1")
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer cmd.Process.Kill()
+			buf := make([]byte, 6)
+			if _, err := io.ReadFull(out, buf); err != nil || string(buf) != "ready\n" {
+				t.Fatalf("the helper did not start: %q %v", buf, err)
+			}
+			start := time.Now()
+			for _, s := range c.signals {
+				cmd.Process.Signal(s)
+				time.Sleep(50 * time.Millisecond)
+			}
+			done := make(chan error, 1)
+			go func() { io.Copy(io.Discard, out); done <- cmd.Wait() }()
+			select {
+			case err := <-done:
+				var ee *exec.ExitError
+				if !errors.As(err, &ee) || ee.ExitCode() != c.code {
+					t.Errorf("exit %v, want %d", err, c.code)
+				}
+				if took := time.Since(start); took > c.within {
+					t.Errorf("ended after %v, want within %v", took, c.within)
+				}
+				if !strings.Contains(stderr.String(), "stopped without finishing") {
+					t.Errorf("stderr: %q", stderr.String())
+				}
+			case <-time.After(15 * time.Second):
+				t.Fatal("the signals did not end the command")
+			}
+		})
 	}
 }

@@ -3,9 +3,12 @@ package main
 import (
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -27,7 +30,16 @@ instance of it: the instance id (give it, or any unique prefix, to replay -rid),
 grid and block, dynamic shared memory, the argument values decoded by kind,
 how often the launch occurred, and the sizes of the snapshots around it. A
 header line names the GPU and toolchain the database was recorded with.
---json prints the same as one JSON document.`,
+
+When the recording kept launch statistics (` + db.LaunchStatsFileName + `), they follow:
+every kernel the application launched, recorded or not, by its share of the
+run's GPU time (events on a sample of launches, scaled to all), with its
+launch shapes (each shape's share of the kernel's time, its mean timed
+launch and the instances recorded for it), the share of its time whose
+shapes have a recorded instance, and per argument whether it held one value
+over the run or how many it took. A database whose kernels were none of
+them recorded shows its statistics alone.
+--json prints the same as one JSON document ("launch_stats").`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return withExit(exitUsage, fmt.Errorf("inspect: want one database directory or kernel .json file, got %d arguments", len(args)))
@@ -35,17 +47,26 @@ header line names the GPU and toolchain the database was recorded with.
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			d, err := db.Open(args[0])
+			doc, err := inspectPath(args[0])
 			if err != nil {
 				return withExit(exitUsage, err)
 			}
-			doc := describeDB(d)
 			if jsonOut {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
 				return withExit(exitFailure, enc.Encode(doc))
 			}
-			return withExit(exitFailure, printInspectTable(cmd.OutOrStdout(), doc))
+			if doc.NumKernels > 0 {
+				if err := printInspectTable(cmd.OutOrStdout(), doc); err != nil {
+					return withExit(exitFailure, err)
+				}
+			} else {
+				fmt.Fprintf(cmd.OutOrStdout(), "database %s: no kernel was recorded\n", termSafe(doc.Database, false))
+			}
+			if doc.LaunchStats != nil {
+				return withExit(exitFailure, printStatsTable(cmd.OutOrStdout(), doc.LaunchStats))
+			}
+			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print a JSON document instead of a table")
@@ -58,19 +79,56 @@ type inspectDoc struct {
 	NumKernels   int             `json:"num_kernels"`
 	NumInstances int             `json:"num_instances"`
 	Kernels      []inspectKernel `json:"kernels"`
+	// LaunchStats are the run's launch statistics; absent from recordings
+	// made before they were kept.
+	LaunchStats *inspectStats `json:"launch_stats,omitempty"`
+}
+
+// inspectPath reads a database (or one kernel file) and its launch
+// statistics. A directory with statistics and no kernel file (no kernel
+// was selected, or none could be recorded) is shown by its statistics.
+func inspectPath(path string) (inspectDoc, error) {
+	d, err := db.Open(path)
+	if err != nil {
+		// Only a directory without kernel files: a kernel file that does
+		// not read is an error, whatever else the directory holds.
+		fi, statErr := os.Stat(path)
+		if kernels, _ := filepath.Glob(filepath.Join(path, "*.json")); statErr != nil || !fi.IsDir() || len(kernels) > 0 {
+			return inspectDoc{}, err
+		}
+		s, serr := db.ReadLaunchStats(path)
+		if serr != nil {
+			return inspectDoc{}, err
+		}
+		return inspectDoc{Database: path, Kernels: []inspectKernel{}, LaunchStats: describeStats(s, nil, filepath.Join(path, db.LaunchStatsFileName), nil)}, nil
+	}
+	doc := describeDB(d)
+	s, err := db.ReadLaunchStats(d.Dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return inspectDoc{}, err
+	default:
+		doc.LaunchStats = describeStats(s, d, filepath.Join(d.Dir, db.LaunchStatsFileName), shortIDs(d))
+	}
+	return doc, nil
 }
 
 type inspectKernel struct {
-	StaticHash    string            `json:"static_hash"`
-	KernelName    string            `json:"kernel_name"`
-	DemangledName string            `json:"demangled_name"`
-	IRModule      inspectFile       `json:"ir_module"`
-	VAddr         string            `json:"va_addr"`
-	VASize        uint64            `json:"va_size"`
-	Device        db.DeviceInfo     `json:"device"`
-	Toolchain     db.Toolchain      `json:"toolchain"`
-	Params        []inspectParam    `json:"params"`
-	Instances     []inspectInstance `json:"instances"`
+	StaticHash    string      `json:"static_hash"`
+	KernelName    string      `json:"kernel_name"`
+	DemangledName string      `json:"demangled_name"`
+	IRModule      inspectFile `json:"ir_module"`
+	// Code is "machine" for a kernel recorded through the driver (no IR:
+	// DeviceCode is its code), "ir" otherwise.
+	Code       string            `json:"code"`
+	DeviceCode *inspectFile      `json:"device_code,omitempty"`
+	VAddr      string            `json:"va_addr"`
+	VASize     uint64            `json:"va_size"`
+	Device     db.DeviceInfo     `json:"device"`
+	Toolchain  db.Toolchain      `json:"toolchain"`
+	Params     []inspectParam    `json:"params"`
+	Instances  []inspectInstance `json:"instances"`
 }
 
 type inspectParam struct {
@@ -121,8 +179,17 @@ func describeDB(d *db.DB) inspectDoc {
 	for _, k := range d.Kernels {
 		ik := inspectKernel{
 			StaticHash: k.StaticHash, KernelName: k.KernelName, DemangledName: k.DemangledName,
-			IRModule: describeFile(d, k.Modules[0], 0), VAddr: k.VAddr, VASize: k.VASize,
+			Code: db.CodeIR, VAddr: k.VAddr, VASize: k.VASize,
 			Device: k.Device, Toolchain: k.Toolchain, Params: []inspectParam{}, Instances: []inspectInstance{},
+		}
+		if k.MachineCodeOnly() {
+			ik.Code = db.CodeMachine
+		} else {
+			ik.IRModule = describeFile(d, k.Modules[0], 0)
+		}
+		if k.DeviceCode != "" {
+			dc := describeFile(d, k.DeviceCode, 0)
+			ik.DeviceCode = &dc
 		}
 		for i := range k.ArgSizes {
 			ik.Params = append(ik.Params, inspectParam{Name: k.ArgNames[i], Kind: k.ArgKinds[i].String(), Size: k.ArgSizes[i], Specializable: k.Specializations[i]})
@@ -271,7 +338,10 @@ func printInspectTable(w io.Writer, doc inspectDoc) error {
 		if name == "" {
 			name = k.KernelName
 		}
-		if !k.IRModule.Present {
+		switch {
+		case k.Code == db.CodeMachine:
+			name += " (machine code only)"
+		case !k.IRModule.Present:
 			name += " (IR missing)"
 		}
 		for _, inst := range k.Instances {

@@ -38,8 +38,17 @@ While recording, device allocations come from one virtual range of -vass GiB
 fixed device address, so every launch can later be replayed at the same
 addresses. A launch is selected when --kernels (a regular expression) matches
 the kernel's mangled or demangled name; the first --skip matching launches are
-let through, and at most --max-recordings distinct launches (geometry, shared
-memory and argument values) are recorded per kernel; repeats only count.
+let through. Without --max-recordings every distinct launch (geometry, shared
+memory and argument values) is recorded; with it, at most that many per
+kernel: distinct launches until the kernel has that many, then a launch of a
+new shape (grid, block, dynamic shared memory) takes the place of a second
+instance of a shape, or of the instance of a smaller shape, so a kernel run
+at several problem sizes keeps its sizes rather than its first launches.
+Repeats only count.
+
+Every launch, recorded or not, is counted in the launch statistics written
+to ` + "`" + `LaunchStats.mnemestats` + "`" + ` in -rdb (every 2 s and at exit): each kernel's launch
+shapes, argument values and sampled GPU time; mneme inspect shows them.
 
 mneme record exits with the application's exit code; when the application
 succeeded but nothing could be recorded (no kernels registered, arena too
@@ -69,7 +78,7 @@ func (f *recordFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.rdb, "rdb", "mneme-rdb", "recording database directory (created if missing)")
 	fl.StringVar(&f.vass, "vass", record.VASSAuto, "size of the recording arena in GiB (fractions allowed); auto: the GPU's memory")
 	fl.StringVar(&f.kernels, "kernels", "", "record only kernels whose mangled or demangled name matches this regular expression")
-	fl.IntVar(&f.maxRecordings, "max-recordings", 0, "distinct launches to record per kernel (0: no limit)")
+	fl.IntVar(&f.maxRecordings, "max-recordings", 0, "instances to record per kernel; once full, a new launch shape replaces a second instance of a shape or a smaller shape (0: every distinct launch)")
 	fl.IntVar(&f.skip, "skip", 0, "let this many matching launches pass before recording")
 	fl.BoolVar(&f.overwrite, "overwrite", false, "replace a recording already in -rdb")
 	fl.BoolVar(&f.compress, "zstd", true, "zstd-compress snapshot chunks where that saves at least 1/8 of them (--zstd=false stores them raw)")

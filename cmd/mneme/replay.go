@@ -230,6 +230,13 @@ func replayVerify(f *replayFlags, changed func(string) bool) (mneme.VerifyOption
 	if changed("tolerance") && (v.Mode == mneme.VerifyAuto || v.Mode == mneme.VerifyBitwise || v.Mode == mneme.VerifyULP || v.Mode == mneme.VerifyNone) {
 		return v, fmt.Errorf("--tolerance needs --verify abs or rel (or tolerance), not %s", v.Mode)
 	}
+	if changed("dtype") && (v.Mode == mneme.VerifyAuto || v.Mode == mneme.VerifyBitwise || v.Mode == mneme.VerifyNone) {
+		// Auto reads the element type from the kernel; the others compare no floats.
+		return v, fmt.Errorf("--dtype %s applies to --verify ulp, abs, rel or tolerance, not %s", f.dtype, v.Mode)
+	}
+	if f.dtype != mneme.VerifyF32 && f.dtype != mneme.VerifyF64 {
+		return v, fmt.Errorf("--dtype %q: want f32 or f64", f.dtype)
+	}
 	if !(f.tolerance >= 0) || math.IsInf(f.tolerance, 1) {
 		return v, fmt.Errorf("--tolerance %g: want a finite number, not negative", f.tolerance)
 	}

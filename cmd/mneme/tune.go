@@ -2,17 +2,15 @@ package main
 
 import (
 	"bytes"
-	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -35,17 +33,23 @@ type tuneFlags struct {
 	printSpace     bool
 	dryRun         bool
 	baselineOnly   bool
-	dumpConfig     bool
+	dumpConfig     string
+	dumpVocabulary bool
+	quiet          bool
 	compileWorkers int
 	tolerance      float64
 	// noAdaptiveInvalidBan is --no-adaptive-invalid-ban.
 	noAdaptiveInvalidBan bool
+	// mnemeSpelling is set when the command line is written in Mneme's
+	// spelling, which brings Mneme's defaults.
+	mnemeSpelling bool
+	mneme         mnemeFlags
 }
 
 func init() {
 	var f tuneFlags
 	cmd := &cobra.Command{
-		Use:   "tune -rdb DB [-rid ID] [flags]",
+		Use:   "tune -rdb DB [-rid ID | --kernel NAME | -rid ID -rid ID...] [flags]",
 		Short: "Search a recorded kernel's configurations for the fastest one that verifies",
 		Long: `tune replays one recorded kernel instance under many configurations on
 worker processes ("mneme worker", one or more per GPU) and keeps the fastest
@@ -74,23 +78,55 @@ searches block shapes anyway. --adaptive-invalid-ban (on by default; turn it
 off with --no-adaptive-invalid-ban) takes a block shape out of the search
 once a trial with it ends invalid_launch or runtime_error.
 
+--kernel NAME (every recorded instance of that kernel) or -rid given
+several times tunes across instances: each configuration is replayed and
+verified on every instance, a failure on one fails the trial, and the
+objective is the time the application would see, the sum of each
+instance's time times the launches it stands for (by the recording's
+launch statistics, else its occurrence counts). Arguments fold only where
+the statistics show them invariant or few-valued; where the launch shapes'
+best configurations differ, mneme_tuned_kernels.json carries one per shape.
+
 --config FILE.yaml reads the options (as --dump-config prints them); flags
 given on the command line win. --print-space and --dry-run need no GPU.
 
-Exit codes: 0 done, 2 bad input, 6 no GPU, 1 other failures.`,
+Mneme's spellings are read too and mean the same options (tune/SPACES.md,
+"Mneme's spellings"): --record-database/--record-db/--record-id,
+--space-preset, --results-dir, the space options --launch-dim, --passes,
+--fixed-passes, --pipeline-file, --codegen-opt-range, --fixed-codegen-opt,
+--specialize-space/--specialize-dims-space/--launch-bounds-space
+fixed|on|off|on-off, --max-threads-policy, --max-threads-range,
+--min-blocks-per-sm-range, and --fail-fast/--keep-going, --timeout,
+--rerun-baseline, --dump-config PATH, --quiet, --proteus-output,
+--no-proteus-output, and a Mneme config.yml (a nested search: mapping is
+flattened). A command line in Mneme's spelling gets Mneme's defaults
+(sampler random, iterations 5, warmup 2, metric mean, objective time,
+results in mneme-tune-results/TIMESTAMP). --space-module <file>.py:Class (a
+Python SearchSpace) and Optuna studies (--study-name, --optuna-storage,
+--pruner) are proposed by Python and run by this engine (tune/PROTOCOL.md).
+
+Exit codes: 0 done, 1 the baseline did not verify or another failure,
+2 bad input, 6 no GPU (the README's table).`,
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if isMnemeTuneCommandLine(args) {
-				return execMnemeTune(args)
+			f.mnemeSpelling = isMnemeTuneCommandLine(args)
+			args, sel, err := extractInstanceFlags(preprocessMnemeArgs(args))
+			if err != nil {
+				return err
 			}
 			if helped, err := parseMnemeFlags(cmd, args, "rdb", "rid"); helped || err != nil {
 				return err
 			}
 			fl := cmd.Flags()
+			if f.mnemeSpelling {
+				if err := applyMnemeDefaults(fl); err != nil {
+					return withExit(exitUsage, err)
+				}
+			}
 			if fl.NArg() > 0 {
 				return withExit(exitUsage, fmt.Errorf("tune: unexpected arguments %q", fl.Args()))
 			}
-			return runTune(cmd.OutOrStdout(), cmd.ErrOrStderr(), fl, &f)
+			return runTune(cmd.OutOrStdout(), cmd.ErrOrStderr(), fl, &f, sel)
 		},
 	}
 	f.register(cmd.Flags())
@@ -127,7 +163,11 @@ func (f *tuneFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&o.LaunchSafety, "launch-safety", tune.LaunchSafe, "safe: a geometry-dependent kernel keeps its recorded launch; aggressive: block shapes are searched anyway (conservative and balanced mean safe)")
 	fl.BoolVar(&o.AdaptiveInvalidBan, "adaptive-invalid-ban", true, "ban a block shape from further sampling once a trial with it ends invalid_launch or runtime_error")
 	fl.BoolVar(&f.noAdaptiveInvalidBan, "no-adaptive-invalid-ban", false, "turn the adaptive invalid ban off")
-	fl.BoolVar(&f.dumpConfig, "dump-config", false, "print the effective options as YAML (for --config) and exit")
+	fl.StringVar(&f.dumpConfig, "dump-config", "", "print the effective options as YAML (for --config) and exit; --dump-config PATH writes them to PATH (JSON when it ends in .json)")
+	fl.Lookup("dump-config").NoOptDefVal = "-"
+	fl.BoolVar(&f.dumpVocabulary, "dump-vocabulary", false, "print the tuner's vocabulary as JSON (configuration keys, statuses, presets, option words; python/mneme/vocabulary.json) and exit")
+	f.registerMneme(fl)
+	registerInstanceFlags(fl)
 	fl.BoolP("help", "h", false, "help for tune")
 }
 
@@ -156,26 +196,82 @@ var optionFlags = []struct {
 	{"verify", "verify", func(d *tune.Options, s tune.Options) { d.Verify.Mode, d.Verify.ULP = s.Verify.Mode, s.Verify.ULP }},
 	{"launch-safety", "launch_safety", func(d *tune.Options, s tune.Options) { d.LaunchSafety = s.LaunchSafety }},
 	{"adaptive-invalid-ban", "adaptive_invalid_ban", func(d *tune.Options, s tune.Options) { d.AdaptiveInvalidBan = s.AdaptiveInvalidBan }},
+	{"launch-dim", "launch_dim", func(d *tune.Options, s tune.Options) { d.LaunchDim = s.LaunchDim }},
+	{mneme.KeyPasses, mneme.KeyPasses, func(d *tune.Options, s tune.Options) { d.Passes = s.Passes }},
+	{"fixed-passes", "fixed_passes", func(d *tune.Options, s tune.Options) { d.FixedPasses = s.FixedPasses }},
+	{"pipeline-file", "pipeline_file", func(d *tune.Options, s tune.Options) { d.PipelineFile = s.PipelineFile }},
+	{"codegen-opt-range", "codegen_opt_range", func(d *tune.Options, s tune.Options) { d.CodegenOptRange = s.CodegenOptRange }},
+	{"fixed-codegen-opt", "fixed_codegen_opt", func(d *tune.Options, s tune.Options) { d.FixedCodegenOpt = s.FixedCodegenOpt }},
+	{"specialize-space", "specialize_space", func(d *tune.Options, s tune.Options) { d.SpecializeSpace = s.SpecializeSpace }},
+	{"specialize-dims-space", "specialize_dims_space", func(d *tune.Options, s tune.Options) { d.SpecializeDimsSpace = s.SpecializeDimsSpace }},
+	{"launch-bounds-space", "launch_bounds_space", func(d *tune.Options, s tune.Options) { d.LaunchBoundsSpace = s.LaunchBoundsSpace }},
+	{"max-threads-policy", "max_threads_policy", func(d *tune.Options, s tune.Options) { d.MaxThreadsPolicy = s.MaxThreadsPolicy }},
+	{"max-threads-range", "max_threads_range", func(d *tune.Options, s tune.Options) { d.MaxThreadsRange = s.MaxThreadsRange }},
+	{"min-blocks-per-sm-range", "min_blocks_per_sm_range", func(d *tune.Options, s tune.Options) { d.MinBlocksPerSMRange = s.MinBlocksPerSMRange }},
+	{"fail-fast", "fail_fast", func(d *tune.Options, s tune.Options) { d.FailFast = s.FailFast }},
+	{"timeout", "timeout", func(d *tune.Options, s tune.Options) { d.Timeout = s.Timeout }},
+	{"proteus-output", "proteus_output", func(d *tune.Options, s tune.Options) { d.ProteusOutput = s.ProteusOutput }},
+	{"no-proteus-output", "no_proteus_output", func(d *tune.Options, s tune.Options) { d.NoProteusOutput = s.NoProteusOutput }},
+	{"space-module", "space_module", func(d *tune.Options, s tune.Options) { d.SpaceModule = s.SpaceModule }},
+	{"space-arg", "space_arg", func(d *tune.Options, s tune.Options) { d.SpaceArgs = s.SpaceArgs }},
+	{"study-name", "study_name", func(d *tune.Options, s tune.Options) { d.StudyName = s.StudyName }},
+	{"optuna-storage", "optuna_storage", func(d *tune.Options, s tune.Options) { d.OptunaStorage = s.OptunaStorage }},
+	{"pruner", "pruner", func(d *tune.Options, s tune.Options) { d.Pruner = s.Pruner }},
+}
+
+// explicitFlag reports whether the command line gave the flag, in either
+// spelling.
+func explicitFlag(fl *pflag.FlagSet, name string) bool {
+	if fl.Changed(name) {
+		return true
+	}
+	for alias, ours := range mnemeAliases {
+		if ours == name && fl.Changed(alias) {
+			return true
+		}
+	}
+	switch name {
+	case "adaptive-invalid-ban":
+		return fl.Changed("no-adaptive-invalid-ban")
+	case "fail-fast":
+		return fl.Changed("keep-going")
+	}
+	return false
 }
 
 // decodeConfigYAML reads a --config file: the options it sets, strictly
 // (unknown and repeated keys are errors), and its top-level keys.
-func decodeConfigYAML(name string, data []byte) (tune.Options, map[string]any, error) {
+// Both spellings are read: Mneme's keys are translated to ours first
+// (translateConfigKeys), and run keys (quiet, rerun_baseline) come back apart.
+func decodeConfigYAML(name string, data []byte) (tune.Options, map[string]any, map[string]any, error) {
 	var fromFile tune.Options
-	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc map[string]any
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return fromFile, nil, nil, fmt.Errorf("--config %s: %v", name, err)
+	}
+	raw, run, err := translateConfigKeys(name, doc)
+	if err != nil {
+		return fromFile, nil, nil, err
+	}
+	ours, err := yaml.Marshal(raw)
+	if err != nil {
+		return fromFile, nil, nil, fmt.Errorf("--config %s: %v", name, err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(ours))
 	dec.KnownFields(true)
 	if err := dec.Decode(&fromFile); err != nil && !errors.Is(err, io.EOF) {
-		return fromFile, nil, fmt.Errorf("--config %s: %v", name, err)
+		return fromFile, nil, nil, fmt.Errorf("--config %s: %v", name, err)
 	}
-	var raw map[string]any
-	_ = yaml.Unmarshal(data, &raw)
-	return fromFile, raw, nil
+	return fromFile, raw, run, nil
 }
 
 // effectiveOptions layers the flags' defaults, the --config file and the
 // flags given explicitly.
 func effectiveOptions(fl *pflag.FlagSet, f *tuneFlags) (tune.Options, error) {
 	opts := f.opts
+	if err := mnemeFlagValues(fl, f, &opts); err != nil {
+		return opts, err
+	}
 	if f.noAdaptiveInvalidBan {
 		if fl.Changed("adaptive-invalid-ban") && opts.AdaptiveInvalidBan {
 			return opts, errors.New("--adaptive-invalid-ban and --no-adaptive-invalid-ban: give one")
@@ -195,15 +291,18 @@ func effectiveOptions(fl *pflag.FlagSet, f *tuneFlags) (tune.Options, error) {
 		if err != nil {
 			return opts, fmt.Errorf("--config: %w", err)
 		}
-		fromFile, raw, err := decodeConfigYAML(f.configFile, data)
+		fromFile, raw, run, err := decodeConfigYAML(f.configFile, data)
 		if err != nil {
 			return opts, err
+		}
+		if q, ok := run["quiet"].(bool); ok && !fl.Changed("quiet") {
+			f.quiet = q
 		}
 		// Start from the file; a key it lacks takes the flag's default, and
 		// every flag given explicitly wins.
 		merged := fromFile
 		for _, o := range optionFlags {
-			explicit := fl.Changed(o.flag) || (o.flag == "adaptive-invalid-ban" && fl.Changed("no-adaptive-invalid-ban"))
+			explicit := explicitFlag(fl, o.flag)
 			if _, inFile := raw[o.key]; !inFile || explicit {
 				o.copy(&merged, opts)
 			}
@@ -228,7 +327,7 @@ func effectiveOptions(fl *pflag.FlagSet, f *tuneFlags) (tune.Options, error) {
 	if err := tune.ValidateVerify(opts.Verify); err != nil {
 		return opts, fmt.Errorf("--verify: %w", err)
 	}
-	if opts.SpaceFile != "" && fl.Changed("preset") && f.configFile == "" {
+	if opts.SpaceFile != "" && explicitFlag(fl, "preset") && f.configFile == "" {
 		return opts, errors.New("--space and --preset: give one")
 	}
 	if opts.SpaceFile != "" {
@@ -254,29 +353,53 @@ func parseGPUs(s string) ([]int, error) {
 	return out, nil
 }
 
-func runTune(stdout, stderr io.Writer, fl *pflag.FlagSet, f *tuneFlags) error {
+func runTune(stdout, stderr io.Writer, fl *pflag.FlagSet, f *tuneFlags, sel instanceSelection) error {
+	if f.dumpVocabulary {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(tune.TheVocabulary())
+	}
 	opts, err := effectiveOptions(fl, f)
 	if err != nil {
 		return withExit(exitUsage, err)
 	}
-	if f.dumpConfig {
-		out, _ := yaml.Marshal(opts)
-		_, err := stdout.Write(out)
-		return err
+	if f.mnemeSpelling && opts.Output == "" {
+		opts.Output = defaultMnemeResultsDir(time.Now())
+	}
+	if f.dumpConfig != "" {
+		return dumpConfig(stdout, f.dumpConfig, opts)
 	}
 	self, err := workerBinary()
 	if err != nil {
 		return fmt.Errorf("finding the mneme binary for its workers: %w", err)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	var proposer tune.ProposerFactory
+	if opts.UsesPython() {
+		py, err := mnemePython()
+		if err != nil {
+			return withExit(exitUsage, fmt.Errorf("tune: %w", err))
+		}
+		proposer = tune.ExecProposer{Python: py, Stderr: stderr}
+	}
+	ctx, stop := signalContext()
 	defer stop()
-	return tune.Run(ctx, tune.RunOptions{
-		Options: opts, Resume: f.resume, PrintSpace: f.printSpace, DryRun: f.dryRun, BaselineOnly: f.baselineOnly,
+	ro := tune.RunOptions{
+		Proposer: proposer,
+		Options:  opts, Resume: f.resume, PrintSpace: f.printSpace, DryRun: f.dryRun, BaselineOnly: f.baselineOnly,
 		CompileWorkers: f.compileWorkers, Factory: tune.ExecWorkerFactory{Path: self, Args: []string{"worker"}},
-		AnalyzeGeometry: analyzeGeometry,
-		Progress:        func(budget int) tune.ProgressDisplay { return newProgressBar(stderr, budget) },
-		Stdout:          stdout, Stderr: stderr,
-	})
+		AnalyzeGeometry: analyzeGeometry, Stats: tune.DBStats,
+		Progress: func(budget int) tune.ProgressDisplay {
+			if f.quiet {
+				return nil
+			}
+			return newProgressBar(stderr, budget)
+		},
+		Stdout: stdout, Stderr: stderr,
+	}
+	if sel.active() {
+		return runTuneInstances(ctx, ro, sel)
+	}
+	return tune.Run(ctx, ro)
 }
 
 // progressBar shows a study's progress on a terminal.

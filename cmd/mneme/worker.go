@@ -14,19 +14,25 @@ import (
 
 func init() {
 	rootCmd.AddCommand(&cobra.Command{
-		Use:   "worker",
-		Short: "Serve replay requests as JSON lines on stdin/stdout (used by tune and the Python API)",
+		Use:         "worker",
+		Annotations: map[string]string{rawStdoutAnnotation: "yes"},
+		Short:       "Serve replay requests as JSON lines on stdin/stdout (used by tune and the Python API)",
 		Long: `worker holds one open replay session and executes the requests of the
 JSON-lines protocol of tune/PROTOCOL.md: "open" a recorded instance, then
 "compile" and "run" configurations, then "close". Responses go to stdout, logs
 to stderr. After a kernel fault that leaves the GPU context unusable, the
-worker answers that run and exits with code 4 so its client can restart it.`,
+worker answers that run and exits with code 4 so its client can restart it;
+after an LLVM fatal error or crash in a compile, it answers and exits with 5.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			w := &replayWorker{log: cmd.ErrOrStderr()}
 			err := tune.Serve(cmd.InOrStdin(), cmd.OutOrStdout(), w)
 			if errors.Is(err, tune.ErrSessionUnusable) {
-				return withExit(exitKernelFault, fmt.Errorf("worker: %w", w.broken))
+				code := exitKernelFault
+				if w.llvmFatal {
+					code = exitCompile
+				}
+				return withExit(code, fmt.Errorf("worker: %w", w.broken))
 			}
 			return err
 		},
@@ -37,7 +43,22 @@ worker answers that run and exits with code 4 so its client can restart it.`,
 type replayWorker struct {
 	session *replay.Session
 	log     io.Writer
-	broken  error // the sticky CUDA error, once a run caused one
+	broken  error // the sticky CUDA error or the LLVM fatal error that ends the worker
+	// llvmFatal: broken is an LLVM fatal error or crash a compile trapped.
+	llvmFatal bool
+}
+
+// checkLLVM ends the worker after a compile that trapped an LLVM fatal error
+// or crash: LLVM's state in this process is then unknown, so the answer
+// says Closing and a fresh worker takes the next request.
+func (w *replayWorker) checkLLVM() {
+	if w.broken != nil {
+		return
+	}
+	if err := w.session.CompilerFatal(); err != nil {
+		w.broken, w.llvmFatal = err, true
+		fmt.Fprintln(w.log, "mneme worker: LLVM's state is unknown after this fatal error; exiting after the answer")
+	}
 }
 
 func (w *replayWorker) Open(p tune.OpenParams) (tune.OpenInfo, error) {
@@ -67,6 +88,7 @@ func (w *replayWorker) Compile(c mneme.Config) mneme.Result {
 	if err != nil {
 		fmt.Fprintln(w.log, "mneme worker: compile:", err)
 	}
+	w.checkLLVM()
 	return *res
 }
 
@@ -79,6 +101,7 @@ func (w *replayWorker) Run(c mneme.Config) mneme.Result {
 		w.broken = broken
 		fmt.Fprintln(w.log, "mneme worker: the CUDA context is unusable after this fault; exiting after the answer")
 	}
+	w.checkLLVM()
 	return *res
 }
 

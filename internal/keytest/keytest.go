@@ -75,6 +75,15 @@ func Change(f reflect.Value, path string) {
 			Change(e, path+"[]")
 		}
 		f.Set(reflect.Append(n, e))
+	case reflect.Pointer:
+		// nil becomes a pointer to the zero value (set differs from unset);
+		// a set pointer becomes one to a changed copy, the original kept.
+		n := reflect.New(f.Type().Elem())
+		if !f.IsNil() {
+			n.Elem().Set(f.Elem())
+			Change(n.Elem(), path)
+		}
+		f.Set(n)
 	default:
 		panic(fmt.Sprintf("keytest: field %s: cannot change a %s", path, f.Kind()))
 	}

@@ -22,7 +22,7 @@ type sample struct {
 // Every exported leaf gets one variant that differs from the original in
 // that field alone.
 func TestEachLeafChangesOneFieldAtATime(t *testing.T) {
-	base := sample{hidden: 5, S: "a", I: 3, Ints: []int{1}, Bytes: []byte{2}, In: inner{X: 1, Y: 1}, Any: []any{1}}
+	base := sample{S: "a", I: 3, hidden: 7, Ints: []int{1}, Bytes: []byte{2}, In: inner{X: 1, Y: 1}, Any: []any{1}}
 	vs := EachLeaf(base)
 	var paths []string
 	for _, v := range vs {
@@ -61,7 +61,7 @@ func TestEachLeafChangesOneFieldAtATime(t *testing.T) {
 		t.Errorf("paths %v, want %v", paths, want)
 	}
 	for _, v := range vs {
-		if v.Value.hidden != 5 {
+		if v.Value.hidden != 7 {
 			t.Errorf("%s: the unexported field changed", v.Path)
 		}
 	}

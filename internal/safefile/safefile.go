@@ -98,7 +98,7 @@ func Open(path string, limit int64) (*os.File, fs.FileInfo, error) {
 // link that leads outside dir.
 func OpenIn(dir, name string, limit int64) (*os.File, fs.FileInfo, error) {
 	path := filepath.Join(dir, name)
-	root, err := os.OpenRoot(dir)
+	root, err := OpenRoot(dir)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -116,6 +116,29 @@ func OpenIn(dir, name string, limit int64) (*os.File, fs.FileInfo, error) {
 		return nil, nil, err
 	}
 	return f, fi, nil
+}
+
+// ErrNotDir is matched (errors.Is) by the refusal of a folder that is not
+// one.
+var ErrNotDir = errors.New("not a directory")
+
+// OpenRoot opens the folder dir for os.Root's confined access, refusing
+// anything but a directory first: os.OpenRoot would open a FIFO for
+// reading and wait for a writer forever.
+func OpenRoot(dir string) (*os.Root, error) {
+	f, err := os.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if errors.Is(err, syscall.ENOTDIR) {
+		kind := "not a directory"
+		if fi, err := os.Stat(dir); err == nil {
+			kind = describeMode(fi.Mode())
+		}
+		return nil, refusal(dir, ErrNotDir, kind+" where a folder belongs")
+	}
+	if err != nil {
+		return nil, err
+	}
+	f.Close()
+	return os.OpenRoot(dir)
 }
 
 // isEscape reports whether an os.Root refused a path for leaving its root;
@@ -176,7 +199,7 @@ func readAll(path string, f *os.File, size, limit int64) ([]byte, error) {
 // one of its folders out of dir, and refusing anything but a regular file.
 func CreateIn(dir, name string, flag int, perm fs.FileMode) (*os.File, error) {
 	path := filepath.Join(dir, name)
-	root, err := os.OpenRoot(dir)
+	root, err := OpenRoot(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -203,7 +226,7 @@ func CreateIn(dir, name string, flag int, perm fs.FileMode) (*os.File, error) {
 // MkdirIn makes the folder name inside dir (and its parents), refusing a
 // link that leads out of dir.
 func MkdirIn(dir, name string) error {
-	root, err := os.OpenRoot(dir)
+	root, err := OpenRoot(dir)
 	if err != nil {
 		return err
 	}

@@ -46,6 +46,15 @@ func TestRefusals(t *testing.T) {
 			return err
 		}, ErrOutside},
 		{"mkdir over link", func() error { return MkdirIn(dir, "logs") }, ErrOutside},
+		// A FIFO where a folder belongs: refused, not opened (os.OpenRoot
+		// would wait for a writer).
+		{"read in a FIFO folder", func() error { _, err := ReadFileIn(filepath.Join(dir, "fifo"), "x", 0); return err }, ErrNotDir},
+		{"write in a FIFO folder", func() error {
+			_, err := CreateIn(filepath.Join(dir, "fifo"), "x", os.O_CREATE|os.O_WRONLY, 0o644)
+			return err
+		}, ErrNotDir},
+		{"mkdir in a FIFO folder", func() error { return MkdirIn(filepath.Join(dir, "fifo"), "x") }, ErrNotDir},
+		{"a file as a folder", func() error { _, err := OpenRoot(filepath.Join(dir, "ok")); return err }, ErrNotDir},
 	}
 	for _, c := range cases {
 		done := make(chan error, 1)

@@ -9,7 +9,12 @@ cost per configuration is a pipe round trip plus the replay itself.
 Fault isolation: a worker that exits mid-trial fails that trial's future with
 `WorkerCrashedError` ("Worker crashed (exit code N) ...") and is restarted; a
 trial that exceeds `trial_timeout` gets a result with status "timeout", and its
-worker's process group is killed and restarted. A worker that fails to start
+worker's process group is killed and restarted. A worker whose answer cannot
+be read (not JSON though it looks like an answer, nested too deeply, too
+long, or of the wrong types) fails that trial with `WorkerProtocolError` and
+is killed and restarted, as the Go executor does: its session can no longer
+be trusted. Worker counts are bounded by the machine as in the Go tuner
+(4 per CPU core). A worker that fails to start
 `max_startup_failures` times in a row gives up; when every worker has given
 up, pending and later jobs fail with the start error.
 """
@@ -20,6 +25,7 @@ import json
 import os
 import queue
 import signal
+import stat
 import subprocess
 import threading
 import time
@@ -71,6 +77,43 @@ class _OpenFailed(Exception):
 _STOP = object()
 _EOF = object()
 
+
+class _Unreadable:
+    """An answer line the reader could not read; the worker is broken."""
+
+    def __init__(self, why: str):
+        self.why = why
+
+
+class _WorkerUnreadable(Exception):
+    pass
+
+
+# One answer line at most, as the Go executor bounds it.
+MAX_ANSWER = 16 << 20
+# Worker processes per CPU core, as the Go tuner bounds them.
+MAX_WORKERS_PER_CORE = 4
+
+
+def _open_log(path: Path) -> IO[bytes]:
+    """The worker's log for appending: a regular file of the folder, never
+    written through a link, never waited on (a FIFO is refused)."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as e:
+        try:
+            irregular = not stat.S_ISREG(os.lstat(path).st_mode)
+        except OSError:
+            irregular = False
+        if irregular:
+            raise OSError(f"{path}: not a regular file (a link, a FIFO or a device): a worker log must be one") from None
+        raise OSError(e.errno, f"{path}: {e.strerror}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(f"{path}: not a regular file (a worker log must be one)")
+    return os.fdopen(fd, "ab", buffering=0)
+
 # How long a worker may take to answer "close" before it is killed.
 _CLOSE_GRACE_S = 10.0
 
@@ -83,7 +126,7 @@ class _Worker:
         self.index = index
         self.gpu = gpu
         self.log_path = log_path
-        self.log: IO[bytes] = open(log_path, "ab", buffering=0)
+        self.log: IO[bytes] = _open_log(log_path)
         self.proc: subprocess.Popen[bytes] | None = None
         self.responses: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self.next_id = 0
@@ -121,19 +164,37 @@ class _Worker:
         reader.start()
 
     def _read(self, proc: "subprocess.Popen[bytes]", responses: "queue.SimpleQueue[Any]") -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                msg = json.loads(line)
-            except ValueError:
-                self.note(f"ignored a line on stdout that is not JSON: {line[:200]!r}")
-                continue
-            if isinstance(msg, dict):
-                responses.put(msg)
-        responses.put(_EOF)
+        # Whatever happens here, the driver hears of it: an answer, an
+        # unreadable answer, or the end.
+        try:
+            assert proc.stdout is not None
+            while True:
+                line = proc.stdout.readline(MAX_ANSWER + 1)
+                if not line:
+                    break
+                if len(line) > MAX_ANSWER:
+                    responses.put(_Unreadable(f"an answer longer than {MAX_ANSWER} bytes"))
+                    return
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    msg = json.loads(line)
+                except (ValueError, RecursionError) as e:
+                    if line.startswith(b"{"):
+                        responses.put(_Unreadable(f"an answer that is not JSON ({type(e).__name__}): {line[:120]!r}"))
+                        return
+                    self.note(f"ignored a line on stdout that is not JSON: {line[:200]!r}")
+                    continue
+                if isinstance(msg, dict):
+                    responses.put(msg)
+                else:
+                    responses.put(_Unreadable(f"an answer that is not a JSON object: {line[:120]!r}"))
+                    return
+        except Exception as e:
+            responses.put(_Unreadable(f"reading the answers failed: {type(e).__name__}: {e}"))
+        finally:
+            responses.put(_EOF)
 
     def _kill(self) -> int | None:
         proc = self.proc
@@ -186,6 +247,8 @@ class _Worker:
                 raise _WorkerTimedOut() from None
             if msg is _EOF:
                 raise _WorkerDied()
+            if isinstance(msg, _Unreadable):
+                raise _WorkerUnreadable(msg.why)
             if msg.get("id") == rid:
                 return dict(msg)
             self.note(f"ignored an answer for request {msg.get('id')} while waiting for {rid}: {msg}")
@@ -213,6 +276,9 @@ class _Worker:
         except _WorkerTimedOut:
             self._kill()
             raise _OpenFailed(f"the worker did not answer open within {ex.open_timeout} s", False) from None
+        except _WorkerUnreadable as e:
+            self._kill()
+            raise _OpenFailed(f"the worker's answer to open is unreadable: {e}", False) from None
         if not msg.get("ok"):
             self._kill()
             raise _OpenFailed(str(msg.get("error") or "open failed"), bool(msg.get("no_gpu")))
@@ -241,7 +307,7 @@ class _Worker:
             return
         try:
             self._request("close", {}, _CLOSE_GRACE_S)
-        except (_WorkerDied, _WorkerTimedOut):
+        except (_WorkerDied, _WorkerTimedOut, _WorkerUnreadable):
             pass
         self._reap()
 
@@ -271,15 +337,32 @@ class _Worker:
             future.set_result(ExperimentResult.failure("timeout", message, self.gpu))
             self._restart()
             return
+        except _WorkerUnreadable as e:
+            self._unreadable(config, future, str(e))
+            return
         if not msg.get("ok") or not isinstance(msg.get("result"), dict):
             future.set_exception(WorkerProtocolError(f"worker on GPU {self.gpu} refused run: {msg.get('error') or msg}"))
         else:
-            future.set_result(ExperimentResult.from_dict(msg["result"]))
+            try:
+                result = ExperimentResult.from_dict(msg["result"])
+                _check_result(result)
+            except Exception as e:  # wrong types: the session cannot be trusted
+                self._unreadable(config, future, f"a result of the wrong shape: {type(e).__name__}: {e}")
+                return
+            future.set_result(result)
         if msg.get("closing"):
             # The run left the worker's CUDA context unusable; it exits by itself.
             rc = self._reap()
             self.note(f"worker exited (exit code {rc}) after a fault that left its context unusable; restarting")
             self._restart()
+
+    def _unreadable(self, config: ExperimentConfiguration, future: "Future[ExperimentResult]", why: str) -> None:
+        self._kill()
+        message = (f"worker on GPU {self.gpu} gave an unreadable answer to configuration {config.hash()[:16]} "
+                   f"({why}); it was killed and restarted (log: {self.log_path})")
+        self.note(message)
+        future.set_exception(WorkerProtocolError(message))
+        self._restart()
 
     def _restart(self) -> None:
         self._ensure_started()
@@ -313,6 +396,26 @@ class _Worker:
                 self.log.close()
             except OSError:
                 pass
+
+
+def _check_result(r: ExperimentResult) -> None:
+    """Raises TypeError when a result's fields are not of their types."""
+    for name in ("preprocess_ir_time", "opt_time", "codegen_time"):
+        v = getattr(r, name)
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise TypeError(f"{name}: want seconds, got {v!r:.80}")
+    for name in ("obj_size", "gpu_id", "const_mem_usage", "local_mem_usage", "reg_usage"):
+        v = getattr(r, name)
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise TypeError(f"{name}: want an integer, got {v!r:.80}")
+    for name in ("verified", "executed", "failed"):
+        if not isinstance(getattr(r, name), bool):
+            raise TypeError(f"{name}: want true or false, got {getattr(r, name)!r:.80}")
+    for name in ("start_time", "end_time", "error", "status"):
+        if not isinstance(getattr(r, name), str):
+            raise TypeError(f"{name}: want a string, got {getattr(r, name)!r:.80}")
+    if any(isinstance(t, bool) or not isinstance(t, (int, float)) for t in r.exec_time):
+        raise TypeError("exec_time: want a list of nanoseconds")
 
 
 class AsyncReplayExecutor:
@@ -360,6 +463,10 @@ class AsyncReplayExecutor:
         self.iterations = positive_int("iterations", iterations, 1)
         self.warmup = positive_int("warmup", warmup, 0)
         self.num_workers = positive_int("num_workers", num_workers, 1)
+        limit = MAX_WORKERS_PER_CORE * (os.cpu_count() or 1)
+        if self.num_workers > limit:
+            raise ValueError(f"AsyncReplayExecutor: num_workers {num_workers} exceeds the limit of {limit} on this machine "
+                             f"({MAX_WORKERS_PER_CORE} per CPU core)")
         self.max_startup_failures = positive_int("max_startup_failures", max_startup_failures, 1)
         if trial_timeout is not None and trial_timeout <= 0:
             raise ValueError(f"AsyncReplayExecutor: trial_timeout must be positive seconds or None, got {trial_timeout!r}")

@@ -12,38 +12,46 @@ import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass, field
+import math
+import numbers
+import warnings
 from typing import Any, Mapping, Union
+
+from . import vocabulary as _vocabulary
 
 __all__ = ["dim3", "ExperimentConfiguration", "ExperimentResult", "STATUSES"]
 
-# Trial statuses: the first seven come from workers, the last two are assigned
-# by the client (the executor) when a worker dies or does not answer in time.
-STATUSES = (
-    "verified",
-    "invalid_launch",
-    "invalid_config",
-    "compile_error",
-    "runtime_error",
-    "failed_verification",
-    "internal_error",
-    "crashed",
-    "timeout",
-)
+# Trial statuses, the Go engine's (mneme.vocabulary): the first seven come
+# from workers, "timeout" and "crashed" are assigned by the client (the
+# executor) when a worker does not answer in time or dies.
+STATUSES = _vocabulary.STATUSES
 
 
 def _check_int(owner: str, name: str, value: Any, minimum: int | None = None) -> int:
+    """An integer, as Mneme's classes take one: any integral number (a numpy
+    integer, 2.0) is coerced; a bool or a fraction is a mistake."""
     # bool is an int subclass; True as a thread count is a mistake, not a 1.
-    if isinstance(value, bool) or not isinstance(value, int):
+    if isinstance(value, bool):
         raise TypeError(f"{owner}.{name}: want an integer, got {value!r}")
-    if minimum is not None and value < minimum:
-        raise ValueError(f"{owner}.{name}: {value} is below the minimum {minimum}")
-    return value
+    n: int
+    if isinstance(value, numbers.Integral):
+        n = int(value)
+    elif isinstance(value, numbers.Real) and math.isfinite(float(value)) and float(value).is_integer():
+        n = int(float(value))
+    else:
+        raise TypeError(f"{owner}.{name}: want an integer, got {value!r}")
+    if minimum is not None and n < minimum:
+        raise ValueError(f"{owner}.{name}: {n} is below the minimum {minimum}")
+    return n
 
 
 def _check_bool(owner: str, name: str, value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"{owner}.{name}: want true or false, got {value!r}")
-    return value
+    """True or false; a numpy bool or the integers 0 and 1 are coerced."""
+    if isinstance(value, bool):
+        return value
+    if type(value).__name__ == "bool_" or (isinstance(value, numbers.Integral) and int(value) in (0, 1)):
+        return bool(value)
+    raise TypeError(f"{owner}.{name}: want true or false, got {value!r}")
 
 
 @dataclass
@@ -56,7 +64,7 @@ class dim3:  # noqa: N801 - the CUDA type's name, as Mneme spells it
 
     def __post_init__(self) -> None:
         for axis in ("x", "y", "z"):
-            _check_int("dim3", axis, getattr(self, axis), minimum=1)
+            setattr(self, axis, _check_int("dim3", axis, getattr(self, axis), minimum=1))
 
     def count(self) -> int:
         """Number of threads (or blocks) the shape describes."""
@@ -89,12 +97,21 @@ _EXTENSION_DEFAULTS: dict[str, Any] = {
     "specialize_args": [],
     "ptxas_opt": 0,
     "max_registers": 0,
+    "original": False,
+    "fp_contract": "",
     "arch": "",
     "ptx_version": 0,
 }
 
-# Mneme's published examples still pass this field, which it later dropped.
+# Mneme's published examples still pass this field, which it later dropped;
+# code generation here is always serial.
 _IGNORED_KEYS = frozenset({"codegen_method"})
+
+FP_CONTRACT = ("", "fast", "on", "off")
+
+
+def _warn_ignored(what: str) -> None:
+    warnings.warn(f"ExperimentConfiguration: {what}", stacklevel=4)
 
 
 @dataclass
@@ -124,36 +141,54 @@ class ExperimentConfiguration:
     specialize_args: list[int] = field(default_factory=list)
     ptxas_opt: int = 0
     max_registers: int = 0
+    # original runs the application's own device code (the true baseline);
+    # fp_contract is "fast", "on" or "off" ("": as the application compiled).
+    original: bool = False
+    fp_contract: str = ""
     arch: str = ""
     ptx_version: int = 0
+    # Mneme's dropped field: it reads "serial", the only code generation
+    # here; another value is accepted and ignored (with a warning).
+    codegen_method: dataclasses.InitVar[str] = "serial"
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, codegen_method: Any = "serial") -> None:
+        owner = "ExperimentConfiguration"
+        if codegen_method != "serial":
+            _warn_ignored(f"codegen_method={codegen_method!r} is ignored: code generation is serial")
         self.grid = dim3.from_dict(self.grid, "grid")
         self.block = dim3.from_dict(self.block, "block")
-        owner = "ExperimentConfiguration"
-        _check_int(owner, "shared_mem", self.shared_mem, minimum=0)
-        for name in ("specialize", "set_launch_bounds", "specialize_dims", "prune", "internalize"):
-            _check_bool(owner, name, getattr(self, name))
-        _check_int(owner, "max_threads", self.max_threads, minimum=0)
-        _check_int(owner, "min_blocks_per_sm", self.min_blocks_per_sm, minimum=0)
+        self.shared_mem = _check_int(owner, "shared_mem", self.shared_mem, minimum=0)
+        for name in ("specialize", "set_launch_bounds", "specialize_dims", "prune", "internalize", "original"):
+            setattr(self, name, _check_bool(owner, name, getattr(self, name)))
+        if not self.set_launch_bounds:
+            # Unused without launch bounds, so Mneme never looks at them: a
+            # fraction there (a block size scaled by a factor) is accepted.
+            for name, default in (("max_threads", 1024), ("min_blocks_per_sm", 1)):
+                value = getattr(self, name)
+                if isinstance(value, numbers.Real) and not isinstance(value, bool) and not float(value).is_integer():
+                    _warn_ignored(f"{name}={value!r} is ignored without launch bounds; {default} is kept")
+                    setattr(self, name, default)
+        self.max_threads = _check_int(owner, "max_threads", self.max_threads, minimum=0)
+        self.min_blocks_per_sm = _check_int(owner, "min_blocks_per_sm", self.min_blocks_per_sm, minimum=0)
         if not isinstance(self.passes, str):
             raise TypeError(f"{owner}.passes: want a pipeline string, got {self.passes!r}")
-        _check_int(owner, "codegen_opt", self.codegen_opt)
+        self.codegen_opt = _check_int(owner, "codegen_opt", self.codegen_opt)
         if not 0 <= self.codegen_opt <= 3:
             raise ValueError(f"{owner}.codegen_opt: {self.codegen_opt} is not in 0..3")
         if not isinstance(self.specialize_args, list):
             raise TypeError(f"{owner}.specialize_args: want a list of argument indices, got {self.specialize_args!r}")
-        for i in self.specialize_args:
-            _check_int(owner, "specialize_args", i, minimum=0)
-        _check_int(owner, "ptxas_opt", self.ptxas_opt)
+        self.specialize_args = [_check_int(owner, "specialize_args", i, minimum=0) for i in self.specialize_args]
+        self.ptxas_opt = _check_int(owner, "ptxas_opt", self.ptxas_opt)
         if not 0 <= self.ptxas_opt <= 4:
             raise ValueError(f"{owner}.ptxas_opt: {self.ptxas_opt} is not in 0..4")
-        _check_int(owner, "max_registers", self.max_registers)
+        self.max_registers = _check_int(owner, "max_registers", self.max_registers)
         if not 0 <= self.max_registers <= 255:
             raise ValueError(f"{owner}.max_registers: {self.max_registers} is not in 0..255")
+        if self.fp_contract not in FP_CONTRACT:
+            raise ValueError(f"{owner}.fp_contract: {self.fp_contract!r} is not one of fast, on, off or empty")
         if not isinstance(self.arch, str):
             raise TypeError(f"{owner}.arch: want a string such as 'sm_90', got {self.arch!r}")
-        _check_int(owner, "ptx_version", self.ptx_version, minimum=0)
+        self.ptx_version = _check_int(owner, "ptx_version", self.ptx_version, minimum=0)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form, Mneme's keys in Mneme's order, extensions when set."""
@@ -189,7 +224,7 @@ class ExperimentConfiguration:
         unknown = set(d) - known - _IGNORED_KEYS
         if unknown:
             raise ValueError(f"ExperimentConfiguration: unknown fields {sorted(unknown)}")
-        kwargs = {k: v for k, v in d.items() if k in known}
+        kwargs = {k: v for k, v in d.items() if k in known or k in _IGNORED_KEYS}
         if "specialize_args" in kwargs and kwargs["specialize_args"] is not None:
             kwargs["specialize_args"] = list(kwargs["specialize_args"])
         elif "specialize_args" in kwargs:

@@ -3,7 +3,10 @@
 The configuration's `passes` text chooses the behaviour of a `run`:
 "crash" exits with code 3 mid-request; "hang" never answers; "slow:MS" sleeps
 MS milliseconds, then answers; "fault" answers runtime_error marked closing,
-then exits 4; "noise" writes a non-JSON line to stdout first; anything else
+then exits 4; "noise" writes a non-JSON line to stdout first; "badtype"
+answers a result whose exec_time is a string; "deep" answers a line nested
+100000 deep; "badjson" answers a line that starts like an answer but is not
+JSON; anything else
 verifies with `iterations` exec times of block.x nanoseconds and reports
 `spill_loads` (an extra figure). Environment: STANDIN_EVENTS appends one line
 per event to that file; STANDIN_FAIL_OPEN=N makes the first N opens of any
@@ -85,6 +88,17 @@ def main() -> int:
                 time.sleep(int(passes[5:]) / 1000)
             if passes == "noise":
                 sys.stdout.write("this line is not JSON\n")
+            if passes == "badtype":
+                answer({"id": rid, "ok": True, "result": {"status": "verified", "verified": True, "exec_time": "fast"}})
+                continue
+            if passes == "deep":
+                sys.stdout.write('{"id": %d, "ok": true, "result": %s%s}\n' % (rid, "[" * 100000, "]" * 100000))
+                sys.stdout.flush()
+                continue
+            if passes == "badjson":
+                sys.stdout.write('{"id": %d, "ok": tru\n' % rid)
+                sys.stdout.flush()
+                continue
             if passes == "fault":
                 answer({"id": rid, "ok": True, "closing": True,
                         "result": {"status": "runtime_error", "failed": True, "executed": True, "verified": False,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mneme.async_executor import AsyncReplayExecutor, WorkerCrashedError, WorkerStartupError
+from mneme.async_executor import AsyncReplayExecutor, WorkerCrashedError, WorkerProtocolError, WorkerStartupError
 from mneme.mneme_types import ExperimentConfiguration
 from mneme.tuning.sample_strategy import ExhaustiveSamplingStrategy
 from conftest import INSTANCE
@@ -151,3 +151,34 @@ def test_argument_errors(recording: Path, standin_command: list[str], tmp_path: 
         AsyncReplayExecutor(tmp_path / "none.json", INSTANCE, 5, tmp_path, 1, worker_command=standin_command)
     with pytest.raises(ValueError, match="verify"):
         AsyncReplayExecutor(recording, INSTANCE, 5, tmp_path, 1, verify="close", worker_command=standin_command)
+
+
+@pytest.mark.parametrize("passes", ["badtype", "deep", "badjson"])
+def test_unreadable_answer_breaks_and_restarts_the_worker(recording: Path, standin_command: list[str], tmp_path: Path, passes: str) -> None:
+    with make(recording, standin_command, tmp_path, trial_timeout=30.0) as ex:
+        bad = ex.submit(config(passes))
+        with pytest.raises(WorkerProtocolError, match="unreadable answer .* killed and restarted"):
+            bad.result(timeout=30)
+        # The worker was restarted: the next configuration runs.
+        assert ex.submit(config()).result(timeout=30).verified
+    assert len([e for e in events(tmp_path) if " open " in e]) == 2
+
+
+def test_worker_count_is_bounded(recording: Path, standin_command: list[str], tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="num_workers 1000 exceeds the limit"):
+        make(recording, standin_command, tmp_path, num_workers=1000)
+
+
+def test_worker_log_is_never_written_through_a_link_or_a_fifo(recording: Path, standin_command: list[str], tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    results.mkdir()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    (results / "Worker-0.log").symlink_to(victim)
+    with pytest.raises(OSError, match="Worker-0.log"):
+        make(recording, standin_command, tmp_path)
+    assert victim.read_text() == "keep me"
+    (results / "Worker-0.log").unlink()
+    os.mkfifo(results / "Worker-0.log")
+    with pytest.raises(OSError, match="not a regular file"):
+        make(recording, standin_command, tmp_path)

@@ -27,6 +27,8 @@ SET: dict[str, Any] = {
     "specialize_args": [1, 2],
     "ptxas_opt": 3,
     "max_registers": 64,
+    "original": True,
+    "fp_contract": "fast",
     "arch": "sm_90",
     "ptx_version": 80,
 }
@@ -39,6 +41,8 @@ def _other(key: str, value: Any) -> list[Any]:
         return [not value]
     if isinstance(value, int):
         return [value + 1] if key != "codegen_opt" else [(value + 1) % 4]
+    if key == "fp_contract":  # one of a few words
+        return [w for w in ("fast", "on", "off", "") if w != value][:2]
     if isinstance(value, str):
         return [value + "x"]
     if isinstance(value, list):

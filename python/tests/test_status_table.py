@@ -1,11 +1,16 @@
-"""Every trial status the Go executor can report, through the tune CLI's classification and summary counts."""
+"""Every trial status the Go executor can report, and the summary count Mneme's summary.json keeps it under.
+
+The engine (Go) classifies trials and writes summary.json (tune.Summary,
+tested per status in tune/shape_test.go); this table ties the Python
+package's vocabulary to it, and a Go test ties the table to Statuses().
+"""
 
 from __future__ import annotations
 
 import pytest
 
-from mneme.cli.tune import _STATUS_COUNTS, classify
-from mneme.mneme_types import ExperimentResult
+from mneme import vocabulary
+from mneme.mneme_types import STATUSES
 
 # Every status of mneme.Statuses() (result.go), and the one Mneme's summary
 # counts it under. Mneme's summary has no timeout or crash: they count as
@@ -23,34 +28,11 @@ ROWS = [
 ]
 
 
-def _result(status: str) -> ExperimentResult:
-    if status == "verified":
-        return ExperimentResult(verified=True, executed=True, status=status, exec_time=[1.0])
-    if status == "failed_verification":
-        return ExperimentResult(executed=True, failed=True, status=status)
-    return ExperimentResult.failure(status, f"the trial ended {status}")
+def test_the_table_is_the_engines_statuses() -> None:
+    assert sorted(s for s, _ in ROWS) == sorted(STATUSES) == sorted(vocabulary.STATUSES)
 
 
 @pytest.mark.parametrize("status,counted", ROWS)
-def test_classify_every_status(status: str, counted: str) -> None:
-    assert classify(_result(status)) == counted
-
-
-def test_every_failure_status_has_its_summary_count() -> None:
-    failures = {counted for _, counted in ROWS if counted != "verified"}
-    assert set(_STATUS_COUNTS) == failures
-    for status in failures:
-        assert _STATUS_COUNTS[status] == "num_" + status
-
-
-def test_classify_without_a_status() -> None:
-    # A result from a worker that names no status: verified when it says so,
-    # a verification failure when it ran, else an internal error.
-    assert classify(ExperimentResult(verified=True, executed=True)) == "verified"
-    assert classify(ExperimentResult(executed=True)) == "failed_verification"
-    assert classify(ExperimentResult(executed=True, failed=True)) == "internal_error"
-    assert classify(ExperimentResult()) == "internal_error"
-    # A verified flag on a failed result does not make it verified.
-    assert classify(ExperimentResult(verified=True, executed=True, failed=True, status="runtime_error")) == "runtime_error"
-    # A status from a newer worker is an internal error, never a success.
-    assert classify(ExperimentResult(failed=True, status="from_a_newer_worker")) == "internal_error"
+def test_every_status_has_its_summary_count(status: str, counted: str) -> None:
+    key = "num_verified" if counted == "verified" else "num_" + counted
+    assert key in vocabulary.SUMMARY_KEYS

@@ -1,9 +1,11 @@
 package session
 
 import (
+	"debug/elf"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -13,6 +15,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/mneme-gpu/mneme/appabi"
+	"github.com/mneme-gpu/mneme/db"
 	"github.com/mneme-gpu/mneme/record"
 	"github.com/mneme-gpu/mneme/toolchain"
 )
@@ -43,7 +47,7 @@ func findApplication(name string) (string, error) {
 }
 
 // recordingPatterns match the files of a recording in a database directory.
-var recordingPatterns = []string{"*.json", "RecordedIR_*.bc", "DeviceState.*.mneme", "DeviceCode_*.fatbin", record.StatusFileName}
+var recordingPatterns = []string{"*.json", "RecordedIR_*.bc", "DeviceState.*.mneme", "DeviceCode_*.fatbin", db.LaunchStatsFileName, record.StatusFileName}
 
 // databaseDir is where a recording goes: Final is the -rdb directory;
 // Staging, when --overwrite replaces a recording there, is the directory
@@ -52,6 +56,10 @@ var recordingPatterns = []string{"*.json", "RecordedIR_*.bc", "DeviceState.*.mne
 type databaseDir struct {
 	Final   string
 	Staging string
+	// lock holds an exclusive flock on Staging while this process records
+	// into it: a staging directory nobody holds is left from a record that
+	// was killed, and the next record into Final removes it.
+	lock *os.File
 }
 
 // Dir is the directory the application writes.
@@ -72,6 +80,10 @@ func prepareDatabaseDir(dir string, overwrite bool) (databaseDir, error) {
 	if err != nil {
 		return databaseDir{}, fmt.Errorf("-rdb %s: %w", dir, err)
 	}
+	if err := refuseLink(abs); err != nil {
+		return databaseDir{}, err
+	}
+	removeStaleStaging(abs)
 	if err := os.MkdirAll(abs, 0o755); err != nil {
 		return databaseDir{}, fmt.Errorf("-rdb %s: cannot create the database directory: %v", dir, unwrapPathError(err))
 	}
@@ -91,12 +103,65 @@ func prepareDatabaseDir(dir string, overwrite bool) (databaseDir, error) {
 			return databaseDir{}, fmt.Errorf("-rdb %s: making the directory the new recording goes to before it replaces the old: %v", dir, unwrapPathError(err))
 		}
 		os.Chmod(staging, 0o755)
-		return databaseDir{Final: abs, Staging: staging}, nil
+		lock, err := lockDir(staging)
+		if err != nil {
+			os.RemoveAll(staging)
+			return databaseDir{}, fmt.Errorf("-rdb %s: locking the directory the new recording goes to: %v", dir, err)
+		}
+		return databaseDir{Final: abs, Staging: staging, lock: lock}, nil
 	}
 	if err := os.Remove(filepath.Join(abs, record.StatusFileName)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return databaseDir{}, fmt.Errorf("-rdb %s: %v", dir, err)
 	}
 	return databaseDir{Final: abs}, nil
+}
+
+// refuseLink refuses a database directory (-rdb, or a rank's folder in it)
+// that is a symbolic link: the recording, and --overwrite's swap, would go
+// to wherever it points. Links above it (a site's /scratch) are the user's
+// own path and followed.
+func refuseLink(dir string) error {
+	fi, err := os.Lstat(dir)
+	if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		return nil
+	}
+	target, _ := os.Readlink(dir)
+	return fmt.Errorf("-rdb %s is a symbolic link (to %s): name the directory itself", dir, target)
+}
+
+// stagingPattern matches the staging directories of recordings into abs.
+func stagingPattern(abs string) string {
+	return filepath.Join(filepath.Dir(abs), "."+filepath.Base(abs)+".recording-*")
+}
+
+// lockDir takes an exclusive flock on dir, held until the file is closed
+// (or the process ends, however it ends).
+func lockDir(dir string) (*os.File, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// removeStaleStaging removes the staging directories of recordings into abs
+// that no running record holds: left by a record that was killed before it
+// could swap in or discard its staging directory.
+func removeStaleStaging(abs string) {
+	stale, _ := filepath.Glob(stagingPattern(abs))
+	for _, dir := range stale {
+		if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
+			continue
+		}
+		if lock, err := lockDir(dir); err == nil {
+			os.RemoveAll(dir)
+			lock.Close()
+		}
+	}
 }
 
 // recordingFiles lists the files of a recording in dir.
@@ -139,7 +204,15 @@ func (d databaseDir) commit() error {
 	if err := os.RemoveAll(oldDir); err != nil {
 		return fmt.Errorf("-rdb %s: the new recording is in place; removing the old one in %s: %v", d.Final, oldDir, err)
 	}
+	d.unlock()
 	return nil
+}
+
+// unlock releases the staging directory's lock.
+func (d databaseDir) unlock() {
+	if d.lock != nil {
+		d.lock.Close()
+	}
 }
 
 // discard removes the staging directory of a recording that failed, which
@@ -148,6 +221,7 @@ func (d databaseDir) discard() {
 	if d.Staging != "" {
 		os.RemoveAll(d.Staging)
 	}
+	d.unlock()
 }
 
 // unwrapPathError is the cause of a path error, for messages that name the path themselves.
@@ -179,6 +253,53 @@ func runtimeLibrary() (string, error) {
 	lib := layout.RuntimeLibrary()
 	if _, err := os.Stat(lib); err != nil {
 		return "", fmt.Errorf("runtime library %s not found (build the prefix with `make all`, or set %s)", lib, record.EnvRuntimeLib)
+	}
+	return lib, nil
+}
+
+// EnvCUDAInjection names the tool library the CUDA driver loads at
+// initialization (the hook NVIDIA's profilers use).
+const EnvCUDAInjection = "CUDA_INJECTION64_PATH"
+
+// How an application is recorded.
+type recordingPath int
+
+const (
+	// viaShim: the executable carries the IR mneme's compiler wrapper
+	// embeds, and the shim that records it from inside.
+	viaShim recordingPath = iota
+	// viaDriverOnly: an executable without that IR (an nvcc build) is
+	// recorded through the driver's injection hook.
+	viaDriverOnly
+	// viaEither: not an executable (a script); what it runs is recorded by
+	// whichever applies.
+	viaEither
+)
+
+func howToRecord(app string) recordingPath {
+	f, err := elf.Open(app)
+	if err != nil {
+		return viaEither
+	}
+	defer f.Close()
+	if sec := f.Section(appabi.IRSection); sec != nil && sec.Type != elf.SHT_NOBITS {
+		return viaShim
+	}
+	return viaDriverOnly
+}
+
+// injectLibrary is libmneme_inject.so beside the runtime library rt, or
+// MNEME_INJECT_LIB when set.
+func injectLibrary(rt string) (string, error) {
+	if p := os.Getenv(record.EnvInjectLib); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("injection library %s (%s): %v", p, record.EnvInjectLib, unwrapPathError(err))
+		}
+		return filepath.Abs(p)
+	}
+	lib := filepath.Join(filepath.Dir(rt), "libmneme_inject.so")
+	if _, err := os.Stat(lib); err != nil {
+		return "", fmt.Errorf("injection library %s not found, which records applications not built with `mneme config cxx` (build the prefix with `make all`, or set %s)", lib, record.EnvInjectLib)
 	}
 	return lib, nil
 }

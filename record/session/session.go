@@ -68,6 +68,10 @@ func (e *Failure) Error() string { return e.Msg }
 // noKernelsMsg is the diagnosis when the runtime never saw a registration.
 const noKernelsMsg = "no kernels were registered: was it built with `mneme config cxx`?"
 
+// noDriverMsg is the diagnosis when an application recorded through the
+// driver never initialized CUDA.
+const noDriverMsg = "no kernels were registered: the application never initialized the CUDA driver (is it a CUDA program?)"
+
 // Record runs the application under the recorder and writes the summary of
 // what it recorded, and where the time went, to log. Bad options, a missing
 // application or an unusable database directory are a *mneme.InputError,
@@ -85,7 +89,13 @@ func Record(o Options, log io.Writer) error {
 		return err
 	}
 	rdb := dbDir.Dir()
-	env := recordEnv(os.Environ(), map[string]string{
+	// An application built without mneme's compiler wrapper (no embedded
+	// IR: an nvcc build, a script) is recorded through the driver: the
+	// driver loads the injection library, which sees its calls through
+	// CUPTI (docs/design.md, "Recording through the driver").
+	how := howToRecord(app)
+	viaDriver := how == viaDriverOnly
+	set := map[string]string{
 		record.EnvRecord:        "1",
 		record.EnvDB:            rdb,
 		record.EnvVASS:          o.VASS,
@@ -96,7 +106,19 @@ func Record(o Options, log io.Writer) error {
 		record.EnvRuntimeLib:    lib,
 		record.EnvRank:          rankEnv,
 		record.EnvRecordTuned:   map[bool]string{false: "0", true: "1"}[o.WithTunedKernels],
-	})
+	}
+	var injectErr error
+	if how != viaShim {
+		// A launcher or script may run programs built with the wrapper,
+		// which their shim records (the injection library stands aside in
+		// a process that carries the shim): a missing injection library is
+		// reported only if nothing was recorded.
+		var inj string
+		if inj, injectErr = injectLibrary(lib); injectErr == nil {
+			set[EnvCUDAInjection] = inj
+		}
+	}
+	env := recordEnv(os.Environ(), set)
 	// The kernels' IR is analyzed while the application runs: the
 	// translation units the runtime writes are those embedded in the
 	// executable, so little LLVM work is left for after it exits. Starting
@@ -105,10 +127,12 @@ func Record(o Options, log io.Writer) error {
 	var prefetch *llvmir.Prefetched
 	record.Trace("mneme", "application start")
 	appExit, appDesc := runApplication(app, o.Command[1:], env, streams(o), func() {
-		prefetch = llvmir.Prefetch(func() ([]appabi.IREntry, error) { return appabi.ExecutableIR(app) })
+		if !viaDriver {
+			prefetch = llvmir.Prefetch(func() ([]appabi.IREntry, error) { return appabi.ExecutableIR(app) })
+		}
 	})
 	record.Trace("mneme", "application exited")
-	r := &readBack{rdb: rdb, appExit: appExit, appDesc: appDesc, irTools: llvmir.Tools{},
+	r := &readBack{rdb: rdb, appExit: appExit, appDesc: appDesc, irTools: llvmir.Tools{}, viaDriver: viaDriver, injectErr: injectErr,
 		embeddedIR: func() ([]appabi.IREntry, error) { return appabi.ExecutableIR(app) }}
 	if prefetch != nil {
 		defer prefetch.Close()
@@ -176,6 +200,13 @@ func selectRank(o *Options, log io.Writer) (rankEnv string, untouched bool, err 
 		return "", true, nil
 	}
 	if sel.Several() {
+		// The ranks' folders go inside -rdb: it must not lead elsewhere
+		// either (each rank's own folder is checked as -rdb is).
+		if abs, err := filepath.Abs(o.DB); err == nil {
+			if err := refuseLink(abs); err != nil {
+				return "", false, mneme.BadInput(err)
+			}
+		}
 		o.DB = filepath.Join(o.DB, RankDir(rank))
 	}
 	return strconv.Itoa(rank), false, nil
@@ -242,6 +273,8 @@ type readBack struct {
 	appDesc    string
 	irTools    record.IRTools
 	embeddedIR func() ([]appabi.IREntry, error)
+	viaDriver  bool  // recorded through the driver (CUDA_INJECTION64_PATH)
+	injectErr  error // why the injection library could not be set up
 }
 
 // fail is a Failure with the application's exit code, or 1 when it succeeded.
@@ -258,8 +291,21 @@ func (r *readBack) fail(msg string) error {
 // what went wrong.
 func (r *readBack) finish() (*record.Status, string, error) {
 	status, statusErr := record.ReadStatus(r.rdb)
+	if r.viaDriver && statusErr == nil && status.KernelsRegistered == 0 && len(status.Errors) > 0 {
+		// What stopped the injection library (no CUPTI, say), said once.
+		return nil, "", r.fail(status.Errors[0])
+	}
 	if errors.Is(statusErr, record.ErrNoStatus) || (statusErr == nil && status.KernelsRegistered == 0) {
 		msg := noKernelsMsg
+		if r.viaDriver {
+			msg = noDriverMsg
+			if statusErr == nil {
+				msg = "no kernels were registered: the application launched no kernel"
+			}
+		}
+		if r.injectErr != nil {
+			msg += "; " + r.injectErr.Error()
+		}
 		if r.appExit != 0 {
 			msg += " (the application " + r.appDesc + ")"
 		}
@@ -315,6 +361,12 @@ func (r *readBack) summarize(status *record.Status) (summary string, finalizeErr
 		summary = fmt.Sprintf("%d instance(s) of %d kernel(s) recorded in %s (%d of %d launches selected)",
 			d.NumInstances(), len(d.Kernels), rdb, status.LaunchesSelected, status.LaunchesSeen)
 		record.Trace("mneme", "read back")
+	}
+	if status.InstancesReplaced > 0 {
+		summary += fmt.Sprintf("; %d instance(s) gave their place to new launch shapes (--max-recordings)", status.InstancesReplaced)
+	}
+	if status.StatsKernels > 0 {
+		summary += fmt.Sprintf("; launch statistics of %d kernel(s) in %s (mneme inspect shows them)", status.StatsKernels, db.LaunchStatsFileName)
 	}
 	if status.SnapshotSeconds > 0 {
 		// No rate: chunks already stored or all zero count as device data

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -251,5 +252,95 @@ func TestRecordReportsWhatWentWrong(t *testing.T) {
 		if !errors.As(err, &f) || f.ExitCode != 1 || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want a Failure saying %q", c.name, err, c.want)
 		}
+	}
+}
+
+// TestRecordRefusesLinkedDatabaseDirectories: -rdb, and a rank's folder in
+// it, must be directories of their own: a link would send the recording (and
+// --overwrite's swap, which moves the folder's other files) to its target.
+func TestRecordRefusesLinkedDatabaseDirectories(t *testing.T) {
+	target := filepath.Join(t.TempDir(), "elsewhere")
+	writeRecording(t, target)
+	os.WriteFile(filepath.Join(target, "notes.txt"), []byte("theirs"), 0o644)
+	before := recordingFiles(target)
+	check := func(name string, o Options, want string) {
+		t.Helper()
+		err := Record(o, &bytes.Buffer{})
+		var in *mneme.InputError
+		if !errors.As(err, &in) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "is a symbolic link") {
+			t.Errorf("%s: %v", name, err)
+		}
+		if got := recordingFiles(target); len(got) != len(before) {
+			t.Errorf("%s: the link's target changed: %v", name, got)
+		}
+		if data, _ := os.ReadFile(filepath.Join(target, "notes.txt")); string(data) != "theirs" {
+			t.Errorf("%s: the target's other files moved", name)
+		}
+	}
+	for _, overwrite := range []bool{false, true} {
+		o := options(t, "/bin/true")
+		if err := os.Symlink(target, o.DB); err != nil {
+			t.Fatal(err)
+		}
+		o.Overwrite = overwrite
+		check(fmt.Sprintf("-rdb a link, --overwrite=%v", overwrite), o, o.DB)
+	}
+	// Several ranks record, each into -rdb/rank-N: a link there is refused,
+	// and so is a linked -rdb.
+	o := options(t, "/bin/true")
+	o.RecordRanks, o.Getenv = "all", func(v string) string { return map[string]string{"OMPI_COMM_WORLD_RANK": "1"}[v] }
+	if err := os.MkdirAll(o.DB, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, filepath.Join(o.DB, "rank-1")); err != nil {
+		t.Fatal(err)
+	}
+	check("a rank's folder a link", o, "rank-1")
+	linked := options(t, "/bin/true")
+	linked.RecordRanks, linked.Getenv = o.RecordRanks, o.Getenv
+	if err := os.Symlink(o.DB, linked.DB); err != nil {
+		t.Fatal(err)
+	}
+	check("-rdb of ranks a link", linked, linked.DB)
+}
+
+// TestStaleStagingIsRemovedByTheNextRecord: a record killed while it
+// recorded into a staging directory leaves it; the next record into the
+// same -rdb removes it, but never one a running record holds.
+func TestStaleStagingIsRemovedByTheNextRecord(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "rdb")
+	writeRecording(t, dir)
+	stale := filepath.Join(filepath.Dir(dir), ".rdb.recording-123")
+	if err := os.MkdirAll(stale, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(stale, "half.json"), []byte("{"), 0o644)
+	// Another -rdb's staging beside it is not this one's.
+	other := filepath.Join(filepath.Dir(dir), ".rdb2.recording-1")
+	if err := os.MkdirAll(other, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	live, err := prepareDatabaseDir(dir, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the stale staging directory is still there: %v", err)
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Errorf("another database's staging directory was removed: %v", err)
+	}
+	// A second record while the first runs leaves the first's staging alone.
+	second, err := prepareDatabaseDir(dir, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(live.Staging); err != nil {
+		t.Errorf("a running record's staging directory was removed: %v", err)
+	}
+	second.discard()
+	live.discard()
+	if m, _ := filepath.Glob(stagingPattern(dir)); len(m) != 0 {
+		t.Errorf("staging left: %v", m)
 	}
 }

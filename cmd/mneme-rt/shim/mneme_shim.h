@@ -17,6 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "deploy_policy.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -45,7 +47,7 @@ enum {
 
 /* Bumped whenever a structure or signature below changes; the library
  * refuses a shim of another version instead of misreading it. */
-#define MNEME_RT_ABI_VERSION 7
+#define MNEME_RT_ABI_VERSION 8
 
 /* One __cudaRegisterFunction call. */
 struct mneme_kernel_reg {
@@ -75,6 +77,11 @@ struct mneme_launch_memo {
   /* Non-zero: the kernel takes no new instances; launches whose key is not
    * remembered are forwarded and counted without asking. */
   int capped;
+  /* Non-zero: the kernel takes no new instance of this launch's shape
+   * (grid, block, dynamic shared memory), whatever its arguments: later
+   * launches with the shape are forwarded and counted without asking, as
+   * capped ones are. */
+  int shape_covered;
 };
 
 /* Launches the shim forwarded without asking, for memo_drain: of kernel
@@ -113,6 +120,71 @@ struct mneme_launch_throttle {
   int (*exchange_capture_mode)(int *mode);
   void *events[MNEME_THROTTLE_EVENTS]; /* CUevent, in the app's context */
   unsigned every;
+};
+
+/* ---- launch statistics ----
+ * While recording, the shim counts every launch of every kernel in C (no
+ * call into the library): per kernel its launch shapes with their counts,
+ * per parameter of at most MNEME_STATS_MAX_ARG_BYTES the distinct values it
+ * took (up to MNEME_STATS_MAX_VALUES), and the GPU time of a sample of
+ * launches, bracketed by two of the library's events on the launch's
+ * stream: a shape's launches 2 to 1 + MNEME_STATS_TIMED_FIRST (the first
+ * pays for loading the kernel's code), then every MNEME_STATS_TIMED_EVERY-th,
+ * while one of MNEME_STATS_TIMER_SLOTS pairs of events is free. */
+#define MNEME_STATS_MAX_SHAPES 32
+#define MNEME_STATS_MAX_VALUES 16
+#define MNEME_STATS_MAX_ARG_BYTES 8
+#define MNEME_STATS_MAX_ARGS 64
+#define MNEME_STATS_TIMED_FIRST 4
+#define MNEME_STATS_TIMED_EVERY 64
+#define MNEME_STATS_TIMER_SLOTS 64
+
+/* One launch shape of a kernel and its launches. */
+struct mneme_stats_shape {
+  unsigned grid[3], block[3];
+  uint64_t shared;
+  uint64_t launches;
+  uint64_t timed;    /* launches timed */
+  uint64_t timed_ns; /* their summed GPU time */
+  int covered;       /* the library said it takes no new instance of it */
+};
+
+/* One parameter's values over a kernel's launches. */
+struct mneme_stats_arg {
+  unsigned size;
+  int tracked; /* 0: too large, or past MNEME_STATS_MAX_ARGS */
+  int more;    /* more values came than the table holds: no longer watched */
+  int nvalues;
+  int last; /* the value the previous launch passed: checked first */
+  uint64_t values[MNEME_STATS_MAX_VALUES]; /* little-endian bytes, 0-padded */
+  uint64_t counts[MNEME_STATS_MAX_VALUES];
+};
+
+/* A kernel's statistics as stats_read copies them. */
+struct mneme_kernel_stats {
+  uint64_t launches;
+  uint64_t other_launches; /* of shapes beyond the table */
+  int nshapes;
+  int last_shape;
+  struct mneme_stats_shape shapes[MNEME_STATS_MAX_SHAPES];
+  /* -1: the parameters were never learnt. -2: learnt after launches were
+   * counted, so the values do not cover every launch and are not given. */
+  int nparams;
+  struct mneme_stats_arg args[MNEME_STATS_MAX_ARGS];
+};
+
+/* The library's events and driver entries for timing launches (the
+ * driver's, like the throttle's, so the application's runtime error state
+ * is never touched): events[2 i] and events[2 i + 1] bracket a launch. */
+struct mneme_stats_timer {
+  int (*event_record)(void *event, void *stream); /* cuEventRecord */
+  int (*event_elapsed)(float *ms, void *start,
+                       void *end); /* cuEventElapsedTime */
+  int (*stream_is_capturing)(void *stream,
+                             int *status); /* cuStreamIsCapturing */
+  int (*exchange_capture_mode)(
+      int *mode); /* cuThreadExchangeStreamCaptureMode */
+  void *events[2 * MNEME_STATS_TIMER_SLOTS];
 };
 
 /* What the shim offers the library: the embedded IR, the registration tables
@@ -177,15 +249,28 @@ struct mneme_host_api {
    * it returns, no application thread uses the previous events any more.
    * Returns 0 when t is unusable (no entries, every 0). */
   int (*throttle)(const struct mneme_launch_throttle *t);
+
+  /* Launch statistics (see MNEME_STATS_*). stats_enable tells the shim a
+   * kernel's parameter sizes, before its first launch is counted (the
+   * library learns them on that launch, which it is shown); 0 if it could
+   * not keep them. stats_timer turns timing on with t's events, or off (t
+   * NULL: samples in flight are dropped); 0 when t is unusable.
+   * stats_collect adds the time of every sampled launch that has finished
+   * and returns how many are still in flight. stats_read copies kernel
+   * kernel_index's statistics into out (0: none yet). stats_add_time adds
+   * a launch the library timed itself (one it recorded) to its shape. */
+  int (*stats_enable)(int kernel_index, int nparams, const size_t *sizes);
+  int (*stats_timer)(const struct mneme_stats_timer *t);
+  int (*stats_collect)(void);
+  int (*stats_read)(int kernel_index, struct mneme_kernel_stats *out);
+  void (*stats_add_time)(int kernel_index, dim3 grid, dim3 block, size_t shared,
+                         uint64_t ns);
 };
 
 enum {
   MNEME_MODE_RECORD = 0,
   MNEME_MODE_DEPLOY = 1,
 };
-
-/* The most specialized arguments a variant the shim remembers may have. */
-#define MNEME_DEPLOY_MAX_FOLDED 32
 
 /* What mneme_rt_deploy_launch answers about a launch of a kernel in
  * deployment. handled is an MNEME_LAUNCH_* value. A non-NULL function is
@@ -195,8 +280,9 @@ enum {
  * cuLaunchKernel) without calling the library again. A launch
  * whose block is recorded_block (or any launch when that is zero) runs with
  * the tuned block (zero: the launch's own) and a grid derived so the
- * launch's threads stay covered, as deploy.Plan.Geometry does; one the
- * derived grid would not fit keeps its own geometry. */
+ * launch's threads stay covered (mneme_deploy_geometry in deploy_policy.h,
+ * as deploy.Plan.Geometry does); one the derived grid would not fit keeps
+ * its own geometry. */
 struct mneme_deploy_answer {
   int handled;
   void *function;

@@ -1,5 +1,7 @@
 /* Allocations: while recording, served from the library's arena when it
- * takes them, so that a recording can find what a kernel touches. */
+ * takes them, so that a recording can find what a kernel touches; while
+ * deploying tuned kernels, the first one starts loading the library in the
+ * background (mneme_deploy_start_background). */
 #include "shim_internal.h"
 
 /* CUDA pads pitched rows to 512 bytes on current GPUs; the arena does the
@@ -19,16 +21,22 @@ static cudaError_t arena_malloc(void **ptr, size_t size, int kind) {
 }
 
 cudaError_t __wrap_cudaMalloc(void **ptr, size_t size) {
-  if (__builtin_expect(!mneme_recording, 1))
-    return __real_cudaMalloc(ptr, size);
+  if (__builtin_expect(!mneme_recording, 1)) {
+    cudaError_t e = __real_cudaMalloc(ptr, size);
+    deploy_early_start();
+    return e;
+  }
   cudaError_t e = arena_malloc(ptr, size, MNEME_ALLOC_PLAIN);
   return e == MNEME_RT_FORWARD ? __real_cudaMalloc(ptr, size) : e;
 }
 
 cudaError_t __wrap_cudaMallocPitch(void **ptr, size_t *pitch, size_t width,
                                    size_t height) {
-  if (__builtin_expect(!mneme_recording, 1))
-    return __real_cudaMallocPitch(ptr, pitch, width, height);
+  if (__builtin_expect(!mneme_recording, 1)) {
+    cudaError_t e = __real_cudaMallocPitch(ptr, pitch, width, height);
+    deploy_early_start();
+    return e;
+  }
   size_t p = pitch_of(width);
   cudaError_t e = arena_malloc(ptr, p * height, MNEME_ALLOC_PITCH);
   if (e == MNEME_RT_FORWARD)
@@ -39,8 +47,11 @@ cudaError_t __wrap_cudaMallocPitch(void **ptr, size_t *pitch, size_t width,
 }
 
 cudaError_t __wrap_cudaMalloc3D(cudaPitchedPtr *ptr, cudaExtent extent) {
-  if (__builtin_expect(!mneme_recording, 1))
-    return __real_cudaMalloc3D(ptr, extent);
+  if (__builtin_expect(!mneme_recording, 1)) {
+    cudaError_t e = __real_cudaMalloc3D(ptr, extent);
+    deploy_early_start();
+    return e;
+  }
   size_t p = pitch_of(extent.width);
   void *dev = NULL;
   cudaError_t e =
@@ -58,16 +69,22 @@ cudaError_t __wrap_cudaMalloc3D(cudaPitchedPtr *ptr, cudaExtent extent) {
 
 cudaError_t __wrap_cudaMallocAsync(void **ptr, size_t size,
                                    cudaStream_t stream) {
-  if (__builtin_expect(!mneme_recording, 1))
-    return __real_cudaMallocAsync(ptr, size, stream);
+  if (__builtin_expect(!mneme_recording, 1)) {
+    cudaError_t e = __real_cudaMallocAsync(ptr, size, stream);
+    deploy_early_start();
+    return e;
+  }
   cudaError_t e = arena_malloc(ptr, size, MNEME_ALLOC_ASYNC);
   return e == MNEME_RT_FORWARD ? __real_cudaMallocAsync(ptr, size, stream) : e;
 }
 
 cudaError_t __wrap_cudaMallocAsync_ptsz(void **ptr, size_t size,
                                         cudaStream_t stream) {
-  if (__builtin_expect(!mneme_recording, 1))
-    return __real_cudaMallocAsync_ptsz(ptr, size, stream);
+  if (__builtin_expect(!mneme_recording, 1)) {
+    cudaError_t e = __real_cudaMallocAsync_ptsz(ptr, size, stream);
+    deploy_early_start();
+    return e;
+  }
   cudaError_t e = arena_malloc(ptr, size, MNEME_ALLOC_ASYNC);
   return e == MNEME_RT_FORWARD ? __real_cudaMallocAsync_ptsz(ptr, size, stream)
                                : e;
@@ -75,8 +92,11 @@ cudaError_t __wrap_cudaMallocAsync_ptsz(void **ptr, size_t size,
 
 cudaError_t __wrap_cudaMallocManaged(void **ptr, size_t size,
                                      unsigned int flags) {
-  if (__builtin_expect(!mneme_recording, 1))
-    return __real_cudaMallocManaged(ptr, size, flags);
+  if (__builtin_expect(!mneme_recording, 1)) {
+    cudaError_t e = __real_cudaMallocManaged(ptr, size, flags);
+    deploy_early_start();
+    return e;
+  }
   mneme_warn_managed();
   if (load_runtime(1))
     mneme_rt.managed(size);

@@ -141,4 +141,9 @@ struct mneme_host_api mneme_host_api_table = {
     .memo_drain = mneme_api_memo_drain,
     .fatbin_image = api_fatbin_image,
     .throttle = mneme_api_throttle,
+    .stats_enable = mneme_api_stats_enable,
+    .stats_timer = mneme_api_stats_timer,
+    .stats_collect = mneme_api_stats_collect,
+    .stats_read = mneme_api_stats_read,
+    .stats_add_time = mneme_api_stats_add_time,
 };

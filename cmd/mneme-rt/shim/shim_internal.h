@@ -85,6 +85,7 @@ cudaError_t cudaDeviceSynchronize(void);
 cudaError_t cudaStreamSynchronize(cudaStream_t stream);
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, int kind);
 cudaError_t cudaGetDevice(int *device);
+cudaError_t cudaSetDevice(int device);
 cudaError_t cudaDriverGetVersion(int *version);
 cudaError_t cudaRuntimeGetVersion(int *version);
 const char *cudaGetErrorString(cudaError_t err);
@@ -151,6 +152,7 @@ struct kernel_entry {
   unsigned jit_recorded[3];       /* the block tuning started from */
   struct launch_memo *memo;       /* owned; NULL until the library enables it */
   uint64_t forwarded; /* launches forwarded without asking, undrained */
+  struct mneme_kernel_stats *stats; /* owned; NULL until first counted */
 };
 struct var_entry {
   struct mneme_var_reg reg;
@@ -280,6 +282,113 @@ void mneme_memo_insert(struct launch_memo *m, uint64_t h,
 int mneme_api_memo_enable(int idx, int nparams, const size_t *sizes);
 int mneme_api_memo_drain(struct mneme_launch_count *out, int cap);
 
+/* ---- launch statistics (shim_stats.c; see MNEME_STATS_* in mneme_shim.h)
+ */
+
+/* mneme_stats_new is a kernel's empty statistics with nparams parameters
+ * of the given sizes (nparams -1: not known), or NULL without memory. */
+struct mneme_kernel_stats *mneme_stats_new(int nparams, const size_t *sizes);
+
+/* stats_shape finds (or adds) a launch shape in s: its index, or -1 when
+ * the table is full. The previous launch's shape is checked first. */
+static inline int stats_shape(struct mneme_kernel_stats *s, dim3 grid,
+                              dim3 block, uint64_t shared) {
+  const unsigned want[6] = {grid.x, grid.y, grid.z, block.x, block.y, block.z};
+  struct mneme_stats_shape *sh = &s->shapes[s->last_shape];
+  if (s->nshapes > 0 && sh->shared == shared &&
+      memcmp(sh->grid, want, sizeof want) == 0)
+    return s->last_shape;
+  for (int i = 0; i < s->nshapes; i++) {
+    sh = &s->shapes[i];
+    if (sh->shared == shared && memcmp(sh->grid, want, sizeof want) == 0)
+      return s->last_shape = i;
+  }
+  if (s->nshapes == MNEME_STATS_MAX_SHAPES)
+    return -1;
+  sh = &s->shapes[s->nshapes];
+  memcpy(sh->grid, want, sizeof want);
+  sh->shared = shared;
+  return s->last_shape = s->nshapes++;
+}
+
+/* stats_args counts the launch's argument values. */
+static inline void stats_args(struct mneme_kernel_stats *s, void **args) {
+  int n = s->nparams < MNEME_STATS_MAX_ARGS ? s->nparams : MNEME_STATS_MAX_ARGS;
+  if (n > 0 && args == NULL) {
+    s->nparams = -2;
+    return;
+  }
+  for (int i = 0; i < n; i++) {
+    struct mneme_stats_arg *a = &s->args[i];
+    if (!a->tracked || a->more)
+      continue;
+    if (args[i] == NULL) {
+      s->nparams = -2;
+      return;
+    }
+    uint64_t v = 0;
+    memcpy(&v, args[i], a->size);
+    if (a->nvalues > 0 && a->values[a->last] == v) {
+      a->counts[a->last]++;
+      continue;
+    }
+    int j = 0;
+    while (j < a->nvalues && a->values[j] != v)
+      j++;
+    if (j == a->nvalues) {
+      if (j == MNEME_STATS_MAX_VALUES) {
+        a->more = 1;
+        continue;
+      }
+      a->values[j] = v;
+      a->nvalues++;
+    }
+    a->counts[j]++;
+    a->last = j;
+  }
+}
+
+/* stats_count counts one launch of kernel k: its shape's index (-1: not
+ * in the table) and, in *timed, whether the launch is one to time. Called
+ * with mneme_table_lock held. */
+static inline int stats_count(struct kernel_entry *k, dim3 grid, dim3 block,
+                              size_t shared, void **args, int *timed) {
+  struct mneme_kernel_stats *s = k->stats;
+  *timed = 0;
+  if (s == NULL && (s = k->stats = mneme_stats_new(-1, NULL)) == NULL)
+    return -1;
+  s->launches++;
+  int si = stats_shape(s, grid, block, shared);
+  if (si >= 0) {
+    uint64_t n = ++s->shapes[si].launches;
+    *timed = n >= 2 && (n <= 1 + MNEME_STATS_TIMED_FIRST ||
+                        n % MNEME_STATS_TIMED_EVERY == 0);
+  } else {
+    s->other_launches++;
+  }
+  if (s->nparams > 0)
+    stats_args(s, args);
+  return si;
+}
+
+/* Non-zero while the library has launch timing on. */
+extern int mneme_stats_timing;
+/* mneme_stats_begin takes a free pair of events and records the first on
+ * the launch's stream; it returns the slot, or -1 (none free, the stream is
+ * being captured, or the record failed). mneme_stats_end records the
+ * second after the launch (ok) or gives the slot back. Out of line: they
+ * run only for the sampled launches. */
+int mneme_stats_begin(int idx, int shape, cudaStream_t stream, int ptsz)
+    __attribute__((cold, noinline));
+void mneme_stats_end(int slot, int ok, cudaStream_t stream, int ptsz)
+    __attribute__((cold, noinline));
+int mneme_api_stats_enable(int idx, int nparams, const size_t *sizes);
+int mneme_api_stats_timer(const struct mneme_stats_timer *t);
+int mneme_api_stats_collect(void);
+int mneme_api_stats_read(int idx, struct mneme_kernel_stats *out);
+void mneme_api_stats_add_time(int idx, dim3 grid, dim3 block, size_t shared,
+                              uint64_t ns);
+
 /* ---- the launch throttle (shim_throttle.c) ---- */
 
 /* Non-zero while the library has the throttle on. */
@@ -337,6 +446,24 @@ static inline int load_runtime(int init_cuda) {
   if (__builtin_expect(mneme_rt_ready != 0, 1))
     return mneme_rt_ready > 0;
   return mneme_load_runtime_once(init_cuda);
+}
+
+/* Non-zero while a background thread loads the library for deployment
+ * (mneme_deploy_start): a launch meanwhile runs the application's own code
+ * instead of waiting, so loading never holds the application up. */
+extern int mneme_rt_loading;
+
+/* mneme_deploy_start_background starts loading the library for deployment
+ * in a thread of its own, once: the runtime then loads the tuned kernels'
+ * cached code before their first launch. Called at the application's first
+ * allocation, when its CUDA context exists. */
+void mneme_deploy_start_background(void) __attribute__((cold, noinline));
+
+/* deploy_early_start is the allocation path's hook: one predictable
+ * branch unless deploying with the library not yet started. */
+static inline void deploy_early_start(void) {
+  if (__builtin_expect(mneme_deploying && mneme_rt_ready == 0, 0))
+    mneme_deploy_start_background();
 }
 
 /* mneme_warn_managed warns once that managed memory is not replayed. */

@@ -11,36 +11,51 @@
  * ~1 KiB of arguments. */
 #define MEMO_STACK_KEY 1024
 
+/* A launch's place in its kernel's statistics, decided under the lock and
+ * used after it: its kernel, its shape (-1: not in the table) and whether
+ * it is one to time. counted: the launch was counted. */
+struct launch_stats {
+  int counted;
+  int shape;
+  int timed;
+};
+
 /* memo_forward decides a launch in C when it can: a kernel the library
- * never wants to see, a remembered repeat, or a capped kernel. It returns
- * the kernel's index (or -1) in *idx and whether to forward at once. The
- * launch's key goes to *key, replaced by a heap buffer for large keys,
- * which the caller frees. Called with mneme_table_lock held. */
+ * never wants to see, a remembered repeat, a shape the kernel takes no new
+ * instance of, or a capped kernel. It returns the kernel's index (or -1)
+ * in *idx and whether to forward at once, and counts the launch in the
+ * kernel's statistics once the library has seen the kernel. The launch's
+ * key goes to *key, replaced by a heap buffer for large keys, which the
+ * caller frees. Called with mneme_table_lock held. */
 static int memo_forward(const void *func, dim3 grid, dim3 block, void **args,
-                        size_t shared, int *idx, unsigned char **key) {
+                        size_t shared, int *idx, unsigned char **key,
+                        struct launch_stats *st) {
   *idx = kernel_index_locked(func);
   if (*idx < 0)
     return 0;
   struct kernel_entry *k = &mneme_kernels[*idx];
+  if (k->stats != NULL) {
+    st->counted = 1;
+    st->shape = stats_count(k, grid, block, shared, args, &st->timed);
+  }
   if (k->forward_always) {
     k->forwarded++;
     mneme_memo_pending++;
     return 1;
   }
   struct launch_memo *m = k->memo;
-  if (m == NULL)
-    return 0;
-  if (m->key_len > MEMO_STACK_KEY && (*key = malloc(m->key_len)) == NULL)
-    return 0;
-  if (!launch_key(m, grid, block, shared, args, *key))
-    return 0;
-  struct memo_slot *s = memo_find(m, key_hash(*key, m->key_len), *key);
-  if (s != NULL) {
-    s->launches++;
-    mneme_memo_pending++;
-    return 1;
+  if (m != NULL &&
+      (m->key_len <= MEMO_STACK_KEY || (*key = malloc(m->key_len)) != NULL) &&
+      launch_key(m, grid, block, shared, args, *key)) {
+    struct memo_slot *s = memo_find(m, key_hash(*key, m->key_len), *key);
+    if (s != NULL) {
+      s->launches++;
+      mneme_memo_pending++;
+      return 1;
+    }
   }
-  if (m->capped) {
+  if ((m != NULL && m->capped) ||
+      (st->counted && st->shape >= 0 && k->stats->shapes[st->shape].covered)) {
     k->forwarded++;
     mneme_memo_pending++;
     return 1;
@@ -53,12 +68,14 @@ static int memo_forward(const void *func, dim3 grid, dim3 block, void **args,
 static void memo_learn(int idx, int handled,
                        const struct mneme_launch_memo *memo, dim3 grid,
                        dim3 block, void **args, size_t shared,
-                       unsigned char **key) {
+                       unsigned char **key, int shape) {
   if (idx < 0 || idx >= mneme_n_kernels)
     return;
   struct kernel_entry *k = &mneme_kernels[idx];
   if (handled == MNEME_LAUNCH_FORWARD_ALWAYS)
     k->forward_always = 1;
+  if (memo->shape_covered && shape >= 0 && k->stats != NULL)
+    k->stats->shapes[shape].covered = 1;
   struct launch_memo *m = k->memo;
   if (m == NULL)
     return;
@@ -94,6 +111,24 @@ static inline cudaError_t forward_launch(const void *func, dim3 grid,
   return e;
 }
 
+/* stats_forward forwards a launch, bracketed by a pair of the library's
+ * events when it is one to time and a pair is free. */
+static inline cudaError_t stats_forward(int idx, const struct launch_stats *st,
+                                        const void *func, dim3 grid, dim3 block,
+                                        void **args, size_t shared,
+                                        cudaStream_t stream, int ptsz) {
+  if (__builtin_expect(
+          !st->timed || st->shape < 0 ||
+              !__atomic_load_n(&mneme_stats_timing, __ATOMIC_RELAXED),
+          1))
+    return forward_launch(func, grid, block, args, shared, stream, ptsz);
+  int slot = mneme_stats_begin(idx, st->shape, stream, ptsz);
+  cudaError_t e = forward_launch(func, grid, block, args, shared, stream, ptsz);
+  if (slot >= 0)
+    mneme_stats_end(slot, e == mneme_cudaSuccess, stream, ptsz);
+  return e;
+}
+
 static cudaError_t record_launch(const void *func, dim3 grid, dim3 block,
                                  void **args, size_t shared,
                                  cudaStream_t stream, int ptsz) {
@@ -101,31 +136,40 @@ static cudaError_t record_launch(const void *func, dim3 grid, dim3 block,
     return api_launch(func, grid, block, args, shared, stream, ptsz);
   unsigned char stack_key[MEMO_STACK_KEY], *key = stack_key;
   int idx;
+  struct launch_stats st = {0, -1, 0};
   pthread_mutex_lock(&mneme_table_lock);
-  int forward = memo_forward(func, grid, block, args, shared, &idx, &key);
+  int forward = memo_forward(func, grid, block, args, shared, &idx, &key, &st);
   pthread_mutex_unlock(&mneme_table_lock);
   if (key != stack_key) {
     free(key);
     key = stack_key;
   }
   if (forward)
-    return forward_launch(func, grid, block, args, shared, stream, ptsz);
+    return stats_forward(idx, &st, func, grid, block, args, shared, stream,
+                         ptsz);
   int handled = MNEME_LAUNCH_FORWARD;
-  struct mneme_launch_memo memo = {0, 0};
+  struct mneme_launch_memo memo = {0, 0, 0};
   cudaError_t e =
       mneme_rt.launch(func, idx, grid.x, grid.y, grid.z, block.x, block.y,
                       block.z, args, shared, stream, ptsz, &handled, &memo);
-  if (idx >= 0 && (handled == MNEME_LAUNCH_FORWARD_ALWAYS || memo.repeat > 0 ||
-                   memo.capped)) {
+  if (idx >= 0) {
     pthread_mutex_lock(&mneme_table_lock);
-    memo_learn(idx, handled, &memo, grid, block, args, shared, &key);
+    /* A kernel's first launch is counted once the library has told the
+     * shim its parameters, which it learns on that launch. */
+    if (!st.counted)
+      st.shape = stats_count(&mneme_kernels[idx], grid, block, shared, args,
+                             &st.timed);
+    if (handled == MNEME_LAUNCH_FORWARD_ALWAYS || memo.repeat > 0 ||
+        memo.capped || memo.shape_covered)
+      memo_learn(idx, handled, &memo, grid, block, args, shared, &key,
+                 st.shape);
     pthread_mutex_unlock(&mneme_table_lock);
     if (key != stack_key)
       free(key);
   }
   if (handled == MNEME_LAUNCH_DONE)
     return e;
-  return forward_launch(func, grid, block, args, shared, stream, ptsz);
+  return stats_forward(idx, &st, func, grid, block, args, shared, stream, ptsz);
 }
 
 typedef int (*cu_launch_fn)(void *f, unsigned gx, unsigned gy, unsigned gz,
@@ -139,47 +183,26 @@ typedef int (*cu_launch_fn)(void *f, unsigned gx, unsigned gy, unsigned gz,
 
 static cu_launch_fn deploy_cu_launch;
 
-/* rederive is the grid dimension that keeps grid * block threads covered
- * with the tuned block dimension; 0 when it exceeds limit. */
-static unsigned rederive(unsigned grid, unsigned block, unsigned tuned,
-                         unsigned long long limit) {
-  if (tuned == block)
-    return grid;
-  unsigned long long g = ((unsigned long long)grid * block + tuned - 1) / tuned;
-  return g > limit ? 0 : (unsigned)g;
-}
-
 /* fast_launch runs a tuned kernel's code; the geometry follows
- * deploy.Plan.Geometry (see struct mneme_deploy_answer). */
+ * mneme_deploy_geometry (see struct mneme_deploy_answer). */
 static int fast_launch(void *fn, const unsigned tb[3], const unsigned rb[3],
                        dim3 grid, dim3 block, void **args, size_t shared,
                        cudaStream_t stream, int ptsz) {
   void *s = (ptsz && stream == NULL) ? CU_STREAM_PER_THREAD_HANDLE : stream;
-  int retune = tb[0] != 0 && grid.x && grid.y && grid.z &&
-               (rb[0] == 0 ||
-                (block.x == rb[0] && block.y == rb[1] && block.z == rb[2]));
-  if (retune) {
-    unsigned gx = rederive(grid.x, block.x, tb[0], 2147483647ull),
-             gy = rederive(grid.y, block.y, tb[1], 65535ull),
-             gz = rederive(grid.z, block.z, tb[2], 65535ull);
-    if (gx && gy && gz)
-      return deploy_cu_launch(fn, gx, gy, gz, tb[0], tb[1], tb[2],
-                              (unsigned)shared, s, args, NULL);
-  }
-  return deploy_cu_launch(fn, grid.x, grid.y, grid.z, block.x, block.y, block.z,
+  const unsigned g[3] = {grid.x, grid.y, grid.z},
+                 b[3] = {block.x, block.y, block.z};
+  unsigned out[6];
+  mneme_deploy_geometry(tb, rb, g, b, out);
+  return deploy_cu_launch(fn, out[0], out[1], out[2], out[3], out[4], out[5],
                           (unsigned)shared, s, args, NULL);
 }
 
 /* ---- specialized variants: the tuned code of each launch key ---- */
 
-/* Beyond this many keys a kernel's new launches keep asking the library,
- * which runs them with its unspecialized tuned code (its own variant bound
- * is far lower). */
-#define VARIANT_KEYS_MAX 4096
-/* A specialized argument larger than this is not keyed in C. */
-#define VARIANT_ARG_MAX 4096
-/* Launches may use up to 48 KiB of dynamic shared memory without opting in. */
-#define DEFAULT_SHARED_LIMIT (48u << 10)
+/* The limits (MNEME_DEPLOY_MAX_KEYS keys per kernel, beyond which new
+ * launches keep asking the library, which runs them with its unspecialized
+ * tuned code; MNEME_DEPLOY_MAX_KEYED_ARG bytes per keyed argument;
+ * MNEME_DEPLOY_DEFAULT_SHARED) are deploy_policy.h's. */
 
 struct variant_slot {
   uint64_t hash;
@@ -214,19 +237,10 @@ static unsigned char *key_buffer(size_t len, unsigned char *stack) {
  * (0) when the arguments cannot be read. */
 static int variant_key(const struct variant_table *t, dim3 grid, dim3 block,
                        void **args, unsigned char *buf) {
-  if (t->nfolded > 0 && args == NULL)
-    return 0;
-  uint32_t dims[6] = {block.x, block.y, block.z, grid.x, grid.y, grid.z};
-  size_t off = t->dims ? sizeof dims : sizeof dims / 2;
-  memcpy(buf, dims, off);
-  for (int i = 0; i < t->nfolded; i++) {
-    const void *a = args[t->folded[i]];
-    if (a == NULL)
-      return 0;
-    memcpy(buf + off, a, t->folded_size[i]);
-    off += t->folded_size[i];
-  }
-  return 1;
+  const unsigned g[3] = {grid.x, grid.y, grid.z},
+                 b[3] = {block.x, block.y, block.z};
+  return mneme_deploy_variant_key(t->dims, t->nfolded, t->folded,
+                                  t->folded_size, g, b, args, buf);
 }
 
 static struct variant_slot *variant_find(const struct variant_table *t,
@@ -255,7 +269,7 @@ static void *variant_lookup(const struct variant_table *t, dim3 grid,
   if (variant_key(t, grid, block, args, key)) {
     struct variant_slot *s = variant_find(t, key_hash(key, t->key_len), key);
     if (s != NULL &&
-        (shared <= DEFAULT_SHARED_LIMIT || shared <= s->shared_max))
+        (shared <= MNEME_DEPLOY_DEFAULT_SHARED || shared <= s->shared_max))
       fn = s->fn;
   }
   if (key != stack)
@@ -285,21 +299,20 @@ variant_table_new(const struct mneme_deploy_answer *a) {
     return NULL;
   t->dims = a->dims_folded != 0;
   t->nfolded = a->nfolded;
-  t->key_len = (t->dims ? 6 : 3) * sizeof(uint32_t);
   for (int i = 0; i < t->nfolded; i++) {
-    if (a->folded[i] < 0 || a->folded_size[i] > VARIANT_ARG_MAX) {
+    if (a->folded[i] < 0 || a->folded_size[i] > MNEME_DEPLOY_MAX_KEYED_ARG) {
       free(t);
       return NULL;
     }
     t->folded[i] = a->folded[i];
     t->folded_size[i] = a->folded_size[i];
-    t->key_len += a->folded_size[i];
   }
+  t->key_len = mneme_deploy_key_len(t->dims, t->nfolded, t->folded_size);
   return t;
 }
 
 /* variant_insert remembers fn under key (or updates what the key had);
- * without memory, or beyond VARIANT_KEYS_MAX, it remembers nothing and the
+ * without memory, or beyond MNEME_DEPLOY_MAX_KEYS, it remembers nothing and the
  * key keeps asking the library. */
 static void variant_insert(struct variant_table *t, const unsigned char *key,
                            void *fn, unsigned shared_max) {
@@ -310,7 +323,7 @@ static void variant_insert(struct variant_table *t, const unsigned char *key,
     s->shared_max = shared_max;
     return;
   }
-  if (t->used >= VARIANT_KEYS_MAX)
+  if (t->used >= MNEME_DEPLOY_MAX_KEYS)
     return;
   if ((t->used + 1) * 2 > t->cap) {
     size_t cap = t->cap ? t->cap * 2 : 16;
@@ -396,6 +409,14 @@ static cudaError_t deploy_launch(const void *func, dim3 grid, dim3 block,
     pthread_mutex_lock(&mneme_table_lock);
     mneme_kernels[idx].deploy = DEPLOY_FORWARD;
     pthread_mutex_unlock(&mneme_table_lock);
+    return api_launch(func, grid, block, args, shared, stream, ptsz);
+  }
+  /* The library is being loaded beside the application: this launch runs
+   * the application's own code rather than wait, and a later one asks. */
+  if (__builtin_expect(mneme_rt_ready == 0, 0) &&
+      __atomic_load_n(&mneme_rt_loading, __ATOMIC_ACQUIRE)) {
+    mneme_trace("deploy: a launch ran the application's code while the "
+                "library loads");
     return api_launch(func, grid, block, args, shared, stream, ptsz);
   }
   if (!load_runtime(1)) {

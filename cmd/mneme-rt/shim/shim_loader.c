@@ -116,6 +116,40 @@ int mneme_load_runtime_once(int init_cuda) {
   return mneme_rt_ready > 0;
 }
 
+int mneme_rt_loading;
+static int background_started;
+static int background_device;
+
+static void *load_in_background(void *arg) {
+  (void)arg;
+  /* The CUDA runtime's current device is per thread: this thread works on
+   * the application's. */
+  cudaSetDevice(background_device);
+  mneme_trace("deploy: loading the runtime library in the background");
+  mneme_load_runtime_once(1);
+  __atomic_store_n(&mneme_rt_loading, 0, __ATOMIC_RELEASE);
+  mneme_trace("deploy: runtime library ready");
+  return NULL;
+}
+
+void mneme_deploy_start_background(void) {
+  if (__atomic_exchange_n(&background_started, 1, __ATOMIC_ACQ_REL))
+    return;
+  if (cudaGetDevice(&background_device) != mneme_cudaSuccess)
+    background_device = 0;
+  pthread_attr_t attr;
+  pthread_t t;
+  __atomic_store_n(&mneme_rt_loading, 1, __ATOMIC_RELEASE);
+  if (pthread_attr_init(&attr) != 0) {
+    __atomic_store_n(&mneme_rt_loading, 0, __ATOMIC_RELEASE);
+    return;
+  }
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  if (pthread_create(&t, &attr, load_in_background, NULL) != 0)
+    __atomic_store_n(&mneme_rt_loading, 0, __ATOMIC_RELEASE);
+  pthread_attr_destroy(&attr);
+}
+
 __attribute__((destructor)) static void mneme_finish(void) {
   if (!mneme_recording) {
     mneme_trace("exit");

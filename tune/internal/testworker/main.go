@@ -19,12 +19,18 @@
 // TESTWORKER_FAIL_OPEN_GPU=N makes the run workers' opens on GPU N fail;
 // TESTWORKER_INVALID_BLOCK=N makes runs with block.x N end invalid_launch;
 // TESTWORKER_ONLY_BLOCK=N makes runs with another block.x fail verification,
-// as a kernel written for one block shape does.
+// as a kernel written for one block shape does; TESTWORKER_THREADS=N makes
+// runs of more than N threads in x end runtime_error, as a kernel with an
+// unguarded index does; TESTWORKER_SHAPE_TIMES=1 times a launch by how far
+// its block.x is from 128 (launches of up to 1024 threads) or 512 (larger
+// ones); TESTWORKER_LARGE_FAILS_BLOCK=N makes runs with block.x N of more
+// than 1024 threads end runtime_error.
 package main
 
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"strconv"
@@ -122,12 +128,29 @@ func (s *session) Run(c mneme.Config) mneme.Result {
 	if n, err := strconv.Atoi(os.Getenv("TESTWORKER_INVALID_BLOCK")); err == nil && c.Block.X == uint32(n) {
 		return mneme.Result{Status: mneme.StatusInvalidLaunch, Failed: true, Error: "CUDA_ERROR_INVALID_VALUE (test worker told to fail this block)"}
 	}
+	if n, err := strconv.Atoi(os.Getenv("TESTWORKER_THREADS")); err == nil && uint64(c.Grid.X)*uint64(c.Block.X) > uint64(n) {
+		// A kernel with an unguarded index: threads past the data fault.
+		return mneme.Result{Status: mneme.StatusRuntimeError, Failed: true, Error: "CUDA_ERROR_ILLEGAL_ADDRESS (test worker: more threads than the data)"}
+	}
 	if n, err := strconv.Atoi(os.Getenv("TESTWORKER_ONLY_BLOCK")); err == nil && c.Block.X != uint32(n) {
 		return mneme.Result{Status: mneme.StatusFailedVerification, Executed: true, Failed: true, Error: "output differs (test worker verifies one block only)"}
+	}
+	threads := uint64(c.Grid.X) * uint64(c.Block.X)
+	if n, err := strconv.Atoi(os.Getenv("TESTWORKER_LARGE_FAILS_BLOCK")); err == nil && c.Block.X == uint32(n) && threads > 1024 {
+		return mneme.Result{Status: mneme.StatusRuntimeError, Failed: true, Error: "CUDA_ERROR_ILLEGAL_ADDRESS (test worker: this block fails on large launches)"}
 	}
 	times := make([]float64, s.params.Iterations)
 	for i := range times {
 		times[i] = float64(c.Block.X) + float64(i)
+		if os.Getenv("TESTWORKER_SHAPE_TIMES") != "" {
+			// Small launches run best with 128-thread blocks, large ones
+			// with 512.
+			best := 128.0
+			if threads > 1024 {
+				best = 512
+			}
+			times[i] = math.Abs(float64(c.Block.X)-best) + 10 + float64(i)
+		}
 		if c.Original {
 			times[i] -= 0.5
 		}

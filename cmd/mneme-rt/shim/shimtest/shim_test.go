@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/mneme-gpu/mneme/appabi"
@@ -39,7 +40,7 @@ func newBuild(t testing.TB) *build {
 		t.Fatalf("no shim sources in ..: %v", err)
 	}
 	headers, _ := filepath.Glob("../*.h")
-	inputs := append(append(slices.Clone(shimSrcs), headers...), "testdata/cudart_standin.c", "testdata/cuda_api.h", "testdata/app.c", "testdata/memo_app.c", "testdata/throttle_app.c", "testdata/rt_standin.c", "../bench/forward_bench.c")
+	inputs := append(append(slices.Clone(shimSrcs), headers...), "testdata/cudart_standin.c", "testdata/cuda_api.h", "testdata/app.c", "testdata/memo_app.c", "testdata/throttle_app.c", "testdata/stats_app.c", "testdata/deploy_bg_app.c", "testdata/rt_standin.c", "../bench/forward_bench.c", "../bench/stats_bench.c")
 	for _, src := range inputs {
 		if _, err := os.ReadFile(src); err != nil {
 			t.Fatal(err)
@@ -135,11 +136,7 @@ func TestRecordingWithoutDriver(t *testing.T) {
 		t.Skip("a CUDA driver is installed; the GPU tests cover recording")
 	}
 	b := newBuild(t)
-	lib := filepath.Join(b.dir, "libmneme_rt.so")
-	gobuild := exec.Command("go", "build", "-buildmode=c-shared", "-o", lib, "../..")
-	if out, err := gobuild.CombinedOutput(); err != nil {
-		t.Fatalf("building the runtime library: %v\n%s", err, out)
-	}
+	lib := realLibrary(t)
 	plain := b.link("app_plain", "testdata/app.c", false)
 	wrapped := b.link("app_wrapped", "testdata/app.c", true)
 	want, _ := runProgram(t, plain)
@@ -178,6 +175,70 @@ func TestRecordingWithoutDriver(t *testing.T) {
 	}
 }
 
+var (
+	realLibOnce sync.Once
+	realLibDir  string
+	realLibErr  error
+)
+
+// realLibrary builds the runtime library (cmd/mneme-rt) once per test
+// binary and returns its path.
+func realLibrary(t *testing.T) string {
+	t.Helper()
+	realLibOnce.Do(func() {
+		if realLibDir, realLibErr = os.MkdirTemp("", "mneme-rt-lib"); realLibErr != nil {
+			return
+		}
+		lib := filepath.Join(realLibDir, "libmneme_rt.so")
+		if out, err := exec.Command("go", "build", "-buildmode=c-shared", "-o", lib, "../..").CombinedOutput(); err != nil {
+			realLibErr = fmt.Errorf("building the runtime library: %v\n%s", err, out)
+			return
+		}
+		realLibErr = readLibrarySources()
+	})
+	if realLibErr != nil {
+		t.Fatal(realLibErr)
+	}
+	return filepath.Join(realLibDir, "libmneme_rt.so")
+}
+
+// readLibrarySources reads every source file of the module's packages the
+// runtime library is built from: go test's cache then sees them as the
+// tests' inputs and runs the tests again after any of them changed, which
+// it cannot know of a build made in a subprocess.
+func readLibrarySources() error {
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.Dir}}{{end}}", "../..").Output()
+	if err != nil {
+		return fmt.Errorf("listing the runtime library's packages: %v", err)
+	}
+	root, err := filepath.Abs("../../../..")
+	if err != nil {
+		return err
+	}
+	for _, dir := range strings.Fields(string(out)) {
+		if !strings.HasPrefix(dir, root+string(filepath.Separator)) && dir != root {
+			continue // a module of the module cache: never changes
+		}
+		for _, pattern := range []string{"*.go", "*.c", "*.h"} {
+			files, _ := filepath.Glob(filepath.Join(dir, pattern))
+			for _, f := range files {
+				if _, err := os.ReadFile(f); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if realLibDir != "" {
+		os.RemoveAll(realLibDir)
+	}
+	os.Exit(code)
+}
+
 var nsPerLaunch = regexp.MustCompile(`([0-9.]+) ns/launch`)
 
 // BenchmarkForwardedLaunch reports what the shim adds to one launch when
@@ -197,8 +258,31 @@ func BenchmarkForwardedLaunch(b *testing.B) {
 	b.ReportMetric(w-p, "ns/added")
 }
 
-func measure(b *testing.B, exe string, n int) float64 {
-	out, err := exec.Command(exe, strconv.Itoa(n)).CombinedOutput()
+// BenchmarkRecordingLaunchStats reports what the shim adds to a launch
+// while recording that it forwards in C and counts in the launch
+// statistics (shape, four argument values, the timing sample with
+// stand-in events), against the same program linked without it: the
+// statistics' target is at most 100 ns a launch, and this figure holds the
+// whole of the shim's recording path around them.
+func BenchmarkRecordingLaunchStats(b *testing.B) {
+	bd := newBuild(b)
+	lib := filepath.Join(bd.dir, "librt_standin.so")
+	bd.run(bd.cc, "-O2", "-fPIC", "-shared", "-Wall", "-Werror", "-o", lib, "testdata/rt_standin.c")
+	plain := bd.link("stats_plain", "../bench/stats_bench.c", false)
+	wrapped := bd.link("stats_wrapped", "../bench/stats_bench.c", true)
+	n := max(b.N, 1000000)
+	b.ResetTimer()
+	p := measure(b, plain, n)
+	w := measure(b, wrapped, n, "MNEME_RECORD=1", "MNEME_RT_LIB="+lib, "MNEME_TEST_STATS=1")
+	b.ReportMetric(p, "ns/plain-launch")
+	b.ReportMetric(w, "ns/recording-launch")
+	b.ReportMetric(w-p, "ns/added")
+}
+
+func measure(b *testing.B, exe string, n int, env ...string) float64 {
+	cmd := exec.Command(exe, strconv.Itoa(n))
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		b.Fatalf("%s: %v\n%s", exe, err, out)
 	}
@@ -452,5 +536,167 @@ func TestDeployFastPath(t *testing.T) {
 	off, stderr := runProgram(t, app, "MNEME_TUNED_KERNELS=tuned.json", "MNEME_JIT=off", "MNEME_RT_LIB="+lib)
 	if strings.Contains(off, "deploy") || strings.Count(off, "launch ") != 23 || stderr != "" {
 		t.Errorf("with MNEME_JIT=off every launch must reach CUDA untouched:\n%s\nstderr: %s", off, stderr)
+	}
+}
+
+// TestLaunchStatistics checks the shim's launch statistics against the
+// stand-in library (MNEME_TEST_STATS): every launch of every kernel is
+// counted by shape and argument value, selected or not; the library is
+// asked once per shape of a kernel whose shapes it covers; a shape's
+// launches 2 to 5 and every 64th are timed with a pair of events, except on
+// a stream being captured; the launches the library recorded carry the
+// time it measured; and a step counter fills the value table, then stops
+// being watched.
+func TestLaunchStatistics(t *testing.T) {
+	b := newBuild(t)
+	lib := filepath.Join(b.dir, "librt_standin.so")
+	b.run(b.cc, "-O2", "-fPIC", "-shared", "-Wall", "-Werror", "-o", lib, "testdata/rt_standin.c")
+	app := b.link("stats_app", "testdata/stats_app.c", true)
+	out, stderr := runProgram(t, app, "MNEME_RECORD=1", "MNEME_RT_LIB="+lib, "MNEME_TEST_STATS=1")
+	var asked, stats []string
+	launches := 0
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		switch {
+		case strings.HasPrefix(line, "asked "):
+			asked = append(asked, strings.TrimPrefix(line, "asked "))
+		case strings.HasPrefix(line, "stats "):
+			stats = append(stats, strings.TrimPrefix(line, "stats "))
+		case strings.HasPrefix(line, "launch "):
+			launches++
+		}
+	}
+	wantAsked := []string{
+		"_Z4stepPfii grid=7 step=0", "_Z4stepPfii grid=14 step=1", "_Z4stepPfii grid=21 step=0",
+		"_Z5otherv grid=7 arg0=0",
+	}
+	if strings.Join(asked, "\n") != strings.Join(wantAsked, "\n") {
+		t.Errorf("the library was asked about:\n%s\nwant:\n%s", strings.Join(asked, "\n"), strings.Join(wantAsked, "\n"))
+	}
+	if launches != 215 {
+		t.Errorf("%d launches reached CUDA, want all 215", launches)
+	}
+	steps := ""
+	for i := range 16 {
+		steps += fmt.Sprintf(" %x:1", i)
+	}
+	want := []string{
+		"timer refused without elapsed",
+		"timer on",
+		// 10 sampled launches of the step kernel and 4 of the other are
+		// waiting for their events, then collected.
+		"in flight 14",
+		"in flight 0",
+		"records 28",
+		"_Z4stepPfii launches=210 other=0 params=3",
+		// The library's own launch (1 us) and launches 2-5 and 64 (2 us).
+		"_Z4stepPfii shape grid=7 block=128 shared=0 launches=100 timed=6 ns=11000 covered=1",
+		"_Z4stepPfii shape grid=14 block=128 shared=0 launches=100 timed=6 ns=11000 covered=1",
+		// Captured: only the library's launch is timed.
+		"_Z4stepPfii shape grid=21 block=128 shared=256 launches=10 timed=1 ns=1000 covered=1",
+		"_Z4stepPfii arg 0 size=8 tracked=1 more=0 values=1 7f0000001000:210",
+		"_Z4stepPfii arg 1 size=4 tracked=1 more=1 values=16" + steps,
+		"_Z4stepPfii arg 2 size=4 tracked=1 more=0 values=3 380:100 700:100 a80:10",
+		"_Z5otherv launches=5 other=0 params=1",
+		"_Z5otherv shape grid=7 block=128 shared=0 launches=5 timed=4 ns=8000 covered=0",
+		"_Z5otherv arg 0 size=4 tracked=1 more=0 values=1 0:5",
+	}
+	if strings.Join(stats, "\n") != strings.Join(want, "\n") {
+		t.Errorf("statistics:\n%s\nwant:\n%s", strings.Join(stats, "\n"), strings.Join(want, "\n"))
+	}
+	if stderr != "" {
+		t.Errorf("stderr: %q", stderr)
+	}
+}
+
+// TestDeployStartsInTheBackground: deploying, the application's first
+// allocation starts the runtime library on a thread of its own, so the
+// tuned kernels' cached code can load before their first launch; a launch
+// that comes while it loads runs the application's own code instead of
+// waiting, and the launches after it run the tuned code.
+func TestDeployStartsInTheBackground(t *testing.T) {
+	b := newBuild(t)
+	lib := filepath.Join(b.dir, "librt_standin.so")
+	b.run(b.cc, "-O2", "-fPIC", "-shared", "-Wall", "-Werror", "-o", lib, "testdata/rt_standin.c")
+	app := b.link("deploy_bg_app", "testdata/deploy_bg_app.c", true)
+	gate := filepath.Join(t.TempDir(), "gate")
+	out, stderr := runProgram(t, app, "MNEME_TUNED_KERNELS=tuned.json", "MNEME_RT_LIB="+lib, "MNEME_TEST_GATE="+gate)
+	var got []string
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if i := strings.Index(l, " grid="); i > 0 {
+			l = l[:i]
+		}
+		got = append(got, l)
+	}
+	// The library's start and the first launch run side by side: either
+	// may print first.
+	if len(got) >= 2 && got[0] > got[1] {
+		got[0], got[1] = got[1], got[0]
+	}
+	want := []string{"init deploy thread=background", "launch f=kernel_a", "asked deploy _Z6kernelPfi", "jit launch tuned_kernel", "jit launch tuned_kernel"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("the program's calls:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if stderr != "" {
+		t.Errorf("stderr: %q", stderr)
+	}
+	// Not deploying, the allocation starts nothing.
+	plain, _ := runProgram(t, app, "MNEME_RT_LIB="+lib)
+	if strings.Contains(plain, "init") || strings.Count(plain, "launch f=kernel_a") != 3 {
+		t.Errorf("without a tuned file the library was started or a launch changed:\n%s", plain)
+	}
+}
+
+// TestDeployWithTheRealLibrary runs the deployment cases of
+// TestDeployFastPath and TestDeployStartsInTheBackground against the real
+// runtime library instead of the stand-in, on a machine without a CUDA
+// driver: a valid tuned file starts deployment, which cannot run, so the
+// library says so once and every launch runs the application's own code,
+// exactly as without the shim; a malformed file is named in one warning;
+// MNEME_JIT=off never loads the library. The GPU side of the same cases
+// is scripts/gpu-deploy.sh's.
+func TestDeployWithTheRealLibrary(t *testing.T) {
+	if _, err := os.Stat("/usr/lib/x86_64-linux-gnu/libcuda.so.1"); err == nil {
+		t.Skip("a CUDA driver is installed; scripts/gpu-deploy.sh covers deployment on the GPU")
+	}
+	b := newBuild(t)
+	lib := realLibrary(t)
+	dir := t.TempDir()
+	tuned := filepath.Join(dir, "mneme_tuned_kernels.json")
+	if err := os.WriteFile(tuned, []byte(`{"_Z6kernelPfi": {"config": {"passes": "default<O2>", "specialize": true}, "instance": "1"}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	malformed := filepath.Join(dir, "malformed.json")
+	if err := os.WriteFile(malformed, []byte(`{"_Z6kernelPfi": {"config": `), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, prog := range []string{"memo_app", "deploy_bg_app"} {
+		plain := b.link(prog+"_plain", "testdata/"+prog+".c", false)
+		wrapped := b.link(prog, "testdata/"+prog+".c", true)
+		want, _ := runProgram(t, plain)
+		for _, tc := range []struct {
+			name string
+			env  []string
+			warn string // the one warning, "" for none
+		}{
+			{"tuned file", []string{"MNEME_TUNED_KERNELS=" + tuned}, "mneme: tuned kernels disabled: no CUDA driver found"},
+			{"malformed file", []string{"MNEME_TUNED_KERNELS=" + malformed}, "mneme: " + malformed + ": "},
+			{"Proteus file, JIT off", []string{"PROTEUS_TUNED_KERNELS=" + tuned, "MNEME_JIT=off"}, ""},
+		} {
+			env := append([]string{"MNEME_RT_LIB=" + lib, "MNEME_CACHE_DIR=" + filepath.Join(dir, "cache")}, tc.env...)
+			got, stderr := runProgram(t, wrapped, env...)
+			if got != want {
+				t.Errorf("%s, %s: output differs from the plain build's:\n--- plain\n%s--- deployed\n%s", prog, tc.name, want, got)
+			}
+			lines := strings.Split(strings.TrimSpace(stderr), "\n")
+			switch {
+			case tc.warn == "" && stderr != "":
+				t.Errorf("%s, %s: stderr %q, want nothing", prog, tc.name, stderr)
+			case tc.warn != "" && (len(lines) != 1 || !strings.HasPrefix(lines[0], tc.warn)):
+				t.Errorf("%s, %s: stderr %q, want one line starting %q", prog, tc.name, stderr, tc.warn)
+			}
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "cache")); err == nil {
+		t.Error("a run that could not deploy wrote a cache")
 	}
 }

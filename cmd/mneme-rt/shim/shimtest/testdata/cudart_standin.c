@@ -159,6 +159,10 @@ int cudaGetDevice(int *d) {
   *d = 0;
   return 100;
 }
+int cudaSetDevice(int d) {
+  (void)d;
+  return 0;
+}
 int cudaDriverGetVersion(int *v) {
   *v = 0;
   return 0;

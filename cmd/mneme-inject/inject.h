@@ -1,0 +1,34 @@
+/*
+ * The C half of libmneme_inject.so, the library the CUDA driver loads into
+ * an application through CUDA_INJECTION64_PATH while `mneme record` records
+ * an application not built with mneme's wrapper. It subscribes to CUPTI's
+ * callbacks on the driver API and hands module loads, allocations and
+ * launches to the Go half (main.go, package record/inject).
+ *
+ * No CUDA toolkit exists at build time: the CUPTI and driver types used here
+ * are declared with the layouts of CUDA 12/13's cupti_callbacks.h and
+ * generated_cuda_meta.h (checked on CUDA 13.0: sizes and offsets in
+ * docs/design.md).
+ */
+#ifndef MNEME_INJECT_H
+#define MNEME_INJECT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* One launch as the Go half sees it. args[i] points at the bytes of
+ * parameter i (sizes[i] bytes), valid during the call. */
+struct mi_launch {
+  const char *name;
+  int image;
+  unsigned grid[3], block[3], shared;
+  int nparams;
+  const void **args;
+  const size_t *sizes;
+};
+
+/* The driver entry points the Go half calls (through the cuda package for
+ * copies; these for what the cuda package lacks). */
+int mi_driver_version(int *v);
+
+#endif

@@ -1,0 +1,237 @@
+// Command mneme-inject is built with -buildmode=c-shared into
+// libmneme_inject.so, the library `mneme record` names in
+// CUDA_INJECTION64_PATH to record an application that was not built with
+// mneme's compiler wrapper (an nvcc build, with the CUDA runtime linked
+// statically or not). The driver loads it inside cuInit and calls
+// InitializeInjection (inject.c), which subscribes to CUPTI's callbacks on
+// the driver API; the callbacks hand module loads, allocations and launches
+// to the exported functions here, which drive package record/inject. This
+// file is cgo glue only.
+package main
+
+/*
+#cgo CFLAGS: -O2 -Wall
+#cgo LDFLAGS: -ldl -lpthread
+#include "inject.h"
+*/
+import "C"
+
+import (
+	"debug/elf"
+	"fmt"
+	"os"
+	"runtime/debug"
+	"sync"
+	"unsafe"
+
+	"github.com/mneme-gpu/mneme"
+	"github.com/mneme-gpu/mneme/appabi"
+	"github.com/mneme-gpu/mneme/cuda"
+	"github.com/mneme-gpu/mneme/db"
+	"github.com/mneme-gpu/mneme/record"
+	"github.com/mneme-gpu/mneme/record/inject"
+)
+
+func main() {}
+
+var (
+	rec     *inject.Recorder
+	startMu sync.Mutex
+	// fatal is an error that stopped recording before it began (no CUPTI);
+	// it is in the status file, where `mneme record` reads it.
+	fatal string
+)
+
+// driverDevice is the application's GPU through the driver, in the context
+// current on the calling thread (the application's: every call comes from
+// inside one of its driver calls).
+type driverDevice struct{}
+
+func (driverDevice) Synchronize() error                      { return cuda.Synchronize() }
+func (driverDevice) CopyToHost(dst []byte, src uint64) error { return cuda.MemcpyDtoH(dst, src) }
+func (driverDevice) Describe() (db.DeviceInfo, error) {
+	ctx, err := cuda.CurrentContext()
+	if err != nil {
+		return db.DeviceInfo{}, err
+	}
+	props, err := ctx.Device().Props()
+	if err != nil {
+		return db.DeviceInfo{}, err
+	}
+	drv, _ := cuda.DriverVersion()
+	return db.DeviceInfo{
+		Name:              props.Name,
+		ComputeCapability: fmt.Sprintf("%d.%d", props.Major, props.Minor),
+		Arch:              props.Arch(),
+		SMCount:           props.SMCount,
+		TotalMem:          props.TotalMem,
+		DriverVersion:     drv,
+	}, nil
+}
+
+// miStart reads the recording's settings; called inside cuInit, so it makes
+// no driver call. Non-zero: the library does not record.
+//
+//export miStart
+func miStart() C.int {
+	startMu.Lock()
+	defer startMu.Unlock()
+	if carriesShim() {
+		return 1 // built with mneme's wrapper: its shim records it
+	}
+	cfg, err := record.ConfigFromEnv(os.Getenv)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "mneme record:", err)
+		return 1
+	}
+	r, err := inject.New(cfg, driverDevice{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "mneme record:", err)
+		return 1
+	}
+	r.Toolchain = db.Toolchain{Mneme: version()}
+	rec = r
+	return 0
+}
+
+// carriesShim reports whether this process's executable was built with
+// mneme's compiler wrapper (it embeds IR), whose shim records it: the
+// injection library then stands aside (`mneme record` sets both up for a
+// script, not knowing what it runs).
+func carriesShim() bool {
+	f, err := elf.Open("/proc/self/exe")
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	sec := f.Section(appabi.IRSection)
+	return sec != nil && sec.Type != elf.SHT_NOBITS
+}
+
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
+}
+
+//export miFatal
+func miFatal(msg *C.char) {
+	fatal = C.GoString(msg)
+	if rec != nil {
+		rec.ReportError(fatal)
+		rec.Finish()
+	}
+}
+
+//export miWants
+func miWants(name *C.char) C.int {
+	if rec != nil && rec.Wants(C.GoString(name)) {
+		return 1
+	}
+	return 0
+}
+
+//export miUnreadable
+func miUnreadable(name *C.char) {
+	rec.ReportError(fmt.Sprintf("kernel %s: its parameter layout cannot be read (the driver lacks cuFuncGetParamInfo and cuKernelGetParamInfo, CUDA 12.4 or later)", C.GoString(name)))
+}
+
+//export miImage
+func miImage(p unsafe.Pointer, n C.size_t) C.int {
+	if rec == nil {
+		return -1
+	}
+	return C.int(rec.Image(unsafe.Slice((*byte)(p), int(n))))
+}
+
+//export miImageFile
+func miImageFile(path *C.char) C.int {
+	if rec == nil {
+		return -1
+	}
+	name := C.GoString(path)
+	b, err := os.ReadFile(name)
+	if err != nil {
+		rec.ReportError(fmt.Sprintf("module file %s: %v; its kernels are not recorded", name, err))
+		return -1
+	}
+	return C.int(rec.Image(b))
+}
+
+//export miAlloc
+func miAlloc(addr C.ulonglong, size C.size_t) {
+	if rec != nil {
+		rec.Alloc(uint64(addr), uint64(size))
+	}
+}
+
+//export miFree
+func miFree(addr C.ulonglong) {
+	if rec != nil {
+		rec.Free(uint64(addr))
+	}
+}
+
+//export miManaged
+func miManaged() {
+	if rec != nil {
+		rec.Managed()
+	}
+}
+
+//export miLaunchBegin
+func miLaunchBegin(l *C.struct_mi_launch) C.int {
+	if rec == nil {
+		return 0
+	}
+	n := int(l.nparams)
+	args := make([][]byte, n)
+	if n > 0 {
+		ptrs := unsafe.Slice(l.args, n)
+		sizes := unsafe.Slice(l.sizes, n)
+		for i := range n {
+			if ptrs[i] == nil {
+				rec.ReportError(fmt.Sprintf("kernel %s: parameter %d has no value", C.GoString(l.name), i))
+				return 0
+			}
+			args[i] = C.GoBytes(ptrs[i], C.int(sizes[i]))
+		}
+	}
+	return C.int(rec.LaunchBegin(&inject.Launch{
+		Kernel: C.GoString(l.name),
+		Image:  int(l.image),
+		Grid:   mneme.Dim3{X: uint32(l.grid[0]), Y: uint32(l.grid[1]), Z: uint32(l.grid[2])},
+		Block:  mneme.Dim3{X: uint32(l.block[0]), Y: uint32(l.block[1]), Z: uint32(l.block[2])},
+		Shared: uint32(l.shared),
+		Args:   args,
+	}))
+}
+
+//export miLaunchEnd
+func miLaunchEnd(token C.int, result C.int) {
+	var err error
+	if result != 0 {
+		err = fmt.Errorf("CUDA error %d", int(result))
+	}
+	rec.LaunchEnd(int(token), err)
+}
+
+// miContextEnds: the application resets or destroys its context; the
+// allocations it held are gone.
+//
+//export miContextEnds
+func miContextEnds() {
+	if rec != nil {
+		rec.ContextEnds()
+	}
+}
+
+//export miFinish
+func miFinish(ignored C.ulong) {
+	if rec == nil {
+		return
+	}
+	rec.Forwarded(uint64(ignored))
+	rec.Finish()
+}

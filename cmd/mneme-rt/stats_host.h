@@ -1,0 +1,23 @@
+/* Calls from Go into the shim's launch statistics (struct mneme_host_api's
+ * stats_* entries), and the driver entry that times their samples. */
+#ifndef MNEME_LIBRT_STATS_HOST_H
+#define MNEME_LIBRT_STATS_HOST_H
+#include "mneme_shim.h"
+
+void rts_set_api(const struct mneme_host_api *a);
+int rts_enable(int kernel_index, int nparams, const size_t *sizes);
+/* rts_timer_on turns launch timing on with the driver's cuEventRecord,
+ * cuEventElapsedTime, cuStreamIsCapturing and
+ * cuThreadExchangeStreamCaptureMode (entries) and
+ * 2 * MNEME_STATS_TIMER_SLOTS events; 0 when the shim refuses them. */
+int rts_timer_on(const uintptr_t entries[4], const uintptr_t *events, int n);
+void rts_timer_off(void);
+int rts_collect(void);
+int rts_read(int kernel_index, struct mneme_kernel_stats *out);
+void rts_add_time(int kernel_index, unsigned gx, unsigned gy, unsigned gz,
+                  unsigned bx, unsigned by, unsigned bz, size_t shared,
+                  uint64_t ns);
+/* rts_event_elapsed_entry is the driver's cuEventElapsedTime (the _v2
+ * entry where the driver has one), or 0. */
+uintptr_t rts_event_elapsed_entry(void);
+#endif

@@ -1,0 +1,226 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mneme-gpu/mneme/measure"
+	"github.com/mneme-gpu/mneme/optimize"
+	"github.com/mneme-gpu/mneme/report"
+)
+
+type optimizeFlags struct {
+	rdb, output, budget, gpus, minShare, sampler, preset string
+	top, runs, trials                                    int
+	checkOutput                                          bool
+}
+
+func init() {
+	var f optimizeFlags
+	cmd := &cobra.Command{
+		Use:   "optimize [-rdb DIR] [--output DIR] [--budget 10m] [--gpus 0,1] [--min-share 5%|--top N] [--check-output] -- APP ARGS",
+		Short: "From an application to a faster application: record, tune what matters, keep what helps, report",
+		Long: `optimize runs an application built with the mneme compilers through every
+step: it records it (with launch statistics), ranks its kernels by their share
+of the GPU time, tunes those at or above --min-share (or the --top N) with the
+budget split by share on every GPU of --gpus, measures the application
+untuned and tuned (interleaved runs; exit codes, and with --check-output the
+output, compared), and keeps only the kernels that help in the application.
+
+It writes OUTPUT/mneme_tuned_kernels.json and proteus_tuned_kernels.json (the
+kernels kept), report.html (one page with the figures) and report.json, and
+prints a summary. Interrupted (Ctrl-C), the same command resumes; run again
+after a code change, it tunes again only the kernels whose IR, GPU, driver,
+toolchain or launch statistics changed, and reuses the rest.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.ArgsLenAtDash() != 0 || len(args) == 0 {
+				return withExit(exitUsage, errors.New("optimize: give the application after --, as in: mneme optimize -- ./app args"))
+			}
+			o, err := f.options(args, cmd.ErrOrStderr())
+			if err != nil {
+				return withExit(exitUsage, err)
+			}
+			self, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			tools := &commandTools{mneme: self, sampler: f.sampler, preset: f.preset, trials: f.trials, log: cmd.ErrOrStderr()}
+			runner := &measure.ExecRunner{App: args[0], Args: args[1:], StatsDir: filepath.Join(o.Output, "work"), ReadStats: readKernelTimes, Stderr: io.Discard}
+			rep, err := optimize.Run(ctx, tools, runner, o)
+			if err != nil {
+				return err
+			}
+			report.WriteSummary(cmd.OutOrStdout(), rep, func(s string) string { return termSafe(s, false) })
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s, %s and %s\n", termSafe(filepath.Join(o.Output, optimize.TunedFile), false),
+				termSafe(filepath.Join(o.Output, report.FileHTML), false), termSafe(filepath.Join(o.Output, report.FileJSON), false))
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.rdb, "rdb", "", "the recording database (default OUTPUT/rdb)")
+	fl.StringVar(&f.output, "output", "mneme-optimized", "the output folder")
+	fl.StringVar(&f.budget, "budget", "10m", "time for tuning, split among the kernels by their share")
+	fl.StringVar(&f.gpus, "gpus", "0", "CUDA devices to tune on, e.g. 0,1")
+	fl.StringVar(&f.minShare, "min-share", "5%", "tune kernels with at least this share of the GPU time")
+	fl.IntVar(&f.top, "top", 0, "tune the N kernels with the largest shares instead of --min-share")
+	fl.BoolVar(&f.checkOutput, "check-output", false, "require the tuned application to print what the untuned one prints")
+	fl.IntVar(&f.runs, "runs", 5, "interleaved runs of the application, untuned and tuned each")
+	fl.StringVar(&f.sampler, "sampler", "tpe", "the tuner's sampler")
+	fl.StringVar(&f.preset, "preset", "standard", "the tuner's preset space")
+	fl.IntVar(&f.trials, "trials", 200, "at most this many trials per kernel (the budget usually ends tuning first)")
+	rootCmd.AddCommand(cmd)
+
+	reportCmd := &cobra.Command{
+		Use:   "report DIR",
+		Short: "Render DIR/report.html again from DIR/report.json and print the summary",
+		Args:  exactArgs("report", "an optimize output folder"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			rep, err := report.Read(filepath.Join(args[0], report.FileJSON))
+			if err != nil {
+				return withExit(exitUsage, err)
+			}
+			page, err := report.HTML(rep)
+			if err != nil {
+				return withExit(exitUsage, err)
+			}
+			if err := report.WriteIn(args[0], report.FileHTML, page); err != nil {
+				return err
+			}
+			report.WriteSummary(cmd.OutOrStdout(), rep, func(s string) string { return termSafe(s, false) })
+			return nil
+		},
+	}
+	rootCmd.AddCommand(reportCmd)
+}
+
+// options checks the flags and makes optimize's options.
+func (f *optimizeFlags) options(app []string, log io.Writer) (optimize.Options, error) {
+	budget, err := time.ParseDuration(f.budget)
+	if err != nil || budget <= 0 {
+		return optimize.Options{}, fmt.Errorf("--budget %q: want a positive duration like 10m", f.budget)
+	}
+	share, err := parseShare(f.minShare)
+	if err != nil {
+		return optimize.Options{}, err
+	}
+	if f.top < 0 {
+		return optimize.Options{}, fmt.Errorf("--top %d: want a positive count", f.top)
+	}
+	if f.runs < 2 {
+		return optimize.Options{}, fmt.Errorf("--runs %d: at least 2 runs of each are needed to see noise", f.runs)
+	}
+	if _, err := parseGPUList(f.gpus); err != nil {
+		return optimize.Options{}, err
+	}
+	return optimize.Options{App: app, Output: f.output, DB: f.rdb, Budget: budget, GPUs: f.gpus, MinShare: share,
+		Top: f.top, CheckOutput: f.checkOutput, Runs: f.runs, Log: log}, nil
+}
+
+// parseShare reads "5%" or "0.05".
+func parseShare(s string) (float64, error) {
+	v, pct := s, false
+	if len(v) > 0 && v[len(v)-1] == '%' {
+		v, pct = v[:len(v)-1], true
+	}
+	x, err := strconv.ParseFloat(v, 64)
+	if pct {
+		x /= 100
+	}
+	if err != nil || x < 0 || x > 1 {
+		return 0, fmt.Errorf("--min-share %q: want a share like 5%% or 0.05", s)
+	}
+	return x, nil
+}
+
+func parseGPUList(s string) ([]int, error) {
+	var out []int
+	for _, part := range splitComma(s) {
+		n, err := strconv.Atoi(part)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("--gpus %q: want device numbers like 0,1", s)
+		}
+		out = append(out, n)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("--gpus %q: name at least one device", s)
+	}
+	return out, nil
+}
+
+func splitComma(s string) []string {
+	var out []string
+	start := 0
+	for i := 0; i <= len(s); i++ {
+		if i == len(s) || s[i] == ',' {
+			if i > start {
+				out = append(out, s[start:i])
+			}
+			start = i + 1
+		}
+	}
+	return out
+}
+
+// commandTools runs mneme's own commands as child processes, so a crash in
+// one stage leaves the others' results in place.
+type commandTools struct {
+	mneme, sampler, preset string
+	trials                 int
+	log                    io.Writer
+}
+
+func (t *commandTools) Record(ctx context.Context, dbDir string, app []string) error {
+	args := append([]string{"record", "-rdb", dbDir, "--"}, app...)
+	return t.run(ctx, args)
+}
+
+func (t *commandTools) Tune(ctx context.Context, job optimize.TuneJob) error {
+	args := []string{"tune", "-rdb", job.DB, "-rid", job.Instance, "--output", job.Output, "--gpus", job.GPUs,
+		"--sampler", t.sampler, "--preset", t.preset, "--trials", strconv.Itoa(t.trials)}
+	if job.Resume {
+		args = append(args, "--resume")
+	}
+	return t.run(ctx, args)
+}
+
+// run starts mneme with args; when ctx ends (the stage's budget, or Ctrl-C)
+// it interrupts the child, which keeps what finished, and waits for it.
+func (t *commandTools) run(ctx context.Context, args []string) error {
+	cmd := exec.Command(t.mneme, args...)
+	cmd.Stdout, cmd.Stderr = t.log, t.log
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		cmd.Process.Signal(os.Interrupt)
+		select {
+		case err := <-done:
+			if err != nil {
+				return fmt.Errorf("%w (stopped: %v)", ctx.Err(), err)
+			}
+			return nil
+		case <-time.After(60 * time.Second):
+			cmd.Process.Kill()
+			<-done
+			return fmt.Errorf("mneme %s did not stop within a minute of its interrupt: %w", args[0], ctx.Err())
+		}
+	}
+}

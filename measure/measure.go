@@ -1,0 +1,320 @@
+// Package measure answers whether tuned kernels make an application faster
+// where it counts: in the application, by its own runs. It runs the
+// application untuned and tuned several times, interleaved (so drift in the
+// machine's clocks or load falls on both alike), checks every run's exit
+// code and, on request, that the output is the same, reads each kernel's
+// in-application time per launch from the launch statistics the runtime
+// writes, and keeps only the kernels that are not slower there. When the
+// tuned application fails, each kernel is tried alone to find the ones
+// responsible.
+//
+// The package runs processes through the Runner interface and reads
+// statistics through a function, so its decisions are tested without a GPU.
+package measure
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"sort"
+)
+
+// EnvLaunchStats names the file the in-application runtime writes its
+// launch statistics to when the process exits (see db/FORMAT.md).
+const EnvLaunchStats = "MNEME_LAUNCH_STATS"
+
+// EnvTunedKernels is the runtime's tuned-kernels file variable.
+const EnvTunedKernels = "MNEME_TUNED_KERNELS"
+
+// KernelTime is one kernel's launches and timed launches in one run.
+type KernelTime struct {
+	Launches      int64   // every launch of the run
+	TimedLaunches int64   // the launches timed with events (a bounded sample)
+	TimedNS       float64 // their summed GPU time
+}
+
+// PerLaunchNS is the mean time of a timed launch (0 when none was timed).
+func (k KernelTime) PerLaunchNS() float64 {
+	if k.TimedLaunches <= 0 {
+		return 0
+	}
+	return k.TimedNS / float64(k.TimedLaunches)
+}
+
+// Outcome of one process.
+type Outcome struct {
+	Seconds  float64
+	ExitCode int
+	// OutputHash identifies the standard output; Output holds its start, for
+	// a message when it differs.
+	OutputHash uint64
+	Output     []byte
+	Kernels    map[string]KernelTime // by mangled name; nil without statistics
+}
+
+// Runner runs the application once with extra environment variables.
+type Runner interface {
+	Run(ctx context.Context, env []string) (Outcome, error)
+}
+
+// Options of a measurement.
+type Options struct {
+	// Tuned is the tuned-kernels file; Kernels its kernels (mangled names).
+	Tuned   string
+	Kernels []string
+	// Runs is the number of untuned and of tuned runs (at least 2).
+	Runs        int
+	CheckOutput bool
+	// Predicted is replay's speedup per kernel, for the table (optional).
+	Predicted map[string]float64
+	// Subset writes a tuned file holding only the named kernels and returns
+	// its path (used to try kernels alone when the tuned run fails).
+	Subset func(kernels []string) (string, error)
+	Log    io.Writer // progress lines; nil for none
+}
+
+// Verdict is one tuned kernel's judgement.
+type Verdict struct {
+	Name             string
+	Launches         int64
+	UntunedNS        []float64 // per run, mean time per timed launch
+	TunedNS          []float64
+	Speedup          float64 // median untuned / median tuned; 0 when not measured
+	PredictedSpeedup float64
+	Kept             bool
+	Reason           string // why it was dropped, or a remark when kept
+}
+
+// Result is a whole measurement.
+type Result struct {
+	Untuned, Tuned []Outcome
+	Verdicts       []Verdict
+	// OutputSame is true when the tuned runs printed what the untuned ones
+	// did (only meaningful with CheckOutput).
+	OutputSame bool
+	// Kept are the kernels a tuned file should keep.
+	Kept []string
+}
+
+// ErrUntunedFails means the application fails without any tuned kernel:
+// nothing can be judged.
+var ErrUntunedFails = errors.New("the application fails untuned")
+
+// Measure runs the application opts.Runs times untuned and tuned,
+// alternating which goes first, and judges every tuned kernel.
+func Measure(ctx context.Context, r Runner, opts Options) (*Result, error) {
+	if opts.Runs < 2 {
+		return nil, fmt.Errorf("measure: %d runs; at least 2 of each are needed to see noise", opts.Runs)
+	}
+	res := &Result{OutputSame: true}
+	failed := map[string]string{} // kernel → why the tuned application failed with it
+	tunedFile := opts.Tuned
+	active := append([]string(nil), opts.Kernels...)
+	for i := 0; i < opts.Runs; i++ {
+		order := []bool{false, true}
+		if i%2 == 1 {
+			order = []bool{true, false}
+		}
+		for _, tuned := range order {
+			if tuned && len(active) == 0 {
+				continue
+			}
+			env := []string{EnvTunedKernels + "="}
+			if tuned {
+				env = []string{EnvTunedKernels + "=" + tunedFile}
+			}
+			out, err := r.Run(ctx, env)
+			if err != nil {
+				return nil, err
+			}
+			if !tuned {
+				if out.ExitCode != 0 {
+					return nil, fmt.Errorf("%w (exit code %d)", ErrUntunedFails, out.ExitCode)
+				}
+				res.Untuned = append(res.Untuned, out)
+				continue
+			}
+			if why := differs(out, res.Untuned, opts.CheckOutput); why != "" {
+				// Find the kernels responsible, drop them, and measure the rest
+				// from here on.
+				culprits, err := blame(ctx, r, opts, active, res.Untuned)
+				if err != nil {
+					return nil, err
+				}
+				if len(culprits) == 0 {
+					// Only all together fail: drop them all rather than ship a tuned
+					// file that breaks the run.
+					for _, k := range active {
+						culprits[k] = "the application " + why + " with the tuned kernels together"
+					}
+				}
+				for k, w := range culprits {
+					failed[k] = w
+				}
+				active = without(active, culprits)
+				res.Tuned = nil // earlier tuned runs included the culprits
+				if len(active) == 0 {
+					break
+				}
+				if tunedFile, err = opts.Subset(active); err != nil {
+					return nil, err
+				}
+				logf(opts.Log, "measure: dropped %d kernel(s) that break the application; measuring the other %d again", len(culprits), len(active))
+				i = -1 // start the interleaved repeats over
+				res.Untuned = res.Untuned[:0]
+				break
+			}
+			res.Tuned = append(res.Tuned, out)
+		}
+	}
+	res.Verdicts = judge(opts, res, failed)
+	for _, v := range res.Verdicts {
+		if v.Kept {
+			res.Kept = append(res.Kept, v.Name)
+		}
+	}
+	if opts.CheckOutput {
+		// The tuned file that stays (culprits dropped) prints what the
+		// application prints untuned.
+		for _, o := range res.Tuned {
+			if len(res.Untuned) > 0 && o.OutputHash != res.Untuned[0].OutputHash {
+				res.OutputSame = false
+			}
+		}
+	}
+	return res, nil
+}
+
+// differs says how a tuned run differs from the untuned runs: its exit
+// code, or (with checkOutput) its output; "" when it does not.
+func differs(out Outcome, untuned []Outcome, checkOutput bool) string {
+	if out.ExitCode != 0 {
+		return fmt.Sprintf("exits with code %d", out.ExitCode)
+	}
+	if checkOutput && len(untuned) > 0 && out.OutputHash != untuned[0].OutputHash {
+		return "prints a different output"
+	}
+	return ""
+}
+
+// blame runs the application with each kernel alone and returns those with
+// which it fails, and how.
+func blame(ctx context.Context, r Runner, opts Options, kernels []string, untuned []Outcome) (map[string]string, error) {
+	culprits := map[string]string{}
+	for _, k := range kernels {
+		file, err := opts.Subset([]string{k})
+		if err != nil {
+			return nil, err
+		}
+		out, err := r.Run(ctx, []string{EnvTunedKernels + "=" + file})
+		if err != nil {
+			return nil, err
+		}
+		if why := differs(out, untuned, opts.CheckOutput); why != "" {
+			culprits[k] = "the application " + why + " with this kernel tuned"
+			logf(opts.Log, "measure: %s: %s", k, culprits[k])
+		}
+	}
+	return culprits, nil
+}
+
+func without(ks []string, drop map[string]string) []string {
+	var out []string
+	for _, k := range ks {
+		if _, ok := drop[k]; !ok {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// judge compares each kernel's in-application time per launch untuned and
+// tuned. A kernel is kept when its median tuned time is no larger than its
+// median untuned time: the target is that no kept kernel is slower in the
+// application, so a tie within noise is dropped rather than risked.
+func judge(opts Options, res *Result, failed map[string]string) []Verdict {
+	var out []Verdict
+	for _, name := range opts.Kernels {
+		v := Verdict{Name: name, PredictedSpeedup: opts.Predicted[name]}
+		for _, o := range res.Untuned {
+			if kt, ok := o.Kernels[name]; ok {
+				v.Launches = max(v.Launches, kt.Launches)
+				if ns := kt.PerLaunchNS(); ns > 0 {
+					v.UntunedNS = append(v.UntunedNS, ns)
+				}
+			}
+		}
+		for _, o := range res.Tuned {
+			if ns := o.Kernels[name].PerLaunchNS(); ns > 0 {
+				v.TunedNS = append(v.TunedNS, ns)
+			}
+		}
+		switch {
+		case failed[name] != "":
+			v.Reason = failed[name]
+		case v.Launches == 0:
+			v.Reason = "not launched in the measured runs"
+		case len(v.UntunedNS) == 0 || len(v.TunedNS) == 0:
+			v.Reason = "no in-application timing (launch statistics missing)"
+		default:
+			v.Speedup = median(v.UntunedNS) / median(v.TunedNS)
+			noise := spread(v.UntunedNS)
+			if v.Speedup >= 1 {
+				v.Kept = true
+				if v.Speedup < 1+noise {
+					v.Reason = fmt.Sprintf("within noise (%.1f%%)", 100*noise)
+				}
+			} else {
+				v.Reason = fmt.Sprintf("slower in the application (%.2fx, noise %.1f%%)", v.Speedup, 100*noise)
+			}
+			if v.PredictedSpeedup > 0 && v.Kept && v.Speedup < 0.95*v.PredictedSpeedup && v.Reason == "" {
+				v.Reason = fmt.Sprintf("below replay's prediction %.2fx", v.PredictedSpeedup)
+			}
+		}
+		out = append(out, v)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func median(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	n := len(s)
+	if n == 0 {
+		return 0
+	}
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// spread is (max - min) / median: how far repeats of one measurement stray.
+func spread(xs []float64) float64 {
+	if len(xs) < 2 {
+		return 0
+	}
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, x := range xs {
+		lo, hi = math.Min(lo, x), math.Max(hi, x)
+	}
+	return (hi - lo) / median(xs)
+}
+
+func logf(w io.Writer, format string, a ...any) {
+	if w != nil {
+		fmt.Fprintf(w, format+"\n", a...)
+	}
+}
+
+// Seconds lists the wall times of runs.
+func Seconds(runs []Outcome) []float64 {
+	out := make([]float64, len(runs))
+	for i, r := range runs {
+		out[i] = r.Seconds
+	}
+	return out
+}

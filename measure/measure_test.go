@@ -1,0 +1,221 @@
+package measure
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// fakeApp stands for an application with two tuned kernels: each kernel's
+// time per launch depends on whether its tuned code runs, and a kernel can
+// be made to crash the run or change its output when tuned.
+type fakeApp struct {
+	untunedNS, tunedNS map[string]float64
+	crashes, misprints map[string]bool
+	// together: the run fails only when all these kernels are tuned at once.
+	together []string
+	calls    []string // "untuned", or the tuned kernels joined by "+"
+	files    map[string][]string
+}
+
+func (a *fakeApp) Run(_ context.Context, env []string) (Outcome, error) {
+	file := strings.TrimPrefix(env[0], EnvTunedKernels+"=")
+	tuned := a.files[file]
+	if file == "" {
+		a.calls = append(a.calls, "untuned")
+	} else {
+		a.calls = append(a.calls, strings.Join(tuned, "+"))
+	}
+	o := Outcome{Seconds: 1, OutputHash: 7, Kernels: map[string]KernelTime{}}
+	for k, ns := range a.untunedNS {
+		if slices.Contains(tuned, k) {
+			ns = a.tunedNS[k]
+			if a.crashes[k] {
+				o.ExitCode = 1
+			}
+			if a.misprints[k] {
+				o.OutputHash = 8
+			}
+		}
+		o.Kernels[k] = KernelTime{Launches: 10, TimedLaunches: 4, TimedNS: 4 * ns}
+	}
+	if len(a.together) > 0 && len(tuned) == len(a.together) {
+		o.ExitCode = 2
+	}
+	return o, nil
+}
+
+func (a *fakeApp) subset(ks []string) (string, error) {
+	name := "subset-" + strings.Join(ks, "+")
+	a.files[name] = append([]string(nil), ks...)
+	return name, nil
+}
+
+func newApp() *fakeApp {
+	a := &fakeApp{
+		untunedNS: map[string]float64{"A": 1000, "B": 500},
+		tunedNS:   map[string]float64{"A": 600, "B": 700},
+		crashes:   map[string]bool{}, misprints: map[string]bool{},
+		files: map[string][]string{"all.json": {"A", "B"}},
+	}
+	return a
+}
+
+func opts(a *fakeApp) Options {
+	return Options{Tuned: "all.json", Kernels: []string{"A", "B"}, Runs: 3, CheckOutput: true, Subset: a.subset,
+		Predicted: map[string]float64{"A": 1.7, "B": 1.2}}
+}
+
+func verdict(t *testing.T, r *Result, name string) Verdict {
+	t.Helper()
+	for _, v := range r.Verdicts {
+		if v.Name == name {
+			return v
+		}
+	}
+	t.Fatalf("no verdict for %s", name)
+	return Verdict{}
+}
+
+func TestKeepsFasterKernelsAndDropsSlowerOnes(t *testing.T) {
+	a := newApp()
+	r, err := Measure(context.Background(), a, opts(a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(r.Kept, []string{"A"}) {
+		t.Errorf("kept %v, want [A]", r.Kept)
+	}
+	if v := verdict(t, r, "A"); v.Speedup < 1.66 || v.Speedup > 1.67 || !v.Kept || v.PredictedSpeedup != 1.7 {
+		t.Errorf("A: %+v, want kept at 1000/600", v)
+	}
+	if v := verdict(t, r, "B"); v.Kept || !strings.Contains(v.Reason, "slower in the application (0.71x") {
+		t.Errorf("B: %+v, want dropped as slower", v)
+	}
+	if !r.OutputSame || len(r.Untuned) != 3 || len(r.Tuned) != 3 {
+		t.Errorf("runs %d/%d, output same %v", len(r.Untuned), len(r.Tuned), r.OutputSame)
+	}
+}
+
+func TestRunsAreInterleavedAlternatingWhichGoesFirst(t *testing.T) {
+	a := newApp()
+	if _, err := Measure(context.Background(), a, opts(a)); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"untuned", "A+B", "A+B", "untuned", "untuned", "A+B"}
+	if !slices.Equal(a.calls, want) {
+		t.Errorf("runs %v, want %v", a.calls, want)
+	}
+}
+
+func TestAKernelThatCrashesTheApplicationIsDroppedAndTheOthersMeasured(t *testing.T) {
+	a := newApp()
+	a.tunedNS["B"] = 100 // B would be fast, but the application fails with it
+	a.crashes["B"] = true
+	r, err := Measure(context.Background(), a, opts(a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := verdict(t, r, "B"); v.Kept || !strings.Contains(v.Reason, "exits with code 1 with this kernel tuned") {
+		t.Errorf("B: %+v", v)
+	}
+	if !slices.Equal(r.Kept, []string{"A"}) {
+		t.Errorf("kept %v, want [A]", r.Kept)
+	}
+	// After the failure every tuned run uses the file without B.
+	for _, o := range r.Tuned {
+		if o.ExitCode != 0 {
+			t.Error("a failed tuned run counted as a measurement")
+		}
+	}
+	if !slices.Contains(a.calls, "A") {
+		t.Errorf("A was not measured alone after B was dropped: %v", a.calls)
+	}
+}
+
+func TestAKernelThatChangesTheOutputIsDroppedOnlyWhenOutputIsChecked(t *testing.T) {
+	a := newApp()
+	a.misprints["A"] = true
+	r, err := Measure(context.Background(), a, opts(a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := verdict(t, r, "A"); v.Kept || !strings.Contains(v.Reason, "prints a different output") {
+		t.Errorf("A: %+v", v)
+	}
+	a = newApp()
+	a.misprints["A"] = true
+	o := opts(a)
+	o.CheckOutput = false
+	if r, err = Measure(context.Background(), a, o); err != nil {
+		t.Fatal(err)
+	}
+	if !verdict(t, r, "A").Kept {
+		t.Error("without --check-output the output is not judged")
+	}
+}
+
+func TestKernelsThatFailOnlyTogetherAreAllDropped(t *testing.T) {
+	a := newApp()
+	a.together = []string{"A", "B"}
+	r, err := Measure(context.Background(), a, opts(a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Kept) != 0 {
+		t.Errorf("kept %v from a tuned file that breaks the run", r.Kept)
+	}
+	if v := verdict(t, r, "A"); !strings.Contains(v.Reason, "with the tuned kernels together") {
+		t.Errorf("A: %q", v.Reason)
+	}
+}
+
+func TestAnApplicationFailingUntunedIsAnError(t *testing.T) {
+	a := newApp()
+	a.crashes["A"] = true
+	a.files[""] = []string{"A"} // the "untuned" run already has A tuned: it fails
+	if _, err := Measure(context.Background(), a, opts(a)); !errors.Is(err, ErrUntunedFails) {
+		t.Errorf("err = %v, want ErrUntunedFails", err)
+	}
+	if _, err := Measure(context.Background(), a, Options{Runs: 1}); err == nil {
+		t.Error("one run of each accepted: noise cannot be seen")
+	}
+}
+
+func TestKernelsWithoutTimingAreNotKept(t *testing.T) {
+	a := newApp()
+	o := opts(a)
+	o.Kernels = append(o.Kernels, "C") // tuned but never launched
+	r, err := Measure(context.Background(), a, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := verdict(t, r, "C"); v.Kept || v.Reason != "not launched in the measured runs" {
+		t.Errorf("C: %+v", v)
+	}
+}
+
+func TestSubsetWriterKeepsEntriesAsTheyStand(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "tuned.json")
+	os.WriteFile(src, []byte(`{"A": {"config": {"passes": "default<O3>"}, "future_field": [1,2]}, "B": {"config": {}}}`), 0o644)
+	s := &SubsetWriter{Source: src, Dir: dir}
+	path, err := s.Write([]string{"A"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadTunedEntries(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || !strings.Contains(string(got["A"]), "future_field") {
+		t.Errorf("subset %v", got)
+	}
+	if _, err := s.Write([]string{"Z"}); err == nil || !strings.Contains(err.Error(), `no kernel "Z"`) {
+		t.Errorf("unknown kernel: %v", err)
+	}
+}

@@ -1,0 +1,246 @@
+package inject
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/mneme-gpu/mneme"
+	"github.com/mneme-gpu/mneme/db"
+	"github.com/mneme-gpu/mneme/record"
+)
+
+// fakeDevice is device memory as a map of allocations.
+type fakeDevice struct {
+	mem     map[uint64][]byte
+	syncErr error
+	syncs   int
+}
+
+func (f *fakeDevice) Synchronize() error { f.syncs++; return f.syncErr }
+func (f *fakeDevice) CopyToHost(dst []byte, src uint64) error {
+	for a, b := range f.mem {
+		if src >= a && src+uint64(len(dst)) <= a+uint64(len(b)) {
+			copy(dst, b[src-a:])
+			return nil
+		}
+	}
+	return errors.New("no such allocation")
+}
+func (f *fakeDevice) Describe() (db.DeviceInfo, error) {
+	return db.DeviceInfo{Name: "fake", Arch: "sm_90", ComputeCapability: "9.0"}, nil
+}
+
+const (
+	addrA = 0x7f3552800000 // inside a 64 MiB block, as the driver places them
+	addrB = 0x7f3552c00000
+)
+
+func newTest(t *testing.T, mutate func(*record.Config)) (*Recorder, *fakeDevice, string) {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := record.Config{DB: dir, Log: &bytes.Buffer{}}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	dev := &fakeDevice{mem: map[uint64][]byte{
+		addrA: bytes.Repeat([]byte{1}, 4096),
+		addrB: bytes.Repeat([]byte{2}, 8192),
+	}}
+	r, err := New(cfg, dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Alloc(addrA, 4096)
+	r.Alloc(addrB, 8192)
+	return r, dev, dir
+}
+
+func launch(image int, scalar byte) *Launch {
+	ptr := []byte{0, 0, 0x80, 0x52, 0x35, 0x7f, 0, 0} // addrA, little-endian
+	return &Launch{Kernel: "_Z4vaddPfi", Image: image, Grid: mneme.Dim3{X: 4, Y: 1, Z: 1}, Block: mneme.Dim3{X: 256, Y: 1, Z: 1},
+		Args: [][]byte{ptr, {scalar, 0, 0, 0}}}
+}
+
+// record runs one launch through the recorder, the kernel writing 9s into
+// allocation A as the driver would between the two callbacks.
+func recordOne(t *testing.T, r *Recorder, dev *fakeDevice, l *Launch) int {
+	t.Helper()
+	tok := r.LaunchBegin(l)
+	if tok != 0 {
+		copy(dev.mem[addrA], bytes.Repeat([]byte{9}, 100))
+		r.LaunchEnd(tok, nil)
+	}
+	return tok
+}
+
+func TestRecordsALaunchAsMachineCode(t *testing.T) {
+	r, dev, dir := newTest(t, nil)
+	image := []byte("\x7fELF pretend cubin")
+	id := r.Image(image)
+	if tok := recordOne(t, r, dev, launch(id, 5)); tok == 0 {
+		t.Fatal("the first launch of a selected kernel was not recorded")
+	}
+	d, err := db.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Kernels) != 1 {
+		t.Fatalf("%d kernels in the database", len(d.Kernels))
+	}
+	k := d.Kernels[0]
+	if !k.MachineCodeOnly() || len(k.Modules) != 0 {
+		t.Errorf("Code %q, Modules %v: want machine code only, no IR", k.Code, k.Modules)
+	}
+	code, err := os.ReadFile(filepath.Join(dir, k.DeviceCode))
+	if err != nil || !bytes.Equal(code, image) {
+		t.Errorf("DeviceCode %s holds %q (%v), want the loaded image", k.DeviceCode, code, err)
+	}
+	base, _ := k.ParseVAddr()
+	if base != addrA/AddressAlign*AddressAlign || base+k.VASize < addrB+8192 || base%AddressAlign != 0 || k.VASize%AddressAlign != 0 {
+		t.Errorf("range 0x%x+%d does not cover the allocations on 64 MiB boundaries", base, k.VASize)
+	}
+	if got := k.ArgSizes; len(got) != 2 || got[0] != 8 || got[1] != 4 {
+		t.Errorf("ArgSizes %v", got)
+	}
+	inst := k.Instances[k.InstanceIDs()[0]]
+	pro, err := d.ReadPrologue(k, inst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	epi, err := d.ReadEpilogue(k, inst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pro.Blobs) != 2 || pro.Blobs[0].Addr != addrA || pro.Blobs[0].Data[0] != 1 || epi.Blobs[0].Data[0] != 9 || epi.Blobs[1].Data[0] != 2 {
+		t.Errorf("snapshots do not hold the memory before and after the launch")
+	}
+	if !bytes.Equal(pro.Args[1], []byte{5, 0, 0, 0}) {
+		t.Errorf("argument bytes %x", pro.Args[1])
+	}
+	st := r.Status()
+	if st.InstancesRecorded != 1 || st.KernelsRecorded != 1 || st.LaunchesSeen != 1 {
+		t.Errorf("status %+v", st)
+	}
+}
+
+func TestRepeatsAndNewInstances(t *testing.T) {
+	r, dev, dir := newTest(t, func(c *record.Config) { c.MaxRecordings = 2 })
+	id := r.Image([]byte("cubin"))
+	if recordOne(t, r, dev, launch(id, 1)) == 0 {
+		t.Fatal("first launch not recorded")
+	}
+	if recordOne(t, r, dev, launch(id, 1)) != 0 {
+		t.Error("a repeat of a recorded instance was recorded again")
+	}
+	if recordOne(t, r, dev, launch(id, 2)) == 0 {
+		t.Error("a launch differing only in a scalar was not a new instance")
+	}
+	if recordOne(t, r, dev, launch(id, 3)) != 0 {
+		t.Error("a third instance was recorded past --max-recordings 2")
+	}
+	d, err := db.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := d.Kernels[0]
+	occ := 0
+	for _, inst := range k.Instances {
+		occ += inst.Occurrences
+	}
+	if len(k.Instances) != 2 || occ != 3 {
+		t.Errorf("%d instances with %d occurrences, want 2 and 3", len(k.Instances), occ)
+	}
+}
+
+func TestSelection(t *testing.T) {
+	t.Run("kernels", func(t *testing.T) {
+		r, dev, _ := newTest(t, func(c *record.Config) { c.Kernels = regexp.MustCompile("other") })
+		if r.Wants("_Z4vaddPfi") {
+			t.Error("a kernel --kernels does not match is wanted")
+		}
+		if !r.Wants("_Z5otherv") {
+			t.Error("a matching kernel is not wanted")
+		}
+		// Unwanted kernels are counted when asked about; wanted ones at
+		// their first launch.
+		if st := r.Status(); st.KernelsRegistered != 1 {
+			t.Errorf("%d kernels seen, want 1", st.KernelsRegistered)
+		}
+		if recordOne(t, r, dev, launch(r.Image([]byte("cubin")), 1)) != 0 {
+			t.Error("a kernel --kernels does not match was recorded")
+		}
+	})
+	t.Run("skip", func(t *testing.T) {
+		r, dev, _ := newTest(t, func(c *record.Config) { c.Skip = 1 })
+		id := r.Image([]byte("cubin"))
+		if recordOne(t, r, dev, launch(id, 1)) != 0 {
+			t.Error("the first launch was recorded under --skip 1")
+		}
+		if recordOne(t, r, dev, launch(id, 1)) == 0 {
+			t.Error("the second launch was not recorded under --skip 1")
+		}
+	})
+}
+
+func TestFreedAllocationsLeaveTheSnapshots(t *testing.T) {
+	r, dev, dir := newTest(t, nil)
+	r.Free(addrB)
+	recordOne(t, r, dev, launch(r.Image([]byte("cubin")), 1))
+	d, err := db.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := d.Kernels[0]
+	pro, err := d.ReadPrologue(k, k.Instances[k.InstanceIDs()[0]])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pro.Blobs) != 1 || pro.Blobs[0].Addr != addrA {
+		t.Errorf("prologue holds %d allocations, want only the live one", len(pro.Blobs))
+	}
+}
+
+func TestWhatIsNotRecorded(t *testing.T) {
+	t.Run("unknown module", func(t *testing.T) {
+		r, dev, _ := newTest(t, nil)
+		if recordOne(t, r, dev, launch(-1, 1)) != 0 {
+			t.Fatal("a kernel of an unseen module was recorded")
+		}
+		if st := r.Status(); len(st.Errors) != 1 || !strings.Contains(st.Errors[0], "module it came from") {
+			t.Errorf("errors %q", st.Errors)
+		}
+	})
+	t.Run("failed launch", func(t *testing.T) {
+		r, _, dir := newTest(t, nil)
+		tok := r.LaunchBegin(launch(r.Image([]byte("cubin")), 1))
+		r.LaunchEnd(tok, errors.New("CUDA_ERROR_INVALID_VALUE"))
+		if st := r.Status(); st.InstancesRecorded != 0 || len(st.Errors) != 1 {
+			t.Errorf("status %+v", st)
+		}
+		if m, _ := filepath.Glob(filepath.Join(dir, "*.json")); len(m) != 0 {
+			t.Errorf("kernel files written for a failed launch: %v", m)
+		}
+	})
+	t.Run("device fault", func(t *testing.T) {
+		r, dev, _ := newTest(t, nil)
+		dev.syncErr = errors.New("CUDA_ERROR_ILLEGAL_ADDRESS")
+		if recordOne(t, r, dev, launch(r.Image([]byte("cubin")), 1)) != 0 {
+			t.Error("a launch whose prologue could not be taken was recorded")
+		}
+	})
+	t.Run("hostile fatbin image", func(t *testing.T) {
+		r, dev, _ := newTest(t, nil)
+		bad := []byte{0x50, 0xed, 0x55, 0xba, 1, 0, 16, 0, 0xff, 0xff, 0, 0, 0, 0, 0, 0}
+		if recordOne(t, r, dev, launch(r.Image(bad), 1)) != 0 {
+			t.Error("a kernel of a truncated fat binary was recorded")
+		}
+		if st := r.Status(); len(st.Errors) != 1 || !strings.Contains(st.Errors[0], "truncated") {
+			t.Errorf("errors %q", st.Errors)
+		}
+	})
+}
