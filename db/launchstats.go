@@ -157,6 +157,15 @@ func (k *KernelStats) ShapeOf(grid, block mneme.Dim3, shared uint32) *ShapeStats
 	return nil
 }
 
+// ForKernel finds the statistics of a recorded kernel; nil when absent.
+func (s *LaunchStats) ForKernel(k *Kernel) *KernelStats { return s.Kernel(k.KernelName, k.StaticHash) }
+
+// ForInstance finds the statistics of a recorded instance's launch shape:
+// the launches it stands for; nil when its shape is not in the table.
+func (k *KernelStats) ForInstance(inst *Instance) *ShapeStats {
+	return k.ShapeOf(inst.GridDims, inst.BlockDims, inst.SharedMem)
+}
+
 // Name is the name to show a person: demangled when known.
 func (k *KernelStats) Name() string {
 	if k.DemangledName != "" {

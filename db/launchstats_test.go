@@ -108,6 +108,26 @@ func TestLaunchStatsKernelLookup(t *testing.T) {
 	}
 }
 
+func TestLaunchStatsForRecordedKernelAndInstance(t *testing.T) {
+	s := sampleStats()
+	k := &Kernel{KernelName: "_Z4initPf", StaticHash: "00000000000000aa"}
+	ks := s.ForKernel(k)
+	if ks == nil || ks.KernelName != "_Z4initPf" {
+		t.Fatalf("ForKernel: %+v", ks)
+	}
+	if s.ForKernel(&Kernel{KernelName: "_Z4initPf", StaticHash: "00000000000000bb"}) != nil {
+		t.Error("ForKernel found a kernel of another static hash")
+	}
+	inst := &Instance{GridDims: mneme.Dim3{X: 1, Y: 1, Z: 1}, BlockDims: mneme.Dim3{X: 32, Y: 1, Z: 1}}
+	if sh := ks.ForInstance(inst); sh == nil || sh.Launches != 2 {
+		t.Errorf("ForInstance: %+v", sh)
+	}
+	inst.SharedMem = 16
+	if sh := ks.ForInstance(inst); sh != nil {
+		t.Errorf("ForInstance with other shared memory: %+v", sh)
+	}
+}
+
 func TestLaunchStatsRoundTrip(t *testing.T) {
 	dir := t.TempDir()
 	s := sampleStats()

@@ -86,6 +86,9 @@ func describe(p *Plan) string {
 	if !p.TunedBlock.IsZero() {
 		parts = append(parts, "block "+p.TunedBlock.String())
 	}
+	if len(p.Classes) > 0 {
+		parts = append(parts, fmt.Sprintf("%d launch-shape classes (other shapes keep their own code)", len(p.Classes)))
+	}
 	return strings.Join(parts, ", ")
 }
 
@@ -110,6 +113,7 @@ func closest(name string, kernels []string) string {
 // is compiled for.
 type Launch struct {
 	Grid, Block mneme.Dim3
+	SharedMem   uint32
 	Args        [][]byte
 }
 
@@ -124,8 +128,11 @@ type PrecompileJob struct {
 // PrecompileJobs lists the variants to compile for the executable's tuned
 // kernels: one per kernel whose configuration folds nothing, and one per
 // recorded launch (deduplicated by the runtime's key later) for those that
-// fold values or dimensions. Kernels that fold values and have no recorded
-// launch are skipped: their variants are compiled at run time.
+// fold values or dimensions. A kernel with launch-shape classes is listed
+// per class, each with its own configuration and shape, and a recorded
+// launch goes to the class of its shape (none: nothing to compile).
+// Kernels that fold values and have no recorded launch are skipped: their
+// variants are compiled at run time.
 func PrecompileJobs(plans Plans, kernels []string, launches map[string][]Launch) []PrecompileJob {
 	var jobs []PrecompileJob
 	for _, n := range slices.Sorted(maps.Keys(plans)) {
@@ -133,33 +140,46 @@ func PrecompileJobs(plans Plans, kernels []string, launches map[string][]Launch)
 		if p.Original || !slices.Contains(kernels, n) {
 			continue
 		}
-		folds := p.Config.Specialize || p.Config.SpecializeDims
-		if !folds {
-			ls := launches[n]
-			block := p.RecordedBlock
-			if len(ls) > 0 {
-				block = ls[0].Block
-			}
-			_, block = p.Geometry(mneme.Dim3{X: 1, Y: 1, Z: 1}, block)
-			cfg := p.ConfigFor(block)
-			cfg.Grid, cfg.Block = mneme.Dim3{}, mneme.Dim3{}
-			var args [][]byte
-			if len(ls) > 0 {
-				args = ls[0].Args
-			}
-			jobs = append(jobs, PrecompileJob{Kernel: n, Label: "generic", Config: cfg, Args: args})
+		if len(p.Classes) == 0 {
+			jobs = append(jobs, planJobs(n, p, launches[n], "")...)
 			continue
 		}
-		for i, l := range launches[n] {
-			grid, block := p.Geometry(l.Grid, l.Block)
-			cfg := p.ConfigFor(block)
-			if cfg.SpecializeDims {
-				cfg.Grid, cfg.Block = grid, block
-			} else {
-				cfg.Grid, cfg.Block = mneme.Dim3{}, mneme.Dim3{}
+		for i, c := range p.Classes {
+			var ls []Launch
+			for _, l := range launches[n] {
+				if p.For(l.Grid, l.Block, l.SharedMem) == &c.Plan {
+					ls = append(ls, l)
+				}
 			}
-			jobs = append(jobs, PrecompileJob{Kernel: n, Label: fmt.Sprintf("recorded launch %d", i+1), Config: cfg, Args: l.Args})
+			if len(ls) == 0 && c.Config.SpecializeDims && !c.Config.Specialize {
+				// The dimensions folded are the class's own.
+				ls = []Launch{{Grid: c.RecordedGrid, Block: c.RecordedBlock, SharedMem: c.SharedMem}}
+			}
+			jobs = append(jobs, planJobs(n, &c.Plan, ls, fmt.Sprintf("class %d, ", i+1))...)
 		}
+	}
+	return jobs
+}
+
+// planJobs are the jobs of one plan (a kernel's, or one class's) given the
+// recorded launches it serves.
+func planJobs(n string, p *Plan, ls []Launch, label string) []PrecompileJob {
+	if !p.Config.Specialize && !p.Config.SpecializeDims {
+		block := p.RecordedBlock
+		var args [][]byte
+		if len(ls) > 0 {
+			block, args = ls[0].Block, ls[0].Args
+		}
+		_, block = p.Geometry(mneme.Dim3{X: 1, Y: 1, Z: 1}, block)
+		cfg := p.ConfigFor(block)
+		cfg.Grid, cfg.Block = mneme.Dim3{}, mneme.Dim3{}
+		return []PrecompileJob{{Kernel: n, Label: label + "generic", Config: cfg, Args: args}}
+	}
+	var jobs []PrecompileJob
+	for i, l := range ls {
+		grid, block := p.Geometry(l.Grid, l.Block)
+		cfg := launchConfig(p.ConfigFor(block), grid, block)
+		jobs = append(jobs, PrecompileJob{Kernel: n, Label: fmt.Sprintf("%srecorded launch %d", label, i+1), Config: cfg, Args: l.Args})
 	}
 	return jobs
 }

@@ -39,9 +39,11 @@ const (
 
 // VariantLaunchKey is what tells a specialized kernel's launches apart,
 // byte for byte as the shim's mneme_deploy_variant_key writes it: block x,
-// y, z, then grid x, y, z when dimensions are folded, as little-endian
-// u32, then each folded argument's bytes in order. It appends to buf.
-func VariantLaunchKey(buf []byte, grid, block mneme.Dim3, dimsFolded bool, folded [][]byte) []byte {
+// y, z, then grid x, y, z when dimensions are folded (or the kernel has
+// launch-shape classes), as little-endian u32, then the dynamic shared
+// memory as a little-endian u32 when sharedKeyed (classes), then each
+// folded argument's bytes in order. It appends to buf.
+func VariantLaunchKey(buf []byte, grid, block mneme.Dim3, dimsFolded, sharedKeyed bool, shared uint32, folded [][]byte) []byte {
 	for _, v := range []uint32{block.X, block.Y, block.Z} {
 		buf = binary.LittleEndian.AppendUint32(buf, v)
 	}
@@ -49,6 +51,9 @@ func VariantLaunchKey(buf []byte, grid, block mneme.Dim3, dimsFolded bool, folde
 		for _, v := range []uint32{grid.X, grid.Y, grid.Z} {
 			buf = binary.LittleEndian.AppendUint32(buf, v)
 		}
+	}
+	if sharedKeyed {
+		buf = binary.LittleEndian.AppendUint32(buf, shared)
 	}
 	for _, a := range folded {
 		buf = append(buf, a...)

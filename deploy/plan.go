@@ -42,6 +42,14 @@ type Plan struct {
 	// only to launches of exactly MaxThreads threads, and SpecializeArgs
 	// covers the arguments the application annotated as runtime constants.
 	Proteus bool
+	// Classes, when present, are the configurations per launch shape: a
+	// launch takes its shape's (For), and a shape none names runs the
+	// application's own code.
+	Classes []*ClassPlan
+	// Folded are the values a folded argument's variants were measured
+	// with (Unmeasured): a launch with another value runs the
+	// application's own code.
+	Folded []FoldedValues
 }
 
 // Plans are the plans of a job, keyed by mangled kernel name.
@@ -216,7 +224,11 @@ func mnemePlan(path, kernel string, raw json.RawMessage) (*Plan, error) {
 		tk.Config.Passes = mneme.DefaultPipeline
 	}
 	p := &Plan{Kernel: kernel, Source: path, Config: compileKnobs(tk.Config), Original: tk.Config.Original,
-		RecordedBlock: normDim(tk.RecordedBlock), RecordedGrid: normDim(tk.RecordedGrid), TunedGPU: tk.GPU}
+		RecordedBlock: normDim(tk.RecordedBlock), RecordedGrid: normDim(tk.RecordedGrid), TunedGPU: tk.GPU,
+		Classes: classPlans(kernel, path, &tk), Folded: foldedValues(&tk)}
+	for _, c := range p.Classes {
+		c.Folded = p.Folded
+	}
 	if tk.LaunchSearched && !tk.Config.Block.IsZero() {
 		if b := normDim(tk.Config.Block); b != p.RecordedBlock {
 			p.TunedBlock = b

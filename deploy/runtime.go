@@ -3,6 +3,7 @@ package deploy
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/mneme-gpu/mneme"
@@ -69,13 +70,19 @@ type Variant struct {
 
 // FastPath is what the shim may run without asking the runtime again.
 type FastPath struct {
-	// Variant is nil when every launch must keep asking.
+	// Variant is nil when every launch must keep asking, unless Own.
 	Variant *Variant
+	// Own: the launches with this launch's key run the application's own
+	// code (a shape no class covers, a folded value never measured); the
+	// shim remembers that instead of asking again. Always Keyed.
+	Own bool
 	// Keyed: Variant serves only the launches whose key (VariantLaunchKey
-	// of their block, grid when DimsFolded, and the Folded arguments, of
-	// FoldedSizes bytes each) equals this launch's.
+	// of their block, grid when DimsFolded, dynamic shared memory when
+	// SharedKeyed, and the Folded arguments, of FoldedSizes bytes each)
+	// equals this launch's.
 	Keyed       bool
 	DimsFolded  bool
+	SharedKeyed bool
 	Folded      []int
 	FoldedSizes []int
 }
@@ -84,7 +91,15 @@ type FastPath struct {
 type LaunchPlan struct {
 	// Grid and Block are the geometry to launch with (Plan.Geometry).
 	Grid, Block mneme.Dim3
-	Variant     *Variant
+	// Variant is the tuned code to run; nil: the application's own code
+	// runs this launch (Own says why).
+	Variant *Variant
+	// TunedBlock and RecordedBlock are the geometry rule's inputs for the
+	// launches of this plan (a class's own when the kernel has classes),
+	// for the shim to apply to the launches it runs alone.
+	TunedBlock, RecordedBlock mneme.Dim3
+	// Own, when Variant is nil, says why the application's own code runs.
+	Own string
 	// OptInShared: the launch asks for more dynamic shared memory than the
 	// code accepts; open it up (then SharedOpened) before launching.
 	OptInShared bool
@@ -127,13 +142,19 @@ type Kernel struct {
 	mu       sync.Mutex // one launch at a time builds the kernel's variants
 	facts    *KernelFacts
 	variants Variants[*Variant]
-	generic  *Variant // the unspecialized tuned code, beyond the variant bound
+	// generic is the unspecialized tuned code of each configuration (by
+	// ConfigKey), beyond the variant bound.
+	generic  map[string]*Variant
 	disabled bool
-	// hot maps the launch keys seen to their variants, so a launch like an
-	// earlier one finds its code without building the cache key.
+	// hot maps the launch keys seen to their variants (nil: the
+	// application's own code), so a launch like an earlier one finds its
+	// code without building the cache key or checking its values again.
 	hot      map[string]*Variant
 	hotBuf   []byte
 	launched bool // a launch was prepared
+	// unmeasured: a launch folded a value the entry's variants were not
+	// measured with (warned once).
+	unmeasured bool
 }
 
 func (r *Runtime) warn(format string, args ...any) {
@@ -218,12 +239,25 @@ func (k *Kernel) ArgSizes() []int {
 // to launch with and the variant to run, found in memory, then the disk
 // cache, then compiled. An error means the tuned code cannot run: the
 // caller runs the application's own code and Disables k.
+//
+// A kernel with classes runs the configuration of the class its launch's
+// shape (grid, block, shared as launched) is in; a shape in no class runs
+// the application's own code, as does a launch that would fold a value the
+// entry's variants were not measured with (warned once per kernel): the
+// configuration was chosen for its folded code, and its code without the
+// fold was never measured, so it could be slower than the application's.
+// Neither compiles anything, and the fast path lets the shim remember it.
 func (r *Runtime) Prepare(k *Kernel, grid, block mneme.Dim3, args [][]byte, shared uint32) (LaunchPlan, error) {
-	grid, block = k.Plan.Geometry(grid, block)
+	p := k.Plan.For(grid, block, shared)
+	if p == nil {
+		r.trace("%s: launch shape grid %s block %s shared %d is in no class: the application's own code runs", k.Name, grid, block, shared)
+		return LaunchPlan{Grid: grid, Block: block, Own: "its launch shape is in no class of the tuned entry",
+			Fast: r.ownFast(k, args)}, nil
+	}
 	k.mu.Lock()
-	v, err := r.variant(k, grid, block, args)
-	first := !k.launched && err == nil
-	k.launched = k.launched || err == nil
+	v, own, err := r.variant(k, p, grid, block, args, shared)
+	first := !k.launched && err == nil && own == ""
+	k.launched = k.launched || first
 	k.mu.Unlock()
 	if first {
 		r.trace("first launch of %s runs its tuned code", k.Name)
@@ -231,7 +265,11 @@ func (r *Runtime) Prepare(k *Kernel, grid, block mneme.Dim3, args [][]byte, shar
 	if err != nil {
 		return LaunchPlan{}, err
 	}
-	lp := LaunchPlan{Grid: grid, Block: block, Variant: v}
+	if own != "" {
+		return LaunchPlan{Grid: grid, Block: block, Own: own, Fast: r.ownFast(k, args)}, nil
+	}
+	lp := LaunchPlan{Variant: v, TunedBlock: p.TunedBlock, RecordedBlock: p.RecordedBlock}
+	lp.Grid, lp.Block = p.Geometry(grid, block)
 	r.mu.Lock()
 	lp.OptInShared = int(shared) > r.limits().DefaultShared && int(shared) > v.SharedMax
 	r.mu.Unlock()
@@ -247,26 +285,57 @@ func (r *Runtime) SharedOpened(v *Variant, shared uint32) {
 	r.mu.Unlock()
 }
 
-// variant finds or builds the variant of k for this launch. Called with
+// variant finds or builds the variant of k for this launch of p (k's plan
+// or its class) with the application's grid and block; own, when not
+// empty, says why the application's own code runs it instead. Called with
 // k.mu held.
-func (r *Runtime) variant(k *Kernel, grid, block mneme.Dim3, args [][]byte) (*Variant, error) {
-	if k.facts != nil {
-		k.hotBuf = r.hotKey(k, k.hotBuf[:0], grid, block, args)
-		if v := k.hot[string(k.hotBuf)]; v != nil {
-			return v, nil
+func (r *Runtime) variant(k *Kernel, p *Plan, appGrid, appBlock mneme.Dim3, args [][]byte, shared uint32) (v *Variant, own string, err error) {
+	if k.facts == nil {
+		if f, ok := r.Store.GetFacts(r.IRHash, k.Name); ok {
+			k.facts = f
 		}
 	}
-	v, err := r.variantFor(k, launchConfig(k.Plan.ConfigFor(block), grid, block), args)
-	if err != nil {
-		return nil, err
-	}
-	if len(k.hot) < r.limits().MaxKeys {
-		if k.hot == nil {
-			k.hot = map[string]*Variant{}
+	keyed := k.facts != nil
+	if keyed {
+		k.hotBuf = r.hotKey(k, k.hotBuf[:0], appGrid, appBlock, shared, args)
+		if v, ok := k.hot[string(k.hotBuf)]; ok {
+			if v == nil {
+				return nil, "its folded values were not measured", nil
+			}
+			return v, "", nil
 		}
-		k.hot[string(r.hotKey(k, nil, grid, block, args))] = v
 	}
-	return v, nil
+	grid, block := p.Geometry(appGrid, appBlock)
+	cfg := launchConfig(p.ConfigFor(block), grid, block)
+	if a, bad := p.Unmeasured(cfg, args); bad {
+		if !k.unmeasured {
+			k.unmeasured = true
+			r.warn("tuned kernel %s (%s): argument %s took the value %x, which the entry's variants were not measured with (its folded values contradict this run); such launches run the application's own code",
+				k.Name, p.Source, p.foldedLabel(a), args[a])
+		}
+		if keyed {
+			r.remember(k, appGrid, appBlock, shared, args, nil)
+		}
+		return nil, "its folded values were not measured", nil
+	}
+	if v, err = r.variantFor(k, cfg, args); err != nil {
+		return nil, "", err
+	}
+	r.remember(k, appGrid, appBlock, shared, args, v)
+	return v, "", nil
+}
+
+// remember files what a launch runs (v, nil for the application's own
+// code) under its launch key, within the limit. Called with k.mu held and
+// k's facts known.
+func (r *Runtime) remember(k *Kernel, grid, block mneme.Dim3, shared uint32, args [][]byte, v *Variant) {
+	if len(k.hot) >= r.limits().MaxKeys {
+		return
+	}
+	if k.hot == nil {
+		k.hot = map[string]*Variant{}
+	}
+	k.hot[string(r.hotKey(k, nil, grid, block, shared, args))] = v
 }
 
 // launchConfig is cfg with the launch's geometry where it is folded in.
@@ -279,17 +348,57 @@ func launchConfig(cfg mneme.Config, grid, block mneme.Dim3) mneme.Config {
 	return cfg
 }
 
-// hotKey is the launch's key among k's launches (VariantLaunchKey); k's
-// facts are known.
-func (r *Runtime) hotKey(k *Kernel, buf []byte, grid, block mneme.Dim3, args [][]byte) []byte {
-	idx := FoldedArgs(k.Plan.Config, *k.facts)
-	folded := make([][]byte, 0, len(idx))
-	for _, i := range idx {
+// hotKey is the launch's key among k's launches (VariantLaunchKey of its
+// layout, the application's grid and block); k's facts are known.
+func (r *Runtime) hotKey(k *Kernel, buf []byte, grid, block mneme.Dim3, shared uint32, args [][]byte) []byte {
+	l := k.layout(*k.facts)
+	folded := make([][]byte, 0, len(l.args))
+	for _, i := range l.args {
 		if i >= 0 && i < len(args) {
 			folded = append(folded, args[i])
 		}
 	}
-	return VariantLaunchKey(buf, grid, block, k.Plan.Config.SpecializeDims, folded)
+	return VariantLaunchKey(buf, grid, block, l.dims, l.shared, shared, folded)
+}
+
+// keyLayout is what tells k's launches apart: the block always, the grid
+// when a configuration folds dimensions or the kernel has classes, the
+// dynamic shared memory when it has classes, and every argument one of its
+// configurations folds.
+type keyLayout struct {
+	dims, shared bool
+	args         []int
+}
+
+// layout is k's key layout given its facts.
+func (k *Kernel) layout(facts KernelFacts) keyLayout {
+	l := keyLayout{dims: len(k.Plan.Classes) > 0, shared: len(k.Plan.Classes) > 0}
+	for _, p := range k.Plan.served() {
+		l.dims = l.dims || p.Config.SpecializeDims
+		for _, a := range FoldedArgs(p.Config, facts) {
+			if !slices.Contains(l.args, a) {
+				l.args = append(l.args, a)
+			}
+		}
+	}
+	slices.Sort(l.args)
+	return l
+}
+
+// knownLayout is k's key layout when it can be told without its facts:
+// every configuration names the arguments it folds.
+func (k *Kernel) knownLayout() (keyLayout, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.facts != nil {
+		return k.layout(*k.facts), true
+	}
+	for _, p := range k.Plan.served() {
+		if p.Config.Specialize && len(p.Config.SpecializeArgs) == 0 {
+			return keyLayout{}, false
+		}
+	}
+	return k.layout(KernelFacts{}), true
 }
 
 // variantFor finds the variant for cfg and args: the kernel's variants in
@@ -322,17 +431,21 @@ func (r *Runtime) variantFor(k *Kernel, cfg mneme.Config, args [][]byte) (*Varia
 		return v, nil
 	}
 	if k.variants.Len() >= r.maxVariants() {
-		if k.generic != nil {
-			return k.generic, nil
-		}
 		generic := cfg
 		generic.Specialize, generic.SpecializeArgs, generic.SpecializeDims = false, nil, false
 		generic.Grid, generic.Block = mneme.Dim3{}, mneme.Dim3{}
+		gk := ConfigKey(generic)
+		if v := k.generic[gk]; v != nil {
+			return v, nil
+		}
 		v, err := r.build(k, r.key(k, generic, args), generic, args, false)
 		if err != nil {
 			return nil, err
 		}
-		k.generic = v
+		if k.generic == nil {
+			k.generic = map[string]*Variant{}
+		}
+		k.generic[gk] = v
 		return v, nil
 	}
 	return r.build(k, key, cfg, args, true)
@@ -429,24 +542,48 @@ func (r *Runtime) fastPath(k *Kernel, v *Variant, args [][]byte) FastPath {
 	if len(v.Links) > 0 {
 		return FastPath{}
 	}
-	cfg := k.Plan.Config
-	k.mu.Lock()
-	folded := FoldedArgs(cfg, *k.facts)
-	k.mu.Unlock()
-	if len(folded) == 0 && !cfg.SpecializeDims {
+	l, _ := k.knownLayout() // known: v was built, so were the facts
+	if len(l.args) == 0 && !l.dims && !l.shared {
 		return FastPath{Variant: v}
 	}
-	if len(folded) > r.limits().MaxFolded {
+	f, ok := r.keyedFast(l, args)
+	if !ok {
 		return FastPath{}
 	}
-	sizes := make([]int, len(folded))
-	for i, a := range folded {
+	f.Variant = v
+	return f
+}
+
+// ownFast says what the shim may remember of a launch that runs the
+// application's own code: its key, when k's key layout is known (else
+// the shim asks again, and the runtime answers from its own memo).
+func (r *Runtime) ownFast(k *Kernel, args [][]byte) FastPath {
+	l, ok := k.knownLayout()
+	if !ok {
+		return FastPath{}
+	}
+	f, ok := r.keyedFast(l, args)
+	if !ok {
+		return FastPath{}
+	}
+	f.Own = true
+	return f
+}
+
+// keyedFast is the keyed fast path of layout l for a launch with args; ok
+// is false when the key exceeds the limits the shim keys within.
+func (r *Runtime) keyedFast(l keyLayout, args [][]byte) (FastPath, bool) {
+	if len(l.args) > r.limits().MaxFolded {
+		return FastPath{}, false
+	}
+	sizes := make([]int, len(l.args))
+	for i, a := range l.args {
 		if a < 0 || a >= len(args) || len(args[a]) > r.limits().MaxKeyedArg {
-			return FastPath{}
+			return FastPath{}, false
 		}
 		sizes[i] = len(args[a])
 	}
-	return FastPath{Variant: v, Keyed: true, DimsFolded: cfg.SpecializeDims, Folded: folded, FoldedSizes: sizes}
+	return FastPath{Keyed: true, DimsFolded: l.dims, SharedKeyed: l.shared, Folded: l.args, FoldedSizes: sizes}, true
 }
 
 // Preload loads, off the application's critical path, the code of every
@@ -483,8 +620,8 @@ func (r *Runtime) Preload() int {
 	return n
 }
 
-// preload loads k's variant for its expected launch when it is in the
-// store. Called with k.mu held.
+// preload loads k's variant for its expected launch, or each class's,
+// when it is in the store; true when it loaded any. Called with k.mu held.
 func (r *Runtime) preload(k *Kernel) (bool, error) {
 	if k.facts == nil {
 		f, ok := r.Store.GetFacts(r.IRHash, k.Name)
@@ -493,11 +630,26 @@ func (r *Runtime) preload(k *Kernel) (bool, error) {
 		}
 		k.facts = f
 	}
-	grid, block, ok := k.Plan.expectedLaunch()
+	loaded := false
+	var errs []error
+	for _, p := range k.Plan.served() {
+		ok, err := r.preloadPlan(k, p)
+		loaded = loaded || ok
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return loaded, errors.Join(errs...)
+}
+
+// preloadPlan loads the variant of p's expected launch when it is in the
+// store. Called with k.mu held and k's facts known.
+func (r *Runtime) preloadPlan(k *Kernel, p *Plan) (bool, error) {
+	grid, block, ok := p.expectedLaunch()
 	if !ok {
 		return false, nil
 	}
-	cfg := k.Plan.ConfigFor(block)
+	cfg := p.ConfigFor(block)
 	if len(FoldedArgs(cfg, *k.facts)) > 0 {
 		return false, nil
 	}
@@ -542,11 +694,11 @@ func (p *Plan) expectedLaunch() (grid, block mneme.Dim3, ok bool) {
 	return mneme.Dim3{}, mneme.Dim3{}, false
 }
 
-// FoldsArgs tells whether k's configuration folds argument values, which
-// makes their bytes part of its launches' keys; false while its facts are
-// unknown.
+// FoldsArgs tells whether k's configurations (its classes' when it has
+// some) fold argument values, which makes their bytes part of its
+// launches' keys; false while its facts are unknown.
 func (k *Kernel) FoldsArgs() bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return k.facts != nil && len(FoldedArgs(k.Plan.Config, *k.facts)) > 0
+	return k.facts != nil && len(k.layout(*k.facts).args) > 0
 }

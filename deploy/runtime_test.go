@@ -30,7 +30,9 @@ func (c *fakeCompiler) Compile(kernel string, cfg mneme.Config, args [][]byte) (
 	name := fmt.Sprintf("%s spec=%v dims=%v grid=%v block=%v", kernel, cfg.Specialize, cfg.SpecializeDims, cfg.Grid, cfg.Block)
 	if cfg.Specialize {
 		for _, i := range FoldedArgs(cfg, f) {
-			name += fmt.Sprintf(" a%d=%x", i, args[i])
+			if i < len(args) {
+				name += fmt.Sprintf(" a%d=%x", i, args[i])
+			}
 		}
 	}
 	c.calls = append(c.calls, name)
@@ -125,6 +127,9 @@ func TestRuntimeCacheOrder(t *testing.T) {
 	launch(t, r2, "k", g, b, u32(1), u32(7))
 	if c.count() != 1 || l.count() != 2 {
 		t.Fatalf("a later process: %d compiles, %d loads; want 1 (none new), 2", c.count(), l.count())
+	}
+	if len(warns) != 0 {
+		t.Fatalf("warnings without a failure: %q", warns)
 	}
 	// A corrupt entry: one warning, compiled again, the application unharmed.
 	entries, _ := filepath.Glob(filepath.Join(dir, "??", "*.cubin"))
@@ -311,27 +316,35 @@ func TestVariantLaunchKey(t *testing.T) {
 	g, b := dim(1, 2, 3), dim(4, 5, 6)
 	folded := [][]byte{{7, 8}, {9}}
 	want := []byte{4, 0, 0, 0, 5, 0, 0, 0, 6, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 7, 8, 9}
-	if got := VariantLaunchKey(nil, g, b, true, folded); !bytes.Equal(got, want) {
+	if got := VariantLaunchKey(nil, g, b, true, false, 0, folded); !bytes.Equal(got, want) {
 		t.Fatalf("key %v, want %v", got, want)
 	}
-	if got := VariantLaunchKey(nil, g, b, false, folded); !bytes.Equal(got, append(want[:12:12], 7, 8, 9)) {
+	if got := VariantLaunchKey(nil, g, b, false, false, 0, folded); !bytes.Equal(got, append(want[:12:12], 7, 8, 9)) {
 		t.Fatalf("key without dims %v", got)
 	}
-	key := func(g, b mneme.Dim3, dims bool, f [][]byte) string {
-		return string(VariantLaunchKey(nil, g, b, dims, f))
+	withShared := append(append(want[:24:24], 0x00, 0x01, 0x02, 0x00), 7, 8, 9)
+	if got := VariantLaunchKey(nil, g, b, true, true, 0x20100, folded); !bytes.Equal(got, withShared) {
+		t.Fatalf("key with shared memory %v, want %v", got, withShared)
 	}
-	ref := key(g, b, true, folded)
+	key := func(g, b mneme.Dim3, dims, sk bool, shared uint32, f [][]byte) string {
+		return string(VariantLaunchKey(nil, g, b, dims, sk, shared, f))
+	}
+	ref := key(g, b, true, true, 256, folded)
 	for name, other := range map[string]string{
-		"grid.x": key(dim(9, 2, 3), b, true, folded), "grid.y": key(dim(1, 9, 3), b, true, folded), "grid.z": key(dim(1, 2, 9), b, true, folded),
-		"block.x": key(g, dim(9, 5, 6), true, folded), "block.y": key(g, dim(4, 9, 6), true, folded), "block.z": key(g, dim(4, 5, 9), true, folded),
-		"arg0": key(g, b, true, [][]byte{{7, 9}, {9}}), "arg1": key(g, b, true, [][]byte{{7, 8}, {8}}), "dims": key(g, b, false, folded),
+		"grid.x": key(dim(9, 2, 3), b, true, true, 256, folded), "grid.y": key(dim(1, 9, 3), b, true, true, 256, folded), "grid.z": key(dim(1, 2, 9), b, true, true, 256, folded),
+		"block.x": key(g, dim(9, 5, 6), true, true, 256, folded), "block.y": key(g, dim(4, 9, 6), true, true, 256, folded), "block.z": key(g, dim(4, 5, 9), true, true, 256, folded),
+		"arg0": key(g, b, true, true, 256, [][]byte{{7, 9}, {9}}), "arg1": key(g, b, true, true, 256, [][]byte{{7, 8}, {8}}), "dims": key(g, b, false, true, 256, folded),
+		"shared": key(g, b, true, true, 257, folded), "shared keyed": key(g, b, true, false, 256, folded),
 	} {
 		if other == ref {
 			t.Errorf("changing %s alone left the key unchanged", name)
 		}
 	}
-	if key(g, b, true, folded) != ref {
+	if key(g, b, true, true, 256, folded) != ref {
 		t.Error("equal inputs gave another key")
+	}
+	if key(g, b, true, false, 1, folded) != key(g, b, true, false, 2, folded) {
+		t.Error("the shared memory entered a key that does not key it")
 	}
 }
 
@@ -565,6 +578,7 @@ func TestExpectedLaunch(t *testing.T) {
 		{"nothing recorded, nothing bound", mneme.Dim3{}, mneme.Dim3{}, mneme.Dim3{}, mneme.Config{}, mneme.Dim3{}, mneme.Dim3{}, true},
 		{"nothing recorded, dims folded", mneme.Dim3{}, mneme.Dim3{}, mneme.Dim3{}, mneme.Config{SpecializeDims: true}, mneme.Dim3{}, mneme.Dim3{}, false},
 		{"nothing recorded, launch bounds", mneme.Dim3{}, mneme.Dim3{}, mneme.Dim3{}, mneme.Config{SetLaunchBounds: true, MaxThreads: 128}, mneme.Dim3{}, dim(128, 1, 1), true},
+		{"nothing recorded, launch bounds without a maximum", mneme.Dim3{}, mneme.Dim3{}, mneme.Dim3{}, mneme.Config{SetLaunchBounds: true}, mneme.Dim3{}, mneme.Dim3{}, false},
 		{"nothing recorded, launch bounds and dims", mneme.Dim3{}, mneme.Dim3{}, mneme.Dim3{}, mneme.Config{SetLaunchBounds: true, MaxThreads: 128, SpecializeDims: true}, mneme.Dim3{}, mneme.Dim3{}, false},
 	} {
 		p := &Plan{Config: tc.cfg, RecordedBlock: tc.recBlock, RecordedGrid: tc.recGrid, TunedBlock: tc.tuned}
@@ -647,5 +661,89 @@ func TestRuntimeConcurrentLaunchesAndPreload(t *testing.T) {
 	}
 	if c.count() != 4 {
 		t.Errorf("%d compiles, want the warm run's 2 and c's and d's", c.count())
+	}
+}
+
+// failingStore is a cache whose writes fail, as on a full disk.
+type failingStore struct {
+	*Cache
+	err error
+}
+
+func (s failingStore) Put(Key, []byte) error                       { return s.err }
+func (s failingStore) PutFacts(string, string, *KernelFacts) error { return s.err }
+
+// Fail, then carry on, for the cache: writes that fail are traced and the
+// launches run their tuned code all the same; the first launch of a kernel
+// is traced once, and not when it failed; a preload that fails to load is
+// traced and leaves the kernel to its first launch.
+func TestRuntimeTraces(t *testing.T) {
+	c := &fakeCompiler{facts: map[string]KernelFacts{"k": twoArgs, "bad": twoArgs}, fail: map[string]error{"bad": errors.New("no")}}
+	var warns, traces []string
+	r := testRuntime("", Plans{"k": plan("k", mneme.Config{}), "bad": plan("bad", mneme.Config{})}, c, &fakeLoader{}, &warns)
+	r.Store = failingStore{NewCache(""), errors.New("disk full")}
+	r.Trace = func(f string, a ...any) { traces = append(traces, fmt.Sprintf(f, a...)) }
+	launch(t, r, "k", dim(1, 1, 1), dim(32, 1, 1), u32(0), u32(0))
+	launch(t, r, "k", dim(1, 1, 1), dim(32, 1, 1), u32(0), u32(0))
+	if _, err := r.Prepare(r.Kernel("bad"), dim(1, 1, 1), dim(32, 1, 1), [][]byte{u32(0), u32(0)}, 0); err == nil {
+		t.Fatal("a failing compile prepared a launch")
+	}
+	want := []string{"facts of k not cached: disk full", "variant of k not cached: disk full", "first launch of k runs its tuned code"}
+	if strings.Join(traces, "\n") != strings.Join(want, "\n") {
+		t.Errorf("traces:\n%s\nwant:\n%s", strings.Join(traces, "\n"), strings.Join(want, "\n"))
+	}
+	if len(warns) != 0 || c.count() != 2 {
+		t.Errorf("warnings %q and %d compiles; want none and 2", warns, c.count())
+	}
+
+	dir := t.TempDir()
+	p := plan("p", mneme.Config{})
+	p.RecordedBlock, p.RecordedGrid = dim(32, 1, 1), dim(1, 1, 1)
+	warm := testRuntime(dir, Plans{"p": p}, &fakeCompiler{facts: map[string]KernelFacts{"p": twoArgs}}, &fakeLoader{}, &warns)
+	launch(t, warm, "p", dim(1, 1, 1), dim(32, 1, 1), u32(0), u32(0))
+	traces = nil
+	r2 := testRuntime(dir, Plans{"p": p}, c, &fakeLoader{fail: map[string]error{"p": errors.New("CUDA_ERROR_OUT_OF_MEMORY")}}, &warns)
+	r2.Trace = r.Trace
+	if n := r2.Preload(); n != 0 {
+		t.Errorf("a failed preload counted %d kernels", n)
+	}
+	if len(traces) != 1 || traces[0] != "preload of p: loading its tuned code: CUDA_ERROR_OUT_OF_MEMORY" {
+		t.Errorf("preload traces %q", traces)
+	}
+	if r2.Kernel("p") == nil || len(warns) != 0 {
+		t.Errorf("a failed preload disabled the kernel or warned: %q", warns)
+	}
+}
+
+// A folded first argument keys launches like any other.
+func TestRuntimeHotKeyFoldedFirstArgument(t *testing.T) {
+	c := &fakeCompiler{facts: map[string]KernelFacts{"k": {ScalarArgs: []int{0}, ArgSizes: []int{4, 4}}}}
+	var warns []string
+	r := testRuntime("", Plans{"k": plan("k", mneme.Config{Specialize: true})}, c, &fakeLoader{}, &warns)
+	a := launch(t, r, "k", dim(1, 1, 1), dim(32, 1, 1), u32(1), u32(0))
+	b := launch(t, r, "k", dim(1, 1, 1), dim(32, 1, 1), u32(2), u32(0))
+	if a.Variant == b.Variant || len(r.Kernel("k").hot) != 2 || c.count() != 2 {
+		t.Errorf("two values of the folded argument 0: same variant %v, %d keys, %d compiles; want different, 2, 2",
+			a.Variant == b.Variant, len(r.Kernel("k").hot), c.count())
+	}
+}
+
+// A launch that passes fewer arguments than the kernel's facts fold (the
+// driver's parameter list disagreeing with the IR's) neither panics nor
+// lets the shim key launches on bytes it was not given.
+func TestRuntimeFewerArgumentsThanFolded(t *testing.T) {
+	c := &fakeCompiler{facts: map[string]KernelFacts{"k": twoArgs}}
+	var warns []string
+	r := testRuntime("", Plans{"k": plan("k", mneme.Config{Specialize: true})}, c, &fakeLoader{}, &warns)
+	r.Store.PutFacts("ir", "k", &twoArgs)
+	lp, err := r.Prepare(r.Kernel("k"), dim(1, 1, 1), dim(32, 1, 1), [][]byte{u32(5)}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lp.Fast.Variant != nil {
+		t.Errorf("the shim may key launches on an argument it was not given: %+v", lp.Fast)
+	}
+	if hot := r.Kernel("k").hot; len(hot) != 1 {
+		t.Errorf("%d launch keys, want 1", len(hot))
 	}
 }

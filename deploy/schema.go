@@ -122,7 +122,8 @@ type ProteusKernel struct {
 // Validate checks what the entry says beyond its configuration, which
 // ReadMnemeTuned checks itself: the statistics word, classes that name each
 // launch shape once with a valid configuration, and folded arguments that
-// the configuration folds. A file that fails it is refused for that kernel,
+// a configuration folds, described as the statistics they rest on allow
+// (checkFoldingFacts). A file that fails it is refused for that kernel,
 // whose launches then run the application's own code.
 func (tk *TunedKernel) Validate() error {
 	switch tk.Statistics {
@@ -150,7 +151,7 @@ func (tk *TunedKernel) Validate() error {
 		return fmt.Errorf("folded: arguments folded although the entry says it had no statistics")
 	}
 	for i, f := range tk.Folded {
-		if f.Arg < 0 || !tk.Config.Specialize || (len(tk.Config.SpecializeArgs) > 0 && !slices.Contains(tk.Config.SpecializeArgs, f.Arg)) {
+		if f.Arg < 0 || !tk.folds(f.Arg) {
 			return fmt.Errorf("folded[%d]: argument %d is not one the configuration folds", i, f.Arg)
 		}
 		for _, v := range f.Values {
@@ -159,5 +160,17 @@ func (tk *TunedKernel) Validate() error {
 			}
 		}
 	}
-	return nil
+	return tk.checkFoldingFacts()
+}
+
+// folds tells whether the entry's configuration, or one of its classes',
+// folds argument a.
+func (tk *TunedKernel) folds(a int) bool {
+	folds := func(c mneme.Config) bool {
+		return c.Specialize && (len(c.SpecializeArgs) == 0 || slices.Contains(c.SpecializeArgs, a))
+	}
+	if folds(tk.Config) {
+		return true
+	}
+	return slices.ContainsFunc(tk.Classes, func(c TunedClass) bool { return folds(c.Config) })
 }

@@ -28,6 +28,13 @@ func TestReadMnemeTunedClassesAndFolding(t *testing.T) {
 		{"folding without statistics", `{` + cfg + `,"statistics":"none","folded":[{"arg":2}]}`, "no statistics"},
 		{"a value that is not hex", `{` + cfg + `,"folded":[{"arg":2,"values":["zz"]}]}`, `folded[0]: value "zz"`},
 		{"an unknown statistics word", `{` + cfg + `,"statistics":"some"}`, `statistics "some"`},
+		{"statistics none, values folded", `{` + cfg + `,"statistics":"none"}`, "statistics none: a configuration folds"},
+		{"statistics none, a class folds", `{"config":{"passes":"default<O3>","codegen_opt":3},"statistics":"none","classes":[{"grid":{"x":4},"block":{"x":256},"config":{"passes":"default<O3>","codegen_opt":3,"specialize":true,"specialize_args":[1]}}]}`, "statistics none: a configuration folds"},
+		{"statistics of the run, a fold without them", `{` + cfg + `,"statistics":"run","folded":[]}`, "folded: argument 2 is folded but has no statistics"},
+		{"statistics of the run, a class's fold without them", `{` + cfg + `,"statistics":"run","folded":[{"arg":2}],"classes":[{"grid":{"x":4},"block":{"x":256},"config":{"passes":"default<O3>","codegen_opt":3,"specialize":true,"specialize_args":[1]}}]}`, "folded: argument 1 is folded but has no statistics"},
+		{"an invariant argument with two values", `{` + cfg + `,"statistics":"run","folded":[{"arg":2,"invariant":true,"distinct":1,"values":["01000000","02000000"]}]}`, "folded[0]: argument 2 held one value over the run but lists 2"},
+		{"more values than the run gave", `{` + cfg + `,"statistics":"run","folded":[{"arg":2,"distinct":2,"values":["01000000","02000000","03000000"]}]}`, "folded[0]: argument 2 took 2 values over the run but lists 3"},
+		{"a negative count of values", `{` + cfg + `,"statistics":"run","folded":[{"arg":2,"distinct":-1}]}`, "folded[0]: distinct -1"},
 	} {
 		path := writeFile(t, "t.json", `{"good":`+good+`,"bad":`+tc.entry+`}`)
 		plans, err := ReadMnemeTuned(path)
@@ -36,6 +43,17 @@ func TestReadMnemeTunedClassesAndFolding(t *testing.T) {
 		}
 		if plans["good"] == nil || plans["bad"] != nil {
 			t.Errorf("%s: plans %v; want the good kernel alone", tc.name, plans)
+		}
+	}
+	// The counterparts that hold: an argument only a class folds, described;
+	// as many values as the run gave; an older file without statistics.
+	for _, entry := range []string{
+		`{"config":{"passes":"default<O3>","codegen_opt":3},"statistics":"run","folded":[{"arg":1,"distinct":2,"values":["01000000","02000000"]}],"classes":[{"grid":{"x":4},"block":{"x":256},"config":{"passes":"default<O3>","codegen_opt":3,"specialize":true,"specialize_args":[1]}}]}`,
+		`{` + cfg + `}`,
+	} {
+		path := writeFile(t, "t.json", `{"ok":`+entry+`}`)
+		if plans, err := ReadMnemeTuned(path); err != nil || plans["ok"] == nil {
+			t.Errorf("%s: %v; want it accepted", entry, err)
 		}
 	}
 }

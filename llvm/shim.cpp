@@ -24,6 +24,7 @@
 #include <llvm-c/Target.h>
 #include <llvm-c/Transforms/PassBuilder.h>
 
+#include <llvm/Demangle/Demangle.h>
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/Function.h>
 #include <llvm/IR/GlobalValue.h>
@@ -605,4 +606,11 @@ void mn_set_fp_fusion(LLVMTargetMachineRef tm, int level) {
     machine->Options.AllowFPOpFusion = llvm::FPOpFusion::Strict;
     break;
   }
+}
+
+char *mn_demangle(const char *mangled) {
+  std::string d = llvm::demangle(mangled);
+  if (d == mangled)
+    return nullptr;
+  return strdup(d.c_str());
 }

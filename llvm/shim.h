@@ -19,6 +19,10 @@ extern "C" {
 // LLVM print them and call exit(1).
 LLVMContextRef mn_context_create(void);
 
+// The demangled form of a symbol name (Itanium, as nvcc and clang mangle
+// kernels), malloc'd; NULL when the name is not mangled.
+char *mn_demangle(const char *mangled);
+
 // The guarded operations run with a fatal-error trap armed on the calling
 // thread: report_fatal_error inside them returns here as an error message.
 char *mn_parse_bitcode(LLVMContextRef ctx, const char *data, size_t len,

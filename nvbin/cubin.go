@@ -28,11 +28,21 @@ type Kernel struct {
 	ParamBytes int
 }
 
+// Variable is a device variable a cubin defines: a __device__ global
+// (section .nv.global or .nv.global.init) or a __constant__ one (a
+// .nv.constantN section other than bank 0, which holds kernel parameters).
+type Variable struct {
+	Name     string // the symbol: mangled, as cuModuleGetGlobal takes it
+	Size     uint64
+	Constant bool
+}
+
 // Cubin is what recording and replay need of a cubin.
 type Cubin struct {
 	// Arch is the cubin's target (90 for sm_90), from the ELF flags.
-	Arch    int
-	Kernels []Kernel
+	Arch      int
+	Kernels   []Kernel
+	Variables []Variable
 }
 
 // ELF identification of a CUDA cubin: 64-bit little-endian, machine EM_CUDA.
@@ -91,6 +101,11 @@ func ParseCubin(data []byte) (c *Cubin, err error) {
 	}
 	seen := map[string]bool{}
 	for _, s := range syms {
+		if v, ok := variable(f, s); ok && !seen[s.Name] {
+			seen[s.Name] = true
+			c.Variables = append(c.Variables, v)
+			continue
+		}
 		if elf.ST_TYPE(s.Info) != elf.STT_FUNC || elf.ST_BIND(s.Info) == elf.STB_LOCAL || seen[s.Name] {
 			continue
 		}
@@ -110,7 +125,27 @@ func ParseCubin(data []byte) (c *Cubin, err error) {
 		c.Kernels = append(c.Kernels, k)
 	}
 	sort.Slice(c.Kernels, func(i, j int) bool { return c.Kernels[i].Name < c.Kernels[j].Name })
+	sort.Slice(c.Variables, func(i, j int) bool { return c.Variables[i].Name < c.Variables[j].Name })
 	return c, nil
+}
+
+// variable reports whether symbol s is a device variable the application
+// can set: a global (not local) object in a global or user-constant section.
+func variable(f *elf.File, s elf.Symbol) (Variable, bool) {
+	if elf.ST_TYPE(s.Info) != elf.STT_OBJECT || elf.ST_BIND(s.Info) == elf.STB_LOCAL || s.Size == 0 || s.Name == "" {
+		return Variable{}, false
+	}
+	if int(s.Section) <= 0 || int(s.Section) >= len(f.Sections) {
+		return Variable{}, false
+	}
+	sec := f.Sections[s.Section].Name
+	switch {
+	case sec == ".nv.global" || strings.HasPrefix(sec, ".nv.global."):
+		return Variable{Name: s.Name, Size: s.Size}, true
+	case strings.HasPrefix(sec, ".nv.constant") && !strings.HasPrefix(sec, ".nv.constant0"):
+		return Variable{Name: s.Name, Size: s.Size, Constant: true}, true
+	}
+	return Variable{}, false
 }
 
 // cubinArch reads the SM version from e_flags (EF_CUDA_SM: bits 8..15 in

@@ -30,10 +30,16 @@ func FuzzParseFatbin(f *testing.F) {
 
 func FuzzParseCubin(f *testing.F) {
 	f.Add(readTestdata(f, "vecadd.sm_90.cubin"))
+	f.Add(variablesCubin())
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := ParseCubin(data)
 		if err != nil {
 			return
+		}
+		for _, v := range c.Variables {
+			if v.Name == "" || v.Size == 0 {
+				t.Fatalf("variable %+v", v)
+			}
 		}
 		for _, k := range c.Kernels {
 			for i, p := range k.Params {

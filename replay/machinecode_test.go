@@ -2,7 +2,10 @@ package replay
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/mneme-gpu/mneme"
@@ -24,6 +27,9 @@ func (m hostMemory) CopyToHost(dst []byte, src uint64) error {
 	return nil
 }
 func (hostMemory) Describe() (db.DeviceInfo, error) { return db.DeviceInfo{Arch: "sm_90"}, nil }
+func (hostMemory) GlobalAddress(int, string) (uint64, uint64, error) {
+	return 0, 0, errors.New("no variables")
+}
 
 // A recording made through the driver (machine code only) loads without IR,
 // runs its recorded code whatever the configuration asks, and refuses the
@@ -67,5 +73,88 @@ func TestMachineCodeRecordingReplaysItsOwnCode(t *testing.T) {
 		if err := r.MachineCodeCheck(r.Resolve(c)); err == nil {
 			t.Errorf("%s: accepted for a kernel without IR", name)
 		}
+	}
+}
+
+func TestEmbeddedPTX(t *testing.T) {
+	fatbin, err := os.ReadFile("testdata/nvcc-vecadd.nv_fatbin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const vadd = "_Z4vaddPKfS0_Pfif"
+	ptx, err := EmbeddedPTX(fatbin, vadd, 90)
+	if err != nil || !bytes.Contains(ptx, []byte(".entry "+vadd)) {
+		t.Fatalf("sm_90: %v", err)
+	}
+	if _, err := EmbeddedPTX(fatbin, vadd, 100); err != nil {
+		t.Errorf("sm_100 (compute_90 PTX JIT-compiled): %v", err)
+	}
+	for name, c := range map[string]struct {
+		image  []byte
+		kernel string
+		arch   int
+		want   string
+	}{
+		"unknown kernel":   {fatbin, "_Z5otherv", 90, "_Z5otherv"},
+		"older GPU":        {fatbin, vadd, 80, "sm_80"},
+		"cubin":            {[]byte("\x7fELF\x02\x01\x01"), vadd, 90, "cubin"},
+		"truncated fatbin": {fatbin[:100], vadd, 90, "truncated"},
+	} {
+		if _, err := EmbeddedPTX(c.image, c.kernel, c.arch); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error naming %q", name, err, c.want)
+		}
+	}
+	text := []byte("//\n.version 9.0\n.target sm_90\n.visible .entry k()\n{ ret; }\n\x00")
+	if got, err := EmbeddedPTX(text, "k", 90); err != nil || !bytes.HasSuffix(got, []byte("}\n")) {
+		t.Errorf("a PTX image: %q, %v", got, err)
+	}
+}
+
+// Only a machine-code kernel's configuration that sets an assembler knob
+// reassembles its PTX; each input changed alone.
+func TestReassemblesOnlyMachineCodeWithKnobs(t *testing.T) {
+	machine := &Recording{Kernel: &db.Kernel{Code: db.CodeMachine}}
+	withIR := &Recording{Kernel: &db.Kernel{}}
+	for _, c := range []struct {
+		rec  *Recording
+		cfg  mneme.Config
+		want bool
+	}{
+		{machine, mneme.Config{PtxasOpt: 1}, true},
+		{machine, mneme.Config{MaxRegisters: 32}, true},
+		{machine, mneme.Config{}, false},
+		{withIR, mneme.Config{PtxasOpt: 1}, false},
+		{withIR, mneme.Config{MaxRegisters: 32}, false},
+	} {
+		if got := reassembles(c.rec, c.cfg); got != c.want {
+			t.Errorf("machine code %v, %+v: %v, want %v", c.rec.Kernel.MachineCodeOnly(), c.cfg, got, c.want)
+		}
+	}
+}
+
+// A fat binary whose PTX is stored uncompressed (".version" in its first
+// bytes) is still read as a fat binary: its PTX entry is what comes back.
+func TestEmbeddedPTXOfAnUncompressedFatbin(t *testing.T) {
+	ptx := []byte("//\n.version 9.0\n.target sm_90\n.address_size 64\n.visible .entry k()\n{ ret; }\n")
+	for len(ptx)%8 != 0 {
+		ptx = append(ptx, 0)
+	}
+	le := binary.LittleEndian
+	entry := make([]byte, 64)
+	le.PutUint16(entry[0:], 1)                // PTX
+	le.PutUint32(entry[4:], 64)               // header size
+	le.PutUint64(entry[8:], uint64(len(ptx))) // payload size
+	le.PutUint16(entry[24:], 0)               // minor
+	le.PutUint16(entry[26:], 9)               // major
+	le.PutUint32(entry[28:], 90)              // compute_90
+	fatbin := make([]byte, 16)
+	le.PutUint32(fatbin[0:], 0xBA55ED50)
+	le.PutUint16(fatbin[4:], 1)
+	le.PutUint16(fatbin[6:], 16)
+	le.PutUint64(fatbin[8:], uint64(len(entry)+len(ptx)))
+	fatbin = append(append(fatbin, entry...), ptx...)
+	got, err := EmbeddedPTX(fatbin, "k", 90)
+	if err != nil || !bytes.Equal(got, bytes.TrimRight(ptx, "\x00")) {
+		t.Errorf("got %q, %v; want the PTX entry alone", got, err)
 	}
 }

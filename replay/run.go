@@ -412,6 +412,9 @@ func (s *Session) deviceFailure(res *mneme.Result, err error) (*mneme.Result, er
 // context, keeping up to maxLoaded modules.
 // It also returns this request's compiler report (with its cache hit).
 func (s *Session) load(cfg mneme.Config) (*loadedKernel, *jit.Output, error) {
+	if reassembles(s.rec, cfg) {
+		return s.loadReassembled(cfg)
+	}
 	if cfg.Original {
 		return s.loadOriginal()
 	}

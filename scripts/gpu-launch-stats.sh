@@ -7,10 +7,12 @@
 # recorded instance per shape and the largest size holding most of its
 # time, the step counter changing (more values than the table holds) while
 # every other argument held, every shape timed, and the kernels' time shares
-# adding up to 1. Usage: scripts/gpu-launch-stats.sh WORKDIR, where
+# adding up to 1. Then runs it outside a recording with MNEME_LAUNCH_STATS
+# (as `mneme deploy measure` does) and checks the file it leaves: every
+# launch counted, a sample timed. Usage: scripts/gpu-launch-stats.sh WORKDIR, where
 # WORKDIR/wrapper/sizesweep/sizesweep is the wrapped build (scripts/gpu-test.sh
 # makes it); mneme on PATH. Logs go to $LOGS (default WORKDIR/launch-stats).
-# The last line starts with "== launch statistics".
+# Its result lines start with "== launch statistics".
 set -uo pipefail
 w=${1:?usage: gpu-launch-stats.sh WORKDIR}
 logs=${LOGS:-$w/launch-stats}
@@ -67,4 +69,26 @@ print(f"triad per size: {sweep}; adam {mean(adam['shapes'][0])} per step")
 if bad:
     print("== launch statistics sizesweep: FAIL (" + "; ".join(bad) + ")"); sys.exit(1)
 print(f"== launch statistics sizesweep: PASS (6 shapes of triad each recorded once, adam's step counter changing, shares {shares})")
+PY
+
+# Outside a recording: the run's statistics at exit, where MNEME_LAUNCH_STATS says.
+rm -f "$logs/app-stats.json"
+MNEME_RT_LIB=$(mneme config prefix)/lib/libmneme_rt.so MNEME_LAUNCH_STATS=$logs/app-stats.json "$app" >"$logs/app.out" 2>"$logs/app.err" || { echo "== launch statistics outside a recording: FAIL (sizesweep exited $?: $(tail -n 1 "$logs/app.err"))"; exit 1; }
+python3 - "$logs/app-stats.json" <<'PY'
+import json, os, sys
+if not os.path.exists(sys.argv[1]):
+    print("== launch statistics outside a recording: FAIL (no file at MNEME_LAUNCH_STATS)"); sys.exit(1)
+s = json.load(open(sys.argv[1]))
+k = {x["KernelName"]: x for x in s["Kernels"]}
+triad = next((v for n, v in k.items() if "triad" in n), None)
+adam = next((v for n, v in k.items() if "adam" in n), None)
+bad = []
+if not s["Complete"]: bad.append("not complete")
+if triad is None or triad["Launches"] != 120 or len(triad["Shapes"]) != 6: bad.append(f"triad {triad and triad['Launches']} launches")
+if adam is None or adam["Launches"] != 300: bad.append(f"adam {adam and adam['Launches']} launches")
+if any(x["TimedLaunches"] == 0 for x in (triad or {"TimedLaunches": 0}, adam or {"TimedLaunches": 0})): bad.append("a kernel was not timed")
+if bad:
+    print("== launch statistics outside a recording: FAIL (" + "; ".join(bad) + ")"); sys.exit(1)
+per = lambda x: x["TimedNs"] / x["TimedLaunches"] / 1e3
+print(f"== launch statistics outside a recording: PASS (triad 120 launches, {triad['TimedLaunches']} timed; adam 300, {adam['TimedLaunches']} timed, {per(adam):.1f} us each)")
 PY

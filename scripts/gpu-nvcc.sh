@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU step: applications built with nvcc alone, recorded through the driver
 # (libmneme_inject.so under CUDA_INJECTION64_PATH, CUPTI callbacks), with the
-# static and the shared CUDA runtime. For each program: its output plainly and
+# static and the shared CUDA runtime; withcublas records cuBLAS's own kernels. For each program: its output plainly and
 # under `mneme record` (must be the same), the recording's instances replayed
 # (each must verify, bitwise, running the recorded machine code), the
 # recording's wall-time overhead, and a launch-geometry tuning of the first
@@ -33,12 +33,15 @@ declare -A src=(
   [spmv]="spmv/spmv.cu" [stencil2d]="stencil2d/stencil2d.cu" [devglobal]="devglobal/devglobal.cu"
   [dynshared]="dynshared/dynshared.cu" [scalarsweep]="scalarsweep/scalarsweep.cu"
   [thrust_sort]="nvcc/thrust_sort.cu" [multifile]="nvcc/multifile_main.cu nvcc/multifile_kernels.cu"
+  [withcublas]="withcublas/withcublas.cu"
 )
-for n in ${NVCC_EXAMPLES:-vecadd saxpy_inplace pointers spmv stencil2d devglobal dynshared scalarsweep thrust_sort multifile}; do
+# Libraries a program links beyond the CUDA runtime.
+declare -A libs=([withcublas]="-lcublas")
+for n in ${NVCC_EXAMPLES:-vecadd saxpy_inplace pointers spmv stencil2d devglobal dynshared scalarsweep thrust_sort multifile withcublas}; do
   for rt in static shared; do
     exe=$w/$n-$rt
     files=(); for f in ${src[$n]}; do files+=("examples/$f"); done
-    if ! "$nvcc" -O3 -arch="$arch" -cudart "$rt" -Iexamples/common -o "$exe" "${files[@]}" > "$logs/build-$n-$rt.log" 2>&1; then
+    if ! "$nvcc" -O3 -arch="$arch" -cudart "$rt" -Iexamples/common -o "$exe" "${files[@]}" ${libs[$n]:-} > "$logs/build-$n-$rt.log" 2>&1; then
       echo "== nvcc $n ($rt cudart): build FAIL (build-$n-$rt.log)"; tail -5 "$logs/build-$n-$rt.log"; continue
     fi
     t0=$(now); "$exe" > "$logs/plain-$n-$rt.out" 2> "$logs/plain-$n-$rt.err"; prc=$?; t1=$(now)
@@ -60,12 +63,19 @@ for n in ${NVCC_EXAMPLES:-vecadd saxpy_inplace pointers spmv stencil2d devglobal
   done
 done
 
-# Tuning without IR: block shapes (launch safety: aggressive with verification).
+# Tuning without IR: block shapes (launch safety: aggressive with
+# verification), then the assembler knobs on the embedded PTX; and one
+# replay of the PTX reassembled under a register cap.
+summary() { python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print("trials", s.get("trials"), "statuses", s.get("statuses"), "best speedup", round(s.get("best_speedup") or 0, 3))' "$1" 2>&1 | tail -n 1; }
 rdb=$w/rdb-vecadd-static
 if [ -d "$rdb" ] && [ -z "${SKIP_NVCC_TUNE:-}" ]; then
   id=$(ids "$rdb" | head -1)
-  limit mneme tune -rdb "$rdb" -rid "$id" --preset launch --launch-safety aggressive --sampler exhaustive --output "$w/tune-vecadd" > "$logs/tune-vecadd.log" 2>&1; rc=$?
-  echo "== nvcc tune vecadd (launch preset, machine code): rc=$rc; $(python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print("trials", s.get("num_trials_completed"), "verified", s.get("num_verified"), "best speedup", s.get("best_speedup"))' "$w/tune-vecadd/summary.json" 2>&1 | tail -n 1)"
+  limit mneme tune -rdb "$rdb" -rid "$id" --preset launch --output "$w/tune-vecadd" > "$logs/tune-vecadd.log" 2>&1; rc=$?
+  echo "== nvcc tune vecadd (launch preset, machine code): rc=$rc; $(summary "$w/tune-vecadd/summary.json")"
+  limit mneme tune -rdb "$rdb" -rid "$id" --preset compiler --output "$w/tune-vecadd-ptxas" > "$logs/tune-vecadd-ptxas.log" 2>&1; rc=$?
+  echo "== nvcc tune vecadd (compiler preset: ptxas level and register cap on the embedded PTX): rc=$rc; $(summary "$w/tune-vecadd-ptxas/summary.json")"
+  limit mneme replay -rdb "$rdb" -rid "$id" --max-registers 32 > "$logs/replay-vecadd-maxreg.json" 2> "$logs/replay-vecadd-maxreg.err"; rc=$?
+  echo "== nvcc replay vecadd reassembled with --max-registers 32: rc=$rc (want 0); $(grep -o '"reg_usage": [0-9]*' "$logs/replay-vecadd-maxreg.json")"
 fi
 
 # Bad input: a program without CUDA, and a driver without CUPTI.

@@ -13,7 +13,7 @@
 # record record/devicecopy), GPU_BENCH=1 (add the jit, replay and staged-copy benchmarks),
 # EXAMPLES (those recorded and replayed end to end; every example is built),
 # SKIP_E2E, SKIP_NVCC (NVCC_EXAMPLES), SKIP_TUNE, SKIP_TUNE_CHECKS, TUNE_CHECKS, SKIP_LAUNCH_STATS, SKIP_FIDELITY (FIDELITY_EXAMPLES,
-# FIDELITY_TRIALS, SKIP_FIDELITY_TUNE), SKIP_DEPLOY (DEPLOY_EXAMPLES), SKIP_FIRST_LAUNCH, SKIP_OPTIMIZE (OPTIMIZE_EXAMPLES,
+# FIDELITY_TRIALS, SKIP_FIDELITY_TUNE), SKIP_DEPLOY (DEPLOY_EXAMPLES), SKIP_DEPLOY_CLASSES (CLASSES_RUNS, CLASSES_TRIALS), SKIP_FIRST_LAUNCH, SKIP_OPTIMIZE (OPTIMIZE_EXAMPLES,
 # OPTIMIZE_BUDGET), SKIP_RECORD_SCALE
 # (SCALE_APPS, SCALE_RUNS, SCALE_VARIANTS), SKIP_PYTHON, SKIP_RECORD_CHECKS,
 # OVERHEAD_RUNS (rounds of the overhead benchmark, default 31).
@@ -149,6 +149,14 @@ if [ -z "${SKIP_E2E:-}" ]; then
     LOGS=$logs/deploy scripts/gpu-deploy.sh "$w" > "$logs/deploy.log" 2>&1
     grep -v '^==' "$logs/deploy.log"
     while read -r l; do note "${l#== }"; done < <(grep '^==' "$logs/deploy.log")
+  fi
+  # A kernel tuned per launch shape: sizesweep's triad, each size running
+  # its class's code, in-application time per size untuned vs tuned
+  # (scripts/gpu-deploy-classes.sh).
+  if [ -z "${SKIP_DEPLOY_CLASSES:-}" ]; then
+    LOGS=$logs/deploy-classes scripts/gpu-deploy-classes.sh "$w" > "$logs/deploy-classes.log" 2>&1
+    grep -v '^==' "$logs/deploy-classes.log"
+    while read -r l; do note "${l#== }"; done < <(grep '^==' "$logs/deploy-classes.log")
   fi
   # No first-launch penalty: a kernel launched once, plain against tuned
   # with its code in the cache (cmd/mneme-rt/shim/bench/gpu-first-launch.sh).

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Mutation testing of the packages where a wrong answer is silent: the
-# snapshot and kernel readers (db), deployment keys and plans (deploy), YAML
+# snapshot and kernel readers (db), deployment keys and plans and the
+# in-application deployment policy (deploy), YAML
 # spaces, presets and samplers (tune), the compiler wrapper's command-line
 # parser (toolchain), IR specialization (llvm), argument encoding (jit) and
 # verification (replay/internal/compare). Each mutant is a small change to

@@ -223,20 +223,30 @@ func (s *Space) applyFold(p FoldPolicy) {
 	}
 }
 
-// foldedArgs describes the arguments c folds, for the tuned file: the
-// statistics' facts and the values in the instances measured.
-func foldedArgs(c mneme.Config, k *db.Kernel, stats *KernelStats, insts []*db.Instance) []deploy.FoldedArg {
-	if !c.Specialize {
-		return nil
-	}
-	args := c.SpecializeArgs
-	if len(args) == 0 {
-		for i, s := range k.Specializations {
-			if s {
-				args = append(args, i)
+// foldedArgs describes the arguments the configurations fold (the entry's
+// and its classes'), for the tuned file: the statistics' facts and the
+// values in the instances measured.
+func foldedArgs(configs []mneme.Config, k *db.Kernel, stats *KernelStats, insts []*db.Instance) []deploy.FoldedArg {
+	var args []int
+	for _, c := range configs {
+		if !c.Specialize {
+			continue
+		}
+		cargs := c.SpecializeArgs
+		if len(cargs) == 0 {
+			for i, s := range k.Specializations {
+				if s {
+					cargs = append(cargs, i)
+				}
+			}
+		}
+		for _, a := range cargs {
+			if !slices.Contains(args, a) {
+				args = append(args, a)
 			}
 		}
 	}
+	slices.Sort(args)
 	var out []deploy.FoldedArg
 	for _, i := range args {
 		f := deploy.FoldedArg{Arg: i}
@@ -314,7 +324,7 @@ func (t *target) noteFolding(study *Study, sum Summary) error {
 	if !ok {
 		return fmt.Errorf("%s: the entry of %s is missing", MnemeTunedFile, t.kernel.KernelName)
 	}
-	tk.Statistics, tk.Folded = t.fold.Statistics, foldedArgs(tk.Config, t.kernel, t.stats, []*db.Instance{t.inst})
+	tk.Statistics, tk.Folded = t.fold.Statistics, foldedArgs([]mneme.Config{tk.Config}, t.kernel, t.stats, []*db.Instance{t.inst})
 	if len(uncovered) > 0 {
 		s := instShape(t.inst)
 		tk.Classes = []deploy.TunedClass{{Grid: s.grid, Block: s.block, SharedMem: s.shared, Config: tk.Config, Launches: m.launches,

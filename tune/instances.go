@@ -662,7 +662,11 @@ func amendTuned(study *Study, k *db.Kernel, members []*member, stats *KernelStat
 	for _, m := range members {
 		insts = append(insts, m.t.inst)
 	}
-	tk.Statistics, tk.Folded, tk.Classes = fold.Statistics, foldedArgs(tk.Config, k, stats, insts), classes
+	configs := []mneme.Config{tk.Config}
+	for _, c := range classes {
+		configs = append(configs, c.Config)
+	}
+	tk.Statistics, tk.Folded, tk.Classes = fold.Statistics, foldedArgs(configs, k, stats, insts), classes
 	sum.Folding = fold.String()
 	if err := study.Results.WriteJSON(SummaryFile, sum); err != nil {
 		return err

@@ -38,6 +38,9 @@ const launchFixedConstraint = "launch fixed at the recorded grid and block (laun
 // shape; without an analyzer, or when the analysis fails, it counts as
 // dependent.
 func (t *target) decideGeometry(analyze GeometryAnalyzer, dbDir string) geometry.Decision {
+	if t.kernel.MachineCodeOnly() {
+		return geometry.Unknown("recorded as machine code only: no IR to analyze")
+	}
 	if analyze == nil {
 		return geometry.Unknown("no IR analysis available")
 	}
@@ -119,6 +122,12 @@ func (t *target) applyLaunchSafety(opts *Options, analyze GeometryAnalyzer, dbDi
 	safety, err := ParseLaunchSafety(opts.LaunchSafety)
 	if err != nil {
 		return GeometryReport{}, mneme.BadInput(err)
+	}
+	if t.kernel.MachineCodeOnly() {
+		// Nothing shows whether machine code depends on its block shape,
+		// and its launch is all there is to tune: every shape is tried and
+		// verified (aggressive with verification).
+		safety = LaunchAggressive
 	}
 	opts.LaunchSafety = safety
 	rep := GeometryReport{LaunchSafety: safety}

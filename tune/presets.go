@@ -1,11 +1,15 @@
 package tune
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
 
 	"github.com/mneme-gpu/mneme"
+	"github.com/mneme-gpu/mneme/internal/safefile"
+	"github.com/mneme-gpu/mneme/nvbin"
 )
 
 // Launch is what the built-in spaces need to know of the recorded launch.
@@ -18,6 +22,11 @@ type Launch struct {
 	// of its scalar (specializable) arguments.
 	NumArgs    int
 	ScalarArgs []int
+	// MachineCode: the kernel was recorded as machine code only (no IR),
+	// so only its launch geometry can change, and the assembler knobs when
+	// its image embeds PTX (EmbeddedPTX).
+	MachineCode bool
+	EmbeddedPTX bool
 }
 
 // Threads is the total number of threads the recorded launch ran.
@@ -123,6 +132,9 @@ func presetSpace(name string, sh SpaceShape, l Launch, lim mneme.DeviceLimits, s
 		Vars:     l.Vars(lim),
 		Limits:   lim,
 	}
+	if l.MachineCode {
+		return machineCodePreset(s, name, l, lim)
+	}
 	specializable := len(l.ScalarArgs) > 0
 	addBlock := func(grain string) {
 		if searchLaunch {
@@ -184,6 +196,41 @@ func presetSpace(name string, sh SpaceShape, l Launch, lim mneme.DeviceLimits, s
 		}
 		return c, err
 	}
+	return s, s.Validate()
+}
+
+// machineCodePreset is a preset for a kernel without IR: launch bounds,
+// folding and pipelines need IR, so the presets keep their block shapes and,
+// where the image embeds PTX, the assembler knobs (register cap, ptxas
+// level) that reassemble it.
+func machineCodePreset(s *Space, name string, l Launch, lim mneme.DeviceLimits) (*Space, error) {
+	assembler := func() {
+		s.Params = append(s.Params,
+			Categorical(ParamMaxRegisters, 0, 32, 64, 128, 255),
+			Categorical(ParamPtxasOpt, 0, 1, 2, 3))
+	}
+	switch name {
+	case "quick":
+		s.addBlock(l, lim, "pow2")
+	case "standard":
+		s.addBlock(l, lim, "step64")
+	case "launch":
+		s.addBlock(l, lim, "warp")
+	case "full":
+		s.addBlock(l, lim, "warp")
+		if l.EmbeddedPTX {
+			assembler()
+		}
+	case "compiler":
+		if !l.EmbeddedPTX {
+			return nil, fmt.Errorf("preset compiler: kernel %s was recorded as machine code only (through the driver) and its image embeds no PTX to assemble again; use --preset launch", l.Kernel)
+		}
+		assembler()
+	default:
+		return nil, fmt.Errorf("unknown preset %q (want %s)", name, strings.Join(PresetNames, ", "))
+	}
+	base := s.Baseline
+	s.Derive = func(pt Point) (mneme.Config, error) { return deriveBuiltin(pt, l, base) }
 	return s, s.Validate()
 }
 
@@ -303,4 +350,28 @@ func sortedTrue(m map[int]bool) []int {
 	}
 	sort.Ints(out)
 	return out
+}
+
+// embedsPTX reports whether the module image at path (a kernel recorded as
+// machine code) holds PTX a GPU of arch (sm_90) can assemble: PTX text, or
+// a fat binary with PTX of that virtual architecture or an older one.
+func embedsPTX(path, arch string) bool {
+	image, err := safefile.ReadFile(path, safefile.MaxIR)
+	if err != nil {
+		return false
+	}
+	cs, err := nvbin.ParseFatbin(image)
+	if errors.Is(err, nvbin.ErrNotFatbin) {
+		// PTX text loaded as such, or a cubin (which embeds none).
+		return !bytes.HasPrefix(image, []byte("\x7fELF")) && bytes.Contains(image[:min(len(image), 4096)], []byte(".version"))
+	}
+	if err != nil {
+		return false
+	}
+	var n int
+	if _, err := fmt.Sscanf(arch, "sm_%d", &n); err != nil {
+		return false
+	}
+	_, ptx := nvbin.Select(cs, n)
+	return len(ptx) > 0
 }

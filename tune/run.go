@@ -390,7 +390,10 @@ func loadTarget(opts *Options) (*target, error) {
 		return nil, mneme.BadInput(err)
 	}
 	t := &target{dbDir: d.Dir, kernel: k, inst: inst}
-	t.launch = Launch{Kernel: k.KernelName, Grid: inst.GridDims, Block: inst.BlockDims, SharedMem: inst.SharedMem, NumArgs: len(k.ArgKinds)}
+	t.launch = Launch{Kernel: k.KernelName, Grid: inst.GridDims, Block: inst.BlockDims, SharedMem: inst.SharedMem, NumArgs: len(k.ArgKinds), MachineCode: k.MachineCodeOnly()}
+	if t.launch.MachineCode {
+		t.launch.EmbeddedPTX = embedsPTX(filepath.Join(t.dbDir, k.DeviceCode), k.Device.Arch)
+	}
 	if len(k.Specializations) > t.launch.NumArgs {
 		t.launch.NumArgs = len(k.Specializations)
 	}

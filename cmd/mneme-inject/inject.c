@@ -44,7 +44,8 @@ typedef void *CUstream;
 typedef struct {
   CUdeviceptr *dptr;
   size_t bytesize;
-} p_alloc; /* cuMemAlloc_v2, cuMemAllocAsync (+stream), FromPool (+pool, stream) */
+} p_alloc; /* cuMemAlloc_v2, cuMemAllocAsync (+stream), FromPool (+pool, stream)
+            */
 typedef struct {
   CUdeviceptr *dptr;
   size_t *pitch;
@@ -91,10 +92,15 @@ typedef struct {
   CUkernel kernel;
 } p_kernel_function; /* cuKernelGetFunction */
 
-_Static_assert(sizeof(p_launch) == 64 && offsetof(p_launch, params) == 48, "cuLaunchKernel_params");
+_Static_assert(sizeof(p_launch) == 64 && offsetof(p_launch, params) == 48,
+               "cuLaunchKernel_params");
 _Static_assert(sizeof(p_launch_ex) == 32, "cuLaunchKernelEx_params");
-_Static_assert(offsetof(mi_launch_config, stream) == 32 && offsetof(mi_launch_config, nattrs) == 48, "CUlaunchConfig");
-_Static_assert(offsetof(mi_callback_data, functionParams) == 16 && offsetof(mi_callback_data, symbolName) == 32, "CUpti_CallbackData");
+_Static_assert(offsetof(mi_launch_config, stream) == 32 &&
+                   offsetof(mi_launch_config, nattrs) == 48,
+               "CUlaunchConfig");
+_Static_assert(offsetof(mi_callback_data, functionParams) == 16 &&
+                   offsetof(mi_callback_data, symbolName) == 32,
+               "CUpti_CallbackData");
 
 /* What each callback id means to us, found by name at start-up
  * (cuptiGetCallbackName), so no CUDA version's numbering is built in. */
@@ -147,11 +153,15 @@ static const struct {
 #define MAX_CBID 4096
 static unsigned char what_of[MAX_CBID];
 
-static CUptiResult (*p_cuptiSubscribe)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *);
-static CUptiResult (*p_cuptiEnableCallback)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain,
+static CUptiResult (*p_cuptiSubscribe)(CUpti_SubscriberHandle *,
+                                       CUpti_CallbackFunc, void *);
+static CUptiResult (*p_cuptiEnableCallback)(uint32_t, CUpti_SubscriberHandle,
+                                            CUpti_CallbackDomain,
                                             CUpti_CallbackId);
-static CUptiResult (*p_cuptiGetCallbackName)(CUpti_CallbackDomain, uint32_t, const char **);
-static CUptiResult (*p_cuptiEnableDomain)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain);
+static CUptiResult (*p_cuptiGetCallbackName)(CUpti_CallbackDomain, uint32_t,
+                                             const char **);
+static CUptiResult (*p_cuptiEnableDomain)(uint32_t, CUpti_SubscriberHandle,
+                                          CUpti_CallbackDomain);
 
 static CUresult (*p_cuFuncGetParamInfo)(CUfunction, size_t, size_t *, size_t *);
 static CUresult (*p_cuKernelGetParamInfo)(CUkernel, size_t, size_t *, size_t *);
@@ -165,7 +175,7 @@ static __thread int inside;
  * loaded from, kernels and functions to their library's or module's image.
  * Small open-addressing tables under one lock; handles are never reused
  * while the application holds them, and a stale entry only names an image. */
-#define TABLE_BITS 14
+#define TABLE_BITS 16 /* CUDA libraries (cuBLAS) load thousands of kernels */
 #define TABLE_SIZE (1u << TABLE_BITS)
 struct table {
   void *key[TABLE_SIZE];
@@ -174,7 +184,9 @@ struct table {
 static struct table loaded, functions;
 static pthread_mutex_t table_mu = PTHREAD_MUTEX_INITIALIZER;
 
-static unsigned slot(void *k) { return (unsigned)(((uintptr_t)k >> 4) * 0x9E3779B1u) >> (32 - TABLE_BITS); }
+static unsigned slot(void *k) {
+  return (unsigned)(((uintptr_t)k >> 4) * 0x9E3779B1u) >> (32 - TABLE_BITS);
+}
 
 static void table_put(struct table *t, void *k, int v) {
   pthread_mutex_lock(&table_mu);
@@ -193,7 +205,8 @@ static int table_get(struct table *t, void *k) {
   int v = -1;
   pthread_mutex_lock(&table_mu);
   unsigned i = slot(k);
-  for (unsigned n = 0; n < TABLE_SIZE && t->key[i] != NULL; n++, i = (i + 1) & (TABLE_SIZE - 1)) {
+  for (unsigned n = 0; n < TABLE_SIZE && t->key[i] != NULL;
+       n++, i = (i + 1) & (TABLE_SIZE - 1)) {
     if (t->key[i] == k) {
       v = t->val[i];
       break;
@@ -211,6 +224,55 @@ static atomic_ulong ignored_launches;
 /* The image a load call is loading, between its enter and exit callbacks. */
 static __thread int loading_image = -1;
 
+/* Image id -> the library or module loaded from it, for its variables. */
+struct image_handle {
+  void *handle;
+  int library; /* a CUlibrary (cuLibraryLoad*), else a CUmodule */
+};
+static struct image_handle *handles;
+static int nhandles;
+
+static void note_handle(int image, void *handle, int library) {
+  pthread_mutex_lock(&table_mu);
+  if (image >= nhandles) {
+    int n = image + 64;
+    struct image_handle *h = realloc(handles, n * sizeof *h);
+    if (h != NULL) {
+      memset(h + nhandles, 0, (n - nhandles) * sizeof *h);
+      handles = h, nhandles = n;
+    }
+  }
+  if (image < nhandles)
+    handles[image] = (struct image_handle){handle, library};
+  pthread_mutex_unlock(&table_mu);
+}
+
+static CUresult (*p_cuLibraryGetGlobal)(CUdeviceptr *, size_t *, CUlibrary,
+                                        const char *);
+static CUresult (*p_cuModuleGetGlobal)(CUdeviceptr *, size_t *, CUmodule,
+                                       const char *);
+
+int mi_global(int image, const char *name, unsigned long long *addr,
+              size_t *size) {
+  struct image_handle h = {0};
+  pthread_mutex_lock(&table_mu);
+  if (image >= 0 && image < nhandles)
+    h = handles[image];
+  pthread_mutex_unlock(&table_mu);
+  if (h.handle == NULL)
+    return -1;
+  CUdeviceptr p = 0;
+  CUresult r;
+  if (h.library)
+    r = p_cuLibraryGetGlobal ? p_cuLibraryGetGlobal(&p, size, h.handle, name)
+                             : -1;
+  else
+    r = p_cuModuleGetGlobal ? p_cuModuleGetGlobal(&p, size, h.handle, name)
+                            : -1;
+  *addr = p;
+  return r;
+}
+
 /* The bytes of a module image the application passes to the driver: a fat
  * binary (or the runtime's wrapper around one), a cubin (ELF) or PTX text.
  * Returns its size, 0 when unrecognisable. */
@@ -225,7 +287,8 @@ static const void *image_bytes(const void *code, size_t *size) {
     memcpy(&fat, p + 8, sizeof fat);
     return image_bytes(fat, size);
   }
-  if (magic == 0xBA55ED50u) { /* fat binary: header size u16 at 6, payload u64 at 8 */
+  if (magic ==
+      0xBA55ED50u) { /* fat binary: header size u16 at 6, payload u64 at 8 */
     uint16_t hs;
     uint64_t fat;
     memcpy(&hs, p + 6, 2);
@@ -235,7 +298,8 @@ static const void *image_bytes(const void *code, size_t *size) {
     *size = hs + fat;
     return p;
   }
-  if (magic == 0x464C457Fu && p[4] == 2) { /* ELF64: the section headers end it */
+  if (magic == 0x464C457Fu &&
+      p[4] == 2) { /* ELF64: the section headers end it */
     uint64_t shoff, phoff;
     uint16_t shentsize, shnum, phentsize, phnum;
     memcpy(&phoff, p + 0x20, 8);
@@ -268,7 +332,8 @@ static void on_load(const mi_callback_data *cd, enum what w) {
       bytes = image_bytes(((const p_load *)cd->functionParams)->code, &size);
     }
     if (w == W_LOAD_FILE) {
-      loading_image = miImageFile((char *)((const p_load_file *)cd->functionParams)->fname);
+      loading_image =
+          miImageFile((char *)((const p_load_file *)cd->functionParams)->fname);
       return;
     }
     if (bytes != NULL && size > 0)
@@ -277,13 +342,17 @@ static void on_load(const mi_callback_data *cd, enum what w) {
   }
   CUresult r = *(CUresult *)cd->functionReturnValue;
   void **handle = ((const p_load *)cd->functionParams)->handle;
-  if (r == 0 && handle != NULL && loading_image >= 0)
+  if (r == 0 && handle != NULL && loading_image >= 0) {
     table_put(&loaded, *handle, loading_image);
+    note_handle(loading_image, *handle,
+                strncmp(cd->functionName, "cuLibrary", 9) == 0);
+  }
   loading_image = -1;
 }
 
 static void on_get(const mi_callback_data *cd, enum what w) {
-  if (cd->callbackSite != MI_SITE_EXIT || *(CUresult *)cd->functionReturnValue != 0)
+  if (cd->callbackSite != MI_SITE_EXIT ||
+      *(CUresult *)cd->functionReturnValue != 0)
     return;
   if (w == W_GET_KERNEL) {
     const p_get *p = cd->functionParams;
@@ -310,12 +379,14 @@ static int param_layout(CUfunction f, size_t *off, size_t *size) {
       return n;
   }
   if (p_cuKernelGetParamInfo != NULL) {
-    while (n < MAX_PARAMS && p_cuKernelGetParamInfo((CUkernel)f, n, &off[n], &size[n]) == 0)
+    while (n < MAX_PARAMS &&
+           p_cuKernelGetParamInfo((CUkernel)f, n, &off[n], &size[n]) == 0)
       n++;
     if (n > 0)
       return n;
   }
-  return p_cuFuncGetParamInfo == NULL && p_cuKernelGetParamInfo == NULL ? -1 : 0;
+  return p_cuFuncGetParamInfo == NULL && p_cuKernelGetParamInfo == NULL ? -1
+                                                                        : 0;
 }
 
 /* Launch extra options (CU_LAUNCH_PARAM_*): the parameter buffer. */
@@ -417,7 +488,8 @@ static void on_alloc(const mi_callback_data *cd, enum what w) {
   }
 }
 
-static void callback(void *ud, CUpti_CallbackDomain domain, CUpti_CallbackId id, const void *data) {
+static void callback(void *ud, CUpti_CallbackDomain domain, CUpti_CallbackId id,
+                     const void *data) {
   (void)ud;
   if (inside || domain != MI_DOMAIN_DRIVER || id >= MAX_CBID)
     return;
@@ -460,7 +532,10 @@ static void at_exit(void) {
 
 static void *open_cupti(char *err, size_t errlen) {
   const char *env = getenv("MNEME_CUPTI_LIB");
-  const char *names[] = {env, "libcupti.so", "libcupti.so.13", "libcupti.so.12",
+  const char *names[] = {env,
+                         "libcupti.so",
+                         "libcupti.so.13",
+                         "libcupti.so.12",
                          "/usr/local/cuda/lib64/libcupti.so",
                          "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so"};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
@@ -501,7 +576,8 @@ int InitializeInjection(void) {
   p_cuptiGetCallbackName = dlsym(cupti, "cuptiGetCallbackName");
   p_cuptiEnableDomain = dlsym(cupti, "cuptiEnableDomain");
   if (!p_cuptiSubscribe || !p_cuptiEnableCallback || !p_cuptiGetCallbackName) {
-    miFatal("CUPTI lacks cuptiSubscribe, cuptiEnableCallback or cuptiGetCallbackName (CUDA 11.4 or later is needed)");
+    miFatal("CUPTI lacks cuptiSubscribe, cuptiEnableCallback or "
+            "cuptiGetCallbackName (CUDA 11.4 or later is needed)");
     return 1;
   }
   void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
@@ -509,12 +585,15 @@ int InitializeInjection(void) {
     p_cuFuncGetParamInfo = dlsym(cuda, "cuFuncGetParamInfo");
     p_cuKernelGetParamInfo = dlsym(cuda, "cuKernelGetParamInfo");
     p_cuDriverGetVersion = dlsym(cuda, "cuDriverGetVersion");
+    p_cuLibraryGetGlobal = dlsym(cuda, "cuLibraryGetGlobal");
+    p_cuModuleGetGlobal = dlsym(cuda, "cuModuleGetGlobal_v2");
   }
   CUpti_SubscriberHandle sub;
   CUptiResult r = p_cuptiSubscribe(&sub, callback, NULL);
   if (r != 0) {
     snprintf(err, sizeof err,
-             "cuptiSubscribe failed (CUPTI error %d): another tool (a profiler) may hold CUPTI's "
+             "cuptiSubscribe failed (CUPTI error %d): another tool (a "
+             "profiler) may hold CUPTI's "
              "callbacks",
              r);
     miFatal(err);
@@ -523,7 +602,8 @@ int InitializeInjection(void) {
   int enabled = 0;
   for (uint32_t id = 1; id < MAX_CBID; id++) {
     const char *name = NULL;
-    if (p_cuptiGetCallbackName(MI_DOMAIN_DRIVER, id, &name) != 0 || name == NULL)
+    if (p_cuptiGetCallbackName(MI_DOMAIN_DRIVER, id, &name) != 0 ||
+        name == NULL)
       continue;
     for (size_t i = 0; i < sizeof wanted / sizeof wanted[0]; i++) {
       if (strcmp(name, wanted[i].name) == 0) {
@@ -541,4 +621,6 @@ int InitializeInjection(void) {
   return 1;
 }
 
-int mi_driver_version(int *v) { return p_cuDriverGetVersion ? p_cuDriverGetVersion(v) : -1; }
+int mi_driver_version(int *v) {
+  return p_cuDriverGetVersion ? p_cuDriverGetVersion(v) : -1;
+}

@@ -31,4 +31,11 @@ struct mi_launch {
  * copies; these for what the cuda package lacks). */
 int mi_driver_version(int *v);
 
+/* The device address and size of variable `name` of the module or library
+ * loaded from image `image` (cuLibraryGetGlobal / cuModuleGetGlobal_v2 in
+ * the current context). Returns the driver's result; -1 when the image's
+ * handle is unknown or the driver lacks the entry point. */
+int mi_global(int image, const char *name, unsigned long long *addr,
+              size_t *size);
+
 #endif

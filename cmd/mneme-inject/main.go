@@ -12,6 +12,7 @@ package main
 /*
 #cgo CFLAGS: -O2 -Wall
 #cgo LDFLAGS: -ldl -lpthread
+#include <stdlib.h>
 #include "inject.h"
 */
 import "C"
@@ -49,6 +50,17 @@ type driverDevice struct{}
 
 func (driverDevice) Synchronize() error                      { return cuda.Synchronize() }
 func (driverDevice) CopyToHost(dst []byte, src uint64) error { return cuda.MemcpyDtoH(dst, src) }
+func (driverDevice) GlobalAddress(image int, name string) (addr, size uint64, err error) {
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	var a C.ulonglong
+	var n C.size_t
+	if r := C.mi_global(C.int(image), cname, &a, &n); r != 0 {
+		return 0, 0, fmt.Errorf("device variable %s: driver error %d", name, int(r))
+	}
+	return uint64(a), uint64(n), nil
+}
+
 func (driverDevice) Describe() (db.DeviceInfo, error) {
 	ctx, err := cuda.CurrentContext()
 	if err != nil {

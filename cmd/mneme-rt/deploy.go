@@ -293,6 +293,16 @@ func mneme_rt_deploy_launch(fn unsafe.Pointer, index C.int, gx, gy, gz, bx, by, 
 		s = 2 // CU_STREAM_PER_THREAD
 	}
 	lp, err := dep.rt.Prepare(k, grid, block, views, uint32(shared))
+	if err == nil && lp.Variant == nil {
+		// The application's own code runs this launch (lp.Own says why):
+		// the shim launches it, and remembers the key when it may.
+		answer.handled = C.MNEME_LAUNCH_FORWARD
+		if lp.Fast.Own {
+			answer.own_code = 1
+			setKey(answer, lp.Fast)
+		}
+		return 0
+	}
 	if err == nil {
 		err = dep.launch(lp, params, uint32(shared), s)
 	}
@@ -303,23 +313,31 @@ func mneme_rt_deploy_launch(fn unsafe.Pointer, index C.int, gx, gy, gz, bx, by, 
 	answer.handled = C.MNEME_LAUNCH_DONE
 	if f := lp.Fast; f.Variant != nil {
 		C.rth_set_fast_path(answer, C.uintptr_t(f.Variant.Code.(*loadedCode).fn.Handle()), C.uintptr_t(dep.cuLaunch))
-		tb, rb := k.Plan.TunedBlock, k.Plan.RecordedBlock
+		tb, rb := lp.TunedBlock, lp.RecordedBlock
 		answer.block[0], answer.block[1], answer.block[2] = C.unsigned(tb.X), C.unsigned(tb.Y), C.unsigned(tb.Z)
 		answer.recorded_block[0], answer.recorded_block[1], answer.recorded_block[2] = C.unsigned(rb.X), C.unsigned(rb.Y), C.unsigned(rb.Z)
 		if f.Keyed {
-			answer.keyed = 1
-			if f.DimsFolded {
-				answer.dims_folded = 1
-			}
-			answer.nfolded = C.int(len(f.Folded))
-			for i, a := range f.Folded {
-				answer.folded[i] = C.int(a)
-				answer.folded_size[i] = C.unsigned(f.FoldedSizes[i])
-			}
+			setKey(answer, f)
 			answer.shared_max = C.unsigned(max(f.Variant.SharedMax, policyLimits.DefaultShared))
 		}
 	}
 	return 0
+}
+
+// setKey tells the shim how f's launches are keyed.
+func setKey(answer *C.struct_mneme_deploy_answer, f deploy.FastPath) {
+	answer.keyed = 1
+	if f.DimsFolded {
+		answer.dims_folded = 1
+	}
+	if f.SharedKeyed {
+		answer.shared_keyed = 1
+	}
+	answer.nfolded = C.int(len(f.Folded))
+	for i, a := range f.Folded {
+		answer.folded[i] = C.int(a)
+		answer.folded_size[i] = C.unsigned(f.FoldedSizes[i])
+	}
 }
 
 // launch performs what the runtime decided: opens the code up for the

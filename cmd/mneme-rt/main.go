@@ -58,7 +58,11 @@ func mneme_rt_init(api *C.struct_mneme_host_api) C.int {
 	defer record.Trace("runtime", "init end")
 	C.rth_set_api(api)
 	if api.mode == C.MNEME_MODE_DEPLOY {
-		return deployInit(api)
+		rc := deployInit(api)
+		if path := os.Getenv(envLaunchStats); path != "" && rc == 0 {
+			appStatsInit(api, path)
+		}
+		return rc
 	}
 	cfg, err := record.ConfigFromEnv(os.Getenv)
 	if err != nil {
@@ -292,6 +296,9 @@ func errorCode(err error) C.cudaError_t {
 //export mneme_rt_drain
 func mneme_rt_drain() {
 	if rec == nil {
+		if appStatsPath != "" {
+			statsBeforeReset()
+		}
 		return
 	}
 	rec.Drain()
@@ -305,6 +312,9 @@ func mneme_rt_drain() {
 //export mneme_rt_finish
 func mneme_rt_finish() {
 	if rec == nil {
+		if appStatsPath != "" {
+			statsFinish()
+		}
 		return
 	}
 	registered()

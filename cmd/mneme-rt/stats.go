@@ -19,6 +19,7 @@ import (
 
 	"github.com/mneme-gpu/mneme"
 	"github.com/mneme-gpu/mneme/cuda"
+	"github.com/mneme-gpu/mneme/db"
 	"github.com/mneme-gpu/mneme/record"
 )
 
@@ -46,8 +47,32 @@ var launchStats struct {
 	stop                   chan struct{}
 	done                   chan struct{}
 
-	write    sync.Mutex // one writer at a time
-	finished bool       // the final statistics are written
+	write     sync.Mutex // one writer at a time
+	finished  bool       // the final statistics are written
+	appFailed bool       // writing appStatsPath failed, and was said
+}
+
+// envLaunchStats names the file a run outside `mneme record` writes its
+// launch statistics to at exit (`mneme deploy measure` sets it).
+const envLaunchStats = "MNEME_LAUNCH_STATS"
+
+// appStatsPath is that file, when the application runs with it set.
+var appStatsPath string
+
+// appStatsInit starts launch statistics in a run outside a recording: the
+// shim counts every launch (it read MNEME_LAUNCH_STATS too) and times a
+// sample with the events this sets up; statsFinish writes them to path.
+func appStatsInit(api *C.struct_mneme_host_api, path string) {
+	appStatsPath = path
+	if proc == nil && api.cuda_initialized != 0 {
+		p, err := newProcess()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "mneme: launches are counted but not timed: %v\n", err)
+		} else {
+			proc = p
+		}
+	}
+	statsInit(api)
 }
 
 // statsInit hands the shim's statistics entries the host API and, when
@@ -141,8 +166,27 @@ func writeStats(complete bool) {
 		C.rts_collect()
 	}
 	launchStats.mu.Unlock()
-	rec.WriteLaunchStats(readStats(), statsLimits, complete)
+	if rec != nil {
+		rec.WriteLaunchStats(readStats(), statsLimits, complete)
+	} else {
+		writeAppStats(readStats(), complete)
+	}
 	launchStats.finished = complete
+}
+
+// writeAppStats writes the statistics of a run outside a recording to
+// appStatsPath (replaced whole, never seen half written); a failure is
+// said once.
+func writeAppStats(raw []record.RawKernelStats, complete bool) {
+	s := record.BuildLaunchStats(raw, statsLimits, func(record.Kernel) string { return "" }, complete, time.Now())
+	data, err := db.MarshalLaunchStats(s)
+	if err == nil {
+		err = db.ReplaceFile(appStatsPath, data)
+	}
+	if err != nil && !launchStats.appFailed {
+		launchStats.appFailed = true
+		fmt.Fprintf(os.Stderr, "mneme: launch statistics (%s=%s): %v\n", envLaunchStats, appStatsPath, err)
+	}
 }
 
 // readStats copies every kernel's statistics out of the shim.

@@ -229,7 +229,7 @@ func launchesOf(d *db.DB) map[string][]deploy.Launch {
 			continue
 		}
 		out[ref.Kernel.KernelName] = append(out[ref.Kernel.KernelName], deploy.Launch{
-			Grid: ref.Instance.GridDims, Block: ref.Instance.BlockDims, Args: args})
+			Grid: ref.Instance.GridDims, Block: ref.Instance.BlockDims, SharedMem: ref.Instance.SharedMem, Args: args})
 	}
 	return out
 }

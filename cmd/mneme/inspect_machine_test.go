@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"strings"
 	"testing"
 
@@ -16,6 +17,9 @@ type noDevice struct{}
 func (noDevice) Synchronize() error                      { return nil }
 func (noDevice) CopyToHost(dst []byte, src uint64) error { return nil }
 func (noDevice) Describe() (db.DeviceInfo, error)        { return db.DeviceInfo{Arch: "sm_90"}, nil }
+func (noDevice) GlobalAddress(int, string) (uint64, uint64, error) {
+	return 0, 0, errors.New("no variables")
+}
 
 // A kernel recorded through the driver has no IR: inspect says so and names
 // its device code instead of reporting the IR missing.

@@ -7,4 +7,6 @@ __global__ void gather(float *const *rows, float *out, int n) {
     out[i] = rows[i % 4][i] * 2.0f;
 }
 
-void launch_gather(float *const *rows, float *out, int n) { gather<<<(n + 255) / 256, 256>>>(rows, out, n); }
+void launch_gather(float *const *rows, float *out, int n) {
+  gather<<<(n + 255) / 256, 256>>>(rows, out, n);
+}

@@ -15,6 +15,7 @@ int main() {
   long long sum = thrust::reduce(v.begin(), v.end(), 0LL);
   int first = v[0], last = v[n - 1];
   bool ok = sum == (long long)n * (n + 1) / 2 && first == 1 && last == n;
-  printf("thrust_sort: sum %lld first %d last %d %s\n", sum, first, last, ok ? "OK" : "WRONG");
+  printf("thrust_sort: sum %lld first %d last %d %s\n", sum, first, last,
+         ok ? "OK" : "WRONG");
   return ok ? 0 : 1;
 }

@@ -4,8 +4,9 @@
 // the largest size holds most of its GPU time. `adam` is an optimizer step
 // launched 300 times over 1 Mi parameters with a step counter that changes
 // at every launch (its bias correction), its other arguments fixed. Checks
-// 4096 sampled elements of each against the host; the wall time goes to
-// stderr so stdout stays identical between builds.
+// 4096 sampled elements of each against the host; the wall time and each
+// size's triad time (events around its 20 launches) go to stderr so stdout
+// stays identical between builds.
 #include <chrono>
 #include <cmath>
 #include <vector>
@@ -64,13 +65,21 @@ int main() {
   CHECK(cudaMemset(d_v, 0, params * sizeof(float)));
   CHECK(cudaMemcpy(d_g, g.data(), params * sizeof(float),
                    cudaMemcpyHostToDevice));
+  const int nsizes = sizeof sizes / sizeof sizes[0];
+  cudaEvent_t marks[nsizes + 1];
+  for (cudaEvent_t &e : marks)
+    CHECK(cudaEventCreate(&e));
   CHECK(cudaDeviceSynchronize());
   auto start = std::chrono::steady_clock::now();
-  for (int n : sizes)
+  for (int s = 0; s < nsizes; ++s) {
+    int n = sizes[s];
+    CHECK(cudaEventRecord(marks[s]));
     for (int r = 0; r < repeats; ++r) {
       triad<<<(n + 255) / 256, 256>>>(d_y, d_x, a, n);
       CHECK(cudaGetLastError());
     }
+  }
+  CHECK(cudaEventRecord(marks[nsizes]));
   for (int step = 1; step <= steps; ++step) {
     adam<<<(params + 255) / 256, 256>>>(d_w, d_m, d_v, d_g, lr, step, params);
     CHECK(cudaGetLastError());
@@ -115,5 +124,13 @@ int main() {
   std::printf("sizesweep sizes=6 launches=%d steps=%d checksum=%.3f %s\n",
               6 * repeats, steps, sum, ok ? "OK" : "MISMATCH");
   std::fprintf(stderr, "sizesweep wall time: %.3f ms\n", ms);
+  for (int s = 0; s < nsizes; ++s) {
+    float size_ms = 0;
+    CHECK(cudaEventElapsedTime(&size_ms, marks[s], marks[s + 1]));
+    std::fprintf(stderr, "triad n=%d: %.3f us per launch over %d launches\n",
+                 sizes[s], 1000.0f * size_ms / repeats, repeats);
+  }
+  for (cudaEvent_t e : marks)
+    CHECK(cudaEventDestroy(e));
   return ok ? 0 : 1;
 }

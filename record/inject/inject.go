@@ -18,6 +18,7 @@
 package inject
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -41,6 +42,9 @@ type Device interface {
 	CopyToHost(dst []byte, src uint64) error
 	// Describe names the GPU.
 	Describe() (db.DeviceInfo, error)
+	// GlobalAddress finds a device variable of the module loaded from an
+	// image (Recorder.Image): its address and size in the application.
+	GlobalAddress(image int, name string) (addr, size uint64, err error)
 }
 
 // Launch is one kernel launch as the driver saw it.
@@ -89,6 +93,9 @@ type kernelState struct {
 	selected bool
 	broken   bool
 	meta     *db.Kernel
+	// globals are the device variables of the kernel's module, snapshotted
+	// with its allocations (replay restores them by name).
+	globals []db.Global
 }
 
 type pendingLaunch struct {
@@ -241,9 +248,10 @@ func (r *Recorder) LaunchBegin(l *Launch) int {
 			return 0
 		}
 		ks.meta = meta
+		ks.globals = r.variables(l.Image)
 	}
 	start := time.Now()
-	pro, err := r.snapshot(l.Args)
+	pro, err := r.snapshot(l.Args, ks.globals)
 	r.status.SnapshotSeconds += time.Since(start).Seconds()
 	if err != nil {
 		r.reportError(fmt.Sprintf("kernel %s: prologue: %v", l.Kernel, err))
@@ -269,7 +277,7 @@ func (r *Recorder) LaunchEnd(token int, launchErr error) {
 		return
 	}
 	start := time.Now()
-	epi, err := r.snapshot(p.l.Args)
+	epi, err := r.snapshot(p.l.Args, p.ks.globals)
 	if err == nil {
 		err = r.writeInstance(p, epi)
 	}
@@ -279,12 +287,20 @@ func (r *Recorder) LaunchEnd(token int, launchErr error) {
 	}
 }
 
-// snapshot copies every live allocation after the device is idle.
-func (r *Recorder) snapshot(args [][]byte) (*db.Snapshot, error) {
+// snapshot copies every live allocation and the module's device variables
+// after the device is idle.
+func (r *Recorder) snapshot(args [][]byte, globals []db.Global) (*db.Snapshot, error) {
 	if err := r.dev.Synchronize(); err != nil {
 		return nil, fmt.Errorf("synchronizing the device: %w", err)
 	}
 	s := &db.Snapshot{Args: args}
+	for _, g := range globals {
+		b := make([]byte, g.Size)
+		if err := r.dev.CopyToHost(b, g.Addr); err != nil {
+			return nil, fmt.Errorf("copying device variable %s (%d bytes): %w", g.Name, g.Size, err)
+		}
+		s.Globals = append(s.Globals, db.Global{Name: g.Name, Addr: g.Addr, Size: g.Size, Data: b})
+	}
 	addrs := make([]uint64, 0, len(r.allocs))
 	for a := range r.allocs {
 		addrs = append(addrs, a)
@@ -344,6 +360,50 @@ func (r *Recorder) describe(l *Launch) (*db.Kernel, error) {
 		k.Rank = &rank
 	}
 	return k, nil
+}
+
+// variables finds the device variables of the module loaded from an image
+// and where they live: the cubins of the image for the recording's GPU (a
+// fat binary's, or the image itself) name them; the driver places them.
+// A variable the driver does not find is left out (the code the GPU runs
+// was compiled from PTX, say), as is everything of an image that is PTX.
+func (r *Recorder) variables(image int) []db.Global {
+	var arch int
+	if r.device != nil {
+		fmt.Sscanf(r.device.Arch, "sm_%d", &arch)
+	}
+	var cubins [][]byte
+	data := r.images[image]
+	if cs, err := nvbin.ParseFatbin(data); err == nil {
+		entries, _ := nvbin.Select(cs, arch)
+		for _, e := range entries {
+			if b, err := e.Data(); err == nil {
+				cubins = append(cubins, b)
+			}
+		}
+	} else if bytes.HasPrefix(data, []byte("\x7fELF")) {
+		cubins = append(cubins, data)
+	}
+	var out []db.Global
+	seen := map[string]bool{}
+	for _, b := range cubins {
+		c, err := nvbin.ParseCubin(b)
+		if err != nil {
+			continue
+		}
+		for _, v := range c.Variables {
+			if seen[v.Name] {
+				continue
+			}
+			seen[v.Name] = true
+			addr, size, err := r.dev.GlobalAddress(image, v.Name)
+			if err != nil || size == 0 {
+				continue
+			}
+			out = append(out, db.Global{Name: v.Name, Addr: addr, Size: size})
+		}
+	}
+	return out
 }
 
 // saveImage writes a module image into the database once.

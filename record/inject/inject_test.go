@@ -6,19 +6,32 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/mneme-gpu/mneme/nvbin"
 
 	"github.com/mneme-gpu/mneme"
 	"github.com/mneme-gpu/mneme/db"
 	"github.com/mneme-gpu/mneme/record"
 )
 
-// fakeDevice is device memory as a map of allocations.
+// fakeDevice is device memory as a map of allocations; vars are the device
+// variables of every loaded module, by name.
 type fakeDevice struct {
 	mem     map[uint64][]byte
+	vars    map[string]uint64
 	syncErr error
 	syncs   int
+}
+
+func (f *fakeDevice) GlobalAddress(image int, name string) (uint64, uint64, error) {
+	a, ok := f.vars[name]
+	if !ok {
+		return 0, 0, errors.New("CUDA_ERROR_NOT_FOUND")
+	}
+	return a, uint64(len(f.mem[a])), nil
 }
 
 func (f *fakeDevice) Synchronize() error { f.syncs++; return f.syncErr }
@@ -243,4 +256,59 @@ func TestWhatIsNotRecorded(t *testing.T) {
 			t.Errorf("errors %q", st.Errors)
 		}
 	})
+}
+
+// The device variables of the kernel's module (named by its cubin, placed
+// by the driver) are snapshotted with the allocations; one the driver does
+// not find is left out.
+func TestDeviceVariablesAreSnapshotted(t *testing.T) {
+	r, dev, dir := newTest(t, nil)
+	const counter, table = 0x7f0000100000, 0x7f0000200000
+	dev.mem[counter] = bytes.Repeat([]byte{7}, 16)
+	dev.mem[table] = bytes.Repeat([]byte{3}, 64)
+	dev.vars = map[string]uint64{"counter": counter, "_ZL5table": table} // "seed" is not found
+	cubin, err := os.ReadFile("testdata/variables.cubin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := nvbin.ParseCubin(cubin); err != nil || len(c.Variables) != 3 {
+		t.Fatalf("testdata/variables.cubin: %+v %v", c, err)
+	}
+	l := launch(r.Image(cubin), 1)
+	tok := r.LaunchBegin(l)
+	dev.mem[counter][0] = 8 // the kernel counts
+	r.LaunchEnd(tok, nil)
+	d, err := db.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := d.Kernels[0]
+	inst := k.Instances[k.InstanceIDs()[0]]
+	pro, err := d.ReadPrologue(k, inst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	epi, err := d.ReadEpilogue(k, inst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := func(s *db.Snapshot) (out []string) {
+		for _, g := range s.Globals {
+			out = append(out, g.Name)
+		}
+		return out
+	}
+	if got := names(pro); len(got) != 2 || !slices.Contains(got, "counter") || !slices.Contains(got, "_ZL5table") {
+		t.Fatalf("prologue globals %v, want counter and _ZL5table", got)
+	}
+	for _, g := range epi.Globals {
+		if g.Name == "counter" && g.Data[0] != 8 {
+			t.Errorf("epilogue counter %d, want the value after the launch", g.Data[0])
+		}
+	}
+	for _, g := range pro.Globals {
+		if g.Name == "counter" && g.Data[0] != 7 {
+			t.Errorf("prologue counter %d, want the value before the launch", g.Data[0])
+		}
+	}
 }

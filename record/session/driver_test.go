@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mneme-gpu/mneme"
+	"github.com/mneme-gpu/mneme/db"
 	"github.com/mneme-gpu/mneme/record"
 )
 
@@ -98,5 +100,42 @@ func TestRecordThroughTheDriverReportsWhyNothingWasRecorded(t *testing.T) {
 	o = options(t, "/bin/sh", "-c", "true")
 	if err := Record(o, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "never initialized the CUDA driver") {
 		t.Errorf("a program without CUDA: %v", err)
+	}
+}
+
+// Kernels recorded through the driver get their demangled names once the
+// application has exited; one with IR is left alone.
+func TestMachineKernelsAreDemangled(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, code string) {
+		k := &db.Kernel{KernelName: name, DemangledName: name, ArgNames: []string{}, Specializations: []bool{},
+			ArgSizes: []uint64{}, ArgKinds: []mneme.ArgKind{}, FormatVersion: db.FormatVersion, Instances: map[string]*db.Instance{},
+			VAddr: db.FormatVAddr(1 << 26), VASize: 1 << 26, Code: code}
+		k.StaticHash = db.StaticHash(name, []byte(code))
+		if code == db.CodeMachine {
+			k.Modules, k.DeviceCode = []string{}, db.DeviceCodeFileName([]byte("cubin"))
+		} else {
+			k.Modules = []string{db.IRFileName(k.StaticHash)}
+		}
+		if err := db.WriteKernel(dir, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("_Z5scalePfi", db.CodeMachine)
+	write("_Z4vaddPfi", db.CodeIR)
+	if err := demangleMachineKernels(dir); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.json"))
+	for _, f := range files {
+		k, err := db.ReadKernel(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[k.KernelName] = k.DemangledName
+	}
+	if got["_Z5scalePfi"] != "scale(float*, int)" || got["_Z4vaddPfi"] != "_Z4vaddPfi" {
+		t.Errorf("demangled names %v", got)
 	}
 }

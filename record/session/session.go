@@ -20,6 +20,7 @@ import (
 	"github.com/mneme-gpu/mneme"
 	"github.com/mneme-gpu/mneme/appabi"
 	"github.com/mneme-gpu/mneme/db"
+	"github.com/mneme-gpu/mneme/llvm"
 	"github.com/mneme-gpu/mneme/record"
 	"github.com/mneme-gpu/mneme/record/llvmir"
 )
@@ -349,6 +350,9 @@ func (r *readBack) summarize(status *record.Status) (summary string, finalizeErr
 				finalizeErrs = append(finalizeErrs, res.Err.Error())
 			}
 		}
+		if err := demangleMachineKernels(rdb); err != nil {
+			finalizeErrs = append(finalizeErrs, err.Error())
+		}
 		status.IRSeconds += time.Since(start).Seconds()
 		record.Trace("mneme", "finalized")
 	}
@@ -400,4 +404,24 @@ func copySummary(s *record.Status) string {
 			s.ChunksCopied, n, s.ChunksZero, s.ChunksReferenced, s.FingerprintSeconds)
 	}
 	return out
+}
+
+// demangleMachineKernels gives the kernels recorded through the driver
+// their demangled names: the application, which does not load LLVM, wrote
+// the mangled name in both fields.
+func demangleMachineKernels(rdb string) error {
+	files, _ := filepath.Glob(filepath.Join(rdb, "*.json"))
+	for _, f := range files {
+		k, err := db.ReadKernel(f)
+		if err != nil || !k.MachineCodeOnly() || k.DemangledName != k.KernelName {
+			continue // Finalize reports unreadable files
+		}
+		if d := llvm.Demangle(k.KernelName); d != k.KernelName {
+			k.DemangledName = d
+			if err := db.WriteKernel(rdb, k); err != nil {
+				return fmt.Errorf("kernel %s: %w", k.KernelName, err)
+			}
+		}
+	}
+	return nil
 }

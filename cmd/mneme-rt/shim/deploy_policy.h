@@ -7,8 +7,8 @@
  *   - the geometry rule: a launch with the block tuning started from runs
  *     with the tuned block and a grid re-derived so its threads stay
  *     covered (deploy.Plan.Geometry);
- *   - the variant key: what tells a specialized kernel's launches apart
- *     (deploy.VariantLaunchKey).
+ *   - the variant key: what tells a specialized kernel's launches apart,
+ *     or a classed kernel's launch shapes (deploy.VariantLaunchKey).
  * The runtime library reads the limits through cgo (cmd/mneme-rt); the
  * table in cmd/mneme-rt/shim/policytest/testdata runs through these
  * functions and the Go ones, which must agree on every row, and ties
@@ -91,10 +91,14 @@ static inline int mneme_deploy_geometry(const unsigned tuned[3],
 }
 
 /* mneme_deploy_key_len is the length of a variant's launch key: the block,
- * the grid when dimensions are folded, and the folded arguments' bytes. */
-static inline size_t mneme_deploy_key_len(int dims_folded, int nfolded,
+ * the grid when dimensions are folded (or the kernel has launch-shape
+ * classes), the dynamic shared memory when shared_keyed (classes), and the
+ * folded arguments' bytes. */
+static inline size_t mneme_deploy_key_len(int dims_folded, int shared_keyed,
+                                          int nfolded,
                                           const unsigned *folded_size) {
-  size_t n = (dims_folded ? 6 : 3) * sizeof(uint32_t);
+  size_t n =
+      ((dims_folded ? 6 : 3) + (shared_keyed ? 1 : 0)) * sizeof(uint32_t);
   for (int i = 0; i < nfolded; i++)
     n += folded_size[i];
   return n;
@@ -102,19 +106,20 @@ static inline size_t mneme_deploy_key_len(int dims_folded, int nfolded,
 
 /* mneme_deploy_variant_key writes a launch's key into buf
  * (mneme_deploy_key_len bytes): block x, y, z, then grid x, y, z when
- * dimensions are folded, as little-endian u32, then each folded argument's
- * bytes in order. It fails (0) when an argument cannot be read. */
-static inline int mneme_deploy_variant_key(int dims_folded, int nfolded,
-                                           const int *folded,
-                                           const unsigned *folded_size,
-                                           const unsigned grid[3],
-                                           const unsigned block[3], void **args,
-                                           unsigned char *buf) {
+ * dimensions are folded, as little-endian u32, then the dynamic shared
+ * memory as a little-endian u32 when shared_keyed, then each folded
+ * argument's bytes in order. It fails (0) when an argument cannot be read. */
+static inline int
+mneme_deploy_variant_key(int dims_folded, int shared_keyed, int nfolded,
+                         const int *folded, const unsigned *folded_size,
+                         const unsigned grid[3], const unsigned block[3],
+                         uint32_t shared, void **args, unsigned char *buf) {
   if (nfolded > 0 && args == NULL)
     return 0;
   size_t off = 0;
-  for (int i = 0; i < (dims_folded ? 6 : 3); i++) {
-    uint32_t v = i < 3 ? block[i] : grid[i - 3];
+  int n = dims_folded ? 6 : 3;
+  for (int i = 0; i < n + (shared_keyed ? 1 : 0); i++) {
+    uint32_t v = i < 3 ? block[i] : i < n ? grid[i - 3] : shared;
     for (int b = 0; b < 4; b++)
       buf[off++] = (unsigned char)(v >> (8 * b));
   }

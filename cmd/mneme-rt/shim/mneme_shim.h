@@ -136,7 +136,7 @@ struct mneme_launch_throttle {
 #define MNEME_STATS_MAX_ARG_BYTES 8
 #define MNEME_STATS_MAX_ARGS 64
 #define MNEME_STATS_TIMED_FIRST 4
-#define MNEME_STATS_TIMED_EVERY 64
+#define MNEME_STATS_TIMED_EVERY 256
 #define MNEME_STATS_TIMER_SLOTS 64
 
 /* One launch shape of a kernel and its launches. */
@@ -277,7 +277,8 @@ enum {
  * the kernel's tuned code for every launch (keyed 0: no argument or
  * dimension is specialized) or for every launch with this launch's key
  * (keyed 1): the shim then launches it itself with cu_launch (the driver's
- * cuLaunchKernel) without calling the library again. A launch
+ * cuLaunchKernel) without calling the library again. The block rule below
+ * is kept per key, since each launch-shape class has its own. A launch
  * whose block is recorded_block (or any launch when that is zero) runs with
  * the tuned block (zero: the launch's own) and a grid derived so the
  * launch's threads stay covered (mneme_deploy_geometry in deploy_policy.h,
@@ -302,6 +303,15 @@ struct mneme_deploy_answer {
   /* Dynamic shared memory the function accepts: a launch asking for more
    * than this (and more than the default 48 KiB) asks the library. */
   unsigned shared_max;
+  /* Non-zero (with keyed): the dynamic shared memory is part of the key
+   * too, after the grid (a kernel with launch-shape classes, whose key
+   * always holds the grid: dims_folded is then set). */
+  int shared_keyed;
+  /* Non-zero (with keyed and function NULL): the launches with this key
+   * run the application's own code (a shape no class covers, a folded
+   * value never measured); the shim remembers that and does not ask again
+   * for them. block and recorded_block then do not apply. */
+  int own_code;
 };
 
 /* Allocation kinds passed to mneme_rt_malloc, for the status counters. */

@@ -134,7 +134,8 @@ cudaError_t __wrap_cudaFreeAsync_ptsz(void *ptr, cudaStream_t stream) {
  * staging buffers among them: snapshots still being written are finished
  * before the reset reaches CUDA. */
 cudaError_t __wrap_cudaDeviceReset(void) {
-  if (mneme_recording && mneme_rt_ready > 0 && mneme_rt.drain)
+  if ((mneme_recording || mneme_counting) && mneme_rt_ready > 0 &&
+      mneme_rt.drain)
     mneme_rt.drain();
   return __real_cudaDeviceReset();
 }

@@ -124,7 +124,12 @@ extern int mneme_recording;
  * not off; not recording, unless MNEME_RECORD_TUNED=1: then the launches
  * the recorder forwards run tuned code). */
 extern int mneme_deploying;
-/* mneme_recording || mneme_deploying: the one flag a launch tests. */
+/* Non-zero when not recording and MNEME_LAUNCH_STATS names a file: every
+ * launch is counted in the launch statistics, which the library writes
+ * there at exit. */
+extern int mneme_counting;
+/* mneme_recording || mneme_deploying || mneme_counting: the one flag a
+ * launch tests. */
 extern int mneme_launch_hook;
 
 /* mneme_trace appends a timed event to the MNEME_TRACE file, if any. */
@@ -289,26 +294,58 @@ int mneme_api_memo_drain(struct mneme_launch_count *out, int cap);
  * of the given sizes (nparams -1: not known), or NULL without memory. */
 struct mneme_kernel_stats *mneme_stats_new(int nparams, const size_t *sizes);
 
+/* shape_is tells whether sh is the shape of grid, block and shared:
+ * field by field, which compiles to a few compares where memcmp is a call. */
+static inline int shape_is(const struct mneme_stats_shape *sh, dim3 grid,
+                           dim3 block, uint64_t shared) {
+  return sh->grid[0] == grid.x && sh->grid[1] == grid.y &&
+         sh->grid[2] == grid.z && sh->block[0] == block.x &&
+         sh->block[1] == block.y && sh->block[2] == block.z &&
+         sh->shared == shared;
+}
+
 /* stats_shape finds (or adds) a launch shape in s: its index, or -1 when
  * the table is full. The previous launch's shape is checked first. */
 static inline int stats_shape(struct mneme_kernel_stats *s, dim3 grid,
                               dim3 block, uint64_t shared) {
-  const unsigned want[6] = {grid.x, grid.y, grid.z, block.x, block.y, block.z};
-  struct mneme_stats_shape *sh = &s->shapes[s->last_shape];
-  if (s->nshapes > 0 && sh->shared == shared &&
-      memcmp(sh->grid, want, sizeof want) == 0)
+  if (s->nshapes > 0 &&
+      shape_is(&s->shapes[s->last_shape], grid, block, shared))
     return s->last_shape;
-  for (int i = 0; i < s->nshapes; i++) {
-    sh = &s->shapes[i];
-    if (sh->shared == shared && memcmp(sh->grid, want, sizeof want) == 0)
+  for (int i = 0; i < s->nshapes; i++)
+    if (shape_is(&s->shapes[i], grid, block, shared))
       return s->last_shape = i;
-  }
   if (s->nshapes == MNEME_STATS_MAX_SHAPES)
     return -1;
-  sh = &s->shapes[s->nshapes];
-  memcpy(sh->grid, want, sizeof want);
+  struct mneme_stats_shape *sh = &s->shapes[s->nshapes];
+  sh->grid[0] = grid.x, sh->grid[1] = grid.y, sh->grid[2] = grid.z;
+  sh->block[0] = block.x, sh->block[1] = block.y, sh->block[2] = block.z;
   sh->shared = shared;
   return s->last_shape = s->nshapes++;
+}
+
+/* arg_value reads an argument of size bytes (at most 8) as the low bytes
+ * of a 64-bit value; fixed-size copies, so no call to memcpy. */
+static inline uint64_t arg_value(const void *p, unsigned size) {
+  uint8_t b1;
+  uint16_t b2;
+  uint32_t b4;
+  uint64_t v = 0;
+  switch (size) {
+  case 1:
+    memcpy(&b1, p, 1);
+    return b1;
+  case 2:
+    memcpy(&b2, p, 2);
+    return b2;
+  case 4:
+    memcpy(&b4, p, 4);
+    return b4;
+  case 8:
+    memcpy(&v, p, 8);
+    return v;
+  }
+  memcpy(&v, p, size & 7);
+  return v;
 }
 
 /* stats_args counts the launch's argument values. */
@@ -326,8 +363,7 @@ static inline void stats_args(struct mneme_kernel_stats *s, void **args) {
       s->nparams = -2;
       return;
     }
-    uint64_t v = 0;
-    memcpy(&v, args[i], a->size);
+    uint64_t v = arg_value(args[i], a->size);
     if (a->nvalues > 0 && a->values[a->last] == v) {
       a->counts[a->last]++;
       continue;

@@ -207,18 +207,24 @@ static int fast_launch(void *fn, const unsigned tb[3], const unsigned rb[3],
 struct variant_slot {
   uint64_t hash;
   unsigned char *key; /* owned; NULL: empty slot */
-  void *fn;           /* CUfunction of the variant */
+  void *fn;           /* CUfunction of the variant; NULL: the application's */
   unsigned shared_max;
+  unsigned tb[3], rb[3]; /* the block rule of the key's launches */
 };
 
 /* variant_table maps a kernel's launch keys to the code of their variants
  * (DEPLOY_KEYED), so a launch of a specialized kernel with values seen
  * before runs in C: a call into the Go library costs microseconds, which a
  * short kernel timed on its own feels. A key is the launch's block, its grid
- * when dimensions are specialized, and the bytes of the specialized
- * arguments: what the library's own table of launches seen is keyed by. */
+ * when dimensions are specialized or the kernel has launch-shape classes,
+ * its dynamic shared memory with classes, and the bytes of the specialized
+ * arguments: what the library's own table of launches seen is keyed by.
+ * A key whose launches run the application's own code (a shape no class
+ * covers, a value never measured) is kept too, with no code: the negative
+ * memo, bounded with the rest by MNEME_DEPLOY_MAX_KEYS. */
 struct variant_table {
   int dims;
+  int shared;
   int nfolded;
   int folded[MNEME_DEPLOY_MAX_FOLDED];
   unsigned folded_size[MNEME_DEPLOY_MAX_FOLDED];
@@ -236,11 +242,12 @@ static unsigned char *key_buffer(size_t len, unsigned char *stack) {
 /* variant_key writes the launch's key into buf (t->key_len bytes); it fails
  * (0) when the arguments cannot be read. */
 static int variant_key(const struct variant_table *t, dim3 grid, dim3 block,
-                       void **args, unsigned char *buf) {
+                       size_t shared, void **args, unsigned char *buf) {
   const unsigned g[3] = {grid.x, grid.y, grid.z},
                  b[3] = {block.x, block.y, block.z};
-  return mneme_deploy_variant_key(t->dims, t->nfolded, t->folded,
-                                  t->folded_size, g, b, args, buf);
+  return mneme_deploy_variant_key(t->dims, t->shared, t->nfolded, t->folded,
+                                  t->folded_size, g, b, (uint32_t)shared, args,
+                                  buf);
 }
 
 static struct variant_slot *variant_find(const struct variant_table *t,
@@ -256,31 +263,34 @@ static struct variant_slot *variant_find(const struct variant_table *t,
   }
 }
 
-/* variant_lookup is the code remembered for this launch's key, or NULL:
+/* variant_lookup is the slot remembered for this launch's key, or NULL:
  * not seen, more shared memory than the code was opened up for, or no
- * memory for a large key. Called with mneme_table_lock held. */
-static void *variant_lookup(const struct variant_table *t, dim3 grid,
-                            dim3 block, void **args, size_t shared) {
+ * memory for a large key. A slot without code says the application's own
+ * code runs. Called with mneme_table_lock held. */
+static const struct variant_slot *variant_lookup(const struct variant_table *t,
+                                                 dim3 grid, dim3 block,
+                                                 void **args, size_t shared) {
   unsigned char stack[MEMO_STACK_KEY];
   unsigned char *key = key_buffer(t->key_len, stack);
   if (key == NULL)
     return NULL;
-  void *fn = NULL;
-  if (variant_key(t, grid, block, args, key)) {
+  const struct variant_slot *found = NULL;
+  if (variant_key(t, grid, block, shared, args, key)) {
     struct variant_slot *s = variant_find(t, key_hash(key, t->key_len), key);
-    if (s != NULL &&
-        (shared <= MNEME_DEPLOY_DEFAULT_SHARED || shared <= s->shared_max))
-      fn = s->fn;
+    if (s != NULL && (s->fn == NULL || shared <= MNEME_DEPLOY_DEFAULT_SHARED ||
+                      shared <= s->shared_max))
+      found = s;
   }
   if (key != stack)
     free(key);
-  return fn;
+  return found;
 }
 
 /* variant_layout_matches tells whether an answer keys launches as t does. */
 static int variant_layout_matches(const struct variant_table *t,
                                   const struct mneme_deploy_answer *a) {
-  if (t->dims != (a->dims_folded != 0) || t->nfolded != a->nfolded)
+  if (t->dims != (a->dims_folded != 0) || t->shared != (a->shared_keyed != 0) ||
+      t->nfolded != a->nfolded)
     return 0;
   for (int i = 0; i < t->nfolded; i++)
     if (t->folded[i] != a->folded[i] || t->folded_size[i] != a->folded_size[i])
@@ -298,6 +308,7 @@ variant_table_new(const struct mneme_deploy_answer *a) {
   if (t == NULL)
     return NULL;
   t->dims = a->dims_folded != 0;
+  t->shared = a->shared_keyed != 0;
   t->nfolded = a->nfolded;
   for (int i = 0; i < t->nfolded; i++) {
     if (a->folded[i] < 0 || a->folded_size[i] > MNEME_DEPLOY_MAX_KEYED_ARG) {
@@ -307,7 +318,8 @@ variant_table_new(const struct mneme_deploy_answer *a) {
     t->folded[i] = a->folded[i];
     t->folded_size[i] = a->folded_size[i];
   }
-  t->key_len = mneme_deploy_key_len(t->dims, t->nfolded, t->folded_size);
+  t->key_len =
+      mneme_deploy_key_len(t->dims, t->shared, t->nfolded, t->folded_size);
   return t;
 }
 
@@ -315,12 +327,15 @@ variant_table_new(const struct mneme_deploy_answer *a) {
  * without memory, or beyond MNEME_DEPLOY_MAX_KEYS, it remembers nothing and the
  * key keeps asking the library. */
 static void variant_insert(struct variant_table *t, const unsigned char *key,
-                           void *fn, unsigned shared_max) {
+                           const struct mneme_deploy_answer *a) {
+  void *fn = a->own_code ? NULL : a->function;
   uint64_t h = key_hash(key, t->key_len);
   struct variant_slot *s = variant_find(t, h, key);
   if (s != NULL) {
     s->fn = fn;
-    s->shared_max = shared_max;
+    s->shared_max = a->shared_max;
+    memcpy(s->tb, a->block, sizeof s->tb);
+    memcpy(s->rb, a->recorded_block, sizeof s->rb);
     return;
   }
   if (t->used >= MNEME_DEPLOY_MAX_KEYS)
@@ -350,15 +365,18 @@ static void variant_insert(struct variant_table *t, const unsigned char *key,
   while (t->slots[j].key != NULL)
     j = (j + 1) & (t->cap - 1);
   t->slots[j] = (struct variant_slot){
-      .hash = h, .key = copy, .fn = fn, .shared_max = shared_max};
+      .hash = h, .key = copy, .fn = fn, .shared_max = a->shared_max};
+  memcpy(t->slots[j].tb, a->block, sizeof t->slots[j].tb);
+  memcpy(t->slots[j].rb, a->recorded_block, sizeof t->slots[j].rb);
   t->used++;
 }
 
-/* remember_variant files the variant the library answered under this
- * launch's key. Called with mneme_table_lock held. */
+/* remember_variant files the variant the library answered (or that the
+ * application's own code runs) under this launch's key. Called with
+ * mneme_table_lock held. */
 static void remember_variant(struct kernel_entry *k,
                              const struct mneme_deploy_answer *a, dim3 grid,
-                             dim3 block, void **args) {
+                             dim3 block, size_t shared, void **args) {
   if (k->variants == NULL && (k->variants = variant_table_new(a)) == NULL)
     return;
   struct variant_table *t = k->variants;
@@ -368,8 +386,8 @@ static void remember_variant(struct kernel_entry *k,
   unsigned char *key = key_buffer(t->key_len, stack);
   if (key == NULL)
     return;
-  if (variant_key(t, grid, block, args, key)) {
-    variant_insert(t, key, a->function, a->shared_max);
+  if (variant_key(t, grid, block, shared, args, key)) {
+    variant_insert(t, key, a);
     k->deploy = DEPLOY_KEYED;
   }
   if (key != stack)
@@ -388,12 +406,20 @@ static cudaError_t deploy_launch(const void *func, dim3 grid, dim3 block,
     struct kernel_entry *k = &mneme_kernels[idx];
     state = k->deploy;
     fn = k->jit_fn;
-    if (state == DEPLOY_KEYED) {
-      fn = variant_lookup(k->variants, grid, block, args, shared);
-      state = fn != NULL ? DEPLOY_FAST : DEPLOY_ASK;
-    }
     memcpy(tb, k->jit_block, sizeof tb);
     memcpy(rb, k->jit_recorded, sizeof rb);
+    if (state == DEPLOY_KEYED) {
+      const struct variant_slot *s =
+          variant_lookup(k->variants, grid, block, args, shared);
+      state = s == NULL       ? DEPLOY_ASK
+              : s->fn != NULL ? DEPLOY_FAST
+                              : DEPLOY_FORWARD;
+      if (s != NULL) {
+        fn = s->fn;
+        memcpy(tb, s->tb, sizeof tb);
+        memcpy(rb, s->rb, sizeof rb);
+      }
+    }
   }
   pthread_mutex_unlock(&mneme_table_lock);
   if (state == DEPLOY_FORWARD)
@@ -434,17 +460,20 @@ static cudaError_t deploy_launch(const void *func, dim3 grid, dim3 block,
       mneme_rt.deploy_launch(func, idx, grid.x, grid.y, grid.z, block.x,
                              block.y, block.z, args, shared, stream, ptsz, &a);
   if (idx >= 0 && (a.handled == MNEME_LAUNCH_FORWARD_ALWAYS ||
-                   (a.function != NULL && a.cu_launch != NULL))) {
+                   (a.function != NULL && a.cu_launch != NULL) ||
+                   (a.own_code && a.keyed))) {
     pthread_mutex_lock(&mneme_table_lock);
     struct kernel_entry *k = &mneme_kernels[idx];
     if (a.handled == MNEME_LAUNCH_FORWARD_ALWAYS) {
       k->deploy = DEPLOY_FORWARD;
+    } else if (a.own_code) {
+      remember_variant(k, &a, grid, block, shared, args);
     } else {
       deploy_cu_launch = (cu_launch_fn)a.cu_launch;
       memcpy(k->jit_block, a.block, sizeof k->jit_block);
       memcpy(k->jit_recorded, a.recorded_block, sizeof k->jit_recorded);
       if (a.keyed) {
-        remember_variant(k, &a, grid, block, args);
+        remember_variant(k, &a, grid, block, shared, args);
       } else {
         k->jit_fn = a.function;
         k->deploy = DEPLOY_FAST;
@@ -457,6 +486,37 @@ static cudaError_t deploy_launch(const void *func, dim3 grid, dim3 block,
   return api_launch(func, grid, block, args, shared, stream, ptsz);
 }
 
+/* counted_launch counts a launch outside a recording (MNEME_LAUNCH_STATS)
+ * and times it when it is one of the sample, then runs it as it would run
+ * uncounted: the tuned code when deploying, else the application's. */
+static cudaError_t counted_launch(const void *func, dim3 grid, dim3 block,
+                                  void **args, size_t shared,
+                                  cudaStream_t stream, int ptsz) {
+  struct launch_stats st = {0, -1, 0};
+  int idx = -1;
+  if (load_runtime(1)) {
+    pthread_mutex_lock(&mneme_table_lock);
+    idx = kernel_index_locked(func);
+    if (idx >= 0) {
+      st.counted = 1;
+      st.shape = stats_count(&mneme_kernels[idx], grid, block, shared, args,
+                             &st.timed);
+    }
+    pthread_mutex_unlock(&mneme_table_lock);
+  }
+  int slot = -1;
+  if (st.timed && st.shape >= 0 &&
+      __atomic_load_n(&mneme_stats_timing, __ATOMIC_RELAXED))
+    slot = mneme_stats_begin(idx, st.shape, stream, ptsz);
+  cudaError_t e =
+      mneme_deploying
+          ? deploy_launch(func, grid, block, args, shared, stream, ptsz)
+          : api_launch(func, grid, block, args, shared, stream, ptsz);
+  if (slot >= 0)
+    mneme_stats_end(slot, e == mneme_cudaSuccess, stream, ptsz);
+  return e;
+}
+
 cudaError_t __wrap_cudaLaunchKernel(const void *func, dim3 grid, dim3 block,
                                     void **args, size_t shared,
                                     cudaStream_t stream) {
@@ -464,6 +524,8 @@ cudaError_t __wrap_cudaLaunchKernel(const void *func, dim3 grid, dim3 block,
     return __real_cudaLaunchKernel(func, grid, block, args, shared, stream);
   if (mneme_recording)
     return record_launch(func, grid, block, args, shared, stream, 0);
+  if (mneme_counting)
+    return counted_launch(func, grid, block, args, shared, stream, 0);
   return deploy_launch(func, grid, block, args, shared, stream, 0);
 }
 
@@ -475,5 +537,7 @@ cudaError_t __wrap_cudaLaunchKernel_ptsz(const void *func, dim3 grid,
                                         stream);
   if (mneme_recording)
     return record_launch(func, grid, block, args, shared, stream, 1);
+  if (mneme_counting)
+    return counted_launch(func, grid, block, args, shared, stream, 1);
   return deploy_launch(func, grid, block, args, shared, stream, 1);
 }

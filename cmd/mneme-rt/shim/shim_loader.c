@@ -89,7 +89,7 @@ static void start_runtime(void *lib, const char *path, int init_cuda) {
    * at exit from a handler registered when it initialized; a handler
    * registered after that (here, after the context exists) runs before
    * it, where the library's destructor would run after. */
-  if (init_cuda && mneme_recording)
+  if (init_cuda && (mneme_recording || mneme_counting))
     atexit(finish_at_exit);
 }
 
@@ -102,7 +102,8 @@ int mneme_load_runtime_once(int init_cuda) {
 #ifdef MNEME_DEFAULT_RT_LIB
     /* Deployment runs the application directly, without `mneme record` to
      * set MNEME_RT_LIB: the library of the prefix the shim was built in. */
-    if ((path == NULL || path[0] == '\0') && mneme_deploying)
+    if ((path == NULL || path[0] == '\0') &&
+        (mneme_deploying || mneme_counting))
       path = MNEME_DEFAULT_RT_LIB;
 #endif
     if (path == NULL || path[0] == '\0')
@@ -151,6 +152,11 @@ void mneme_deploy_start_background(void) {
 }
 
 __attribute__((destructor)) static void mneme_finish(void) {
+  if (mneme_counting && mneme_rt_ready > 0) {
+    /* The statistics of a run that launched something. */
+    finish();
+    return;
+  }
   if (!mneme_recording) {
     mneme_trace("exit");
     return;

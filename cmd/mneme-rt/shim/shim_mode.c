@@ -9,6 +9,7 @@
 
 int mneme_recording;
 int mneme_deploying;
+int mneme_counting;
 int mneme_launch_hook;
 
 /* MNEME_TRACE: the file where a recording's steps are timed (see
@@ -67,7 +68,11 @@ __attribute__((constructor(101))) static void mneme_read_environment(void) {
   const char *rt = getenv("MNEME_RECORD_TUNED");
   int record_tuned = rt != NULL && strcmp(rt, "1") == 0;
   mneme_deploying = (!mneme_recording || record_tuned) && deployment_asked();
-  mneme_launch_hook = mneme_recording || mneme_deploying;
+  /* Launch statistics outside a recording (`mneme deploy measure`): every
+   * launch counted and a sample timed, written to MNEME_LAUNCH_STATS at
+   * exit by the library. A recording keeps its own. */
+  mneme_counting = !mneme_recording && set("MNEME_LAUNCH_STATS");
+  mneme_launch_hook = mneme_recording || mneme_deploying || mneme_counting;
   const char *t = getenv("MNEME_TRACE");
   trace_path = t != NULL && t[0] != '\0' ? t : NULL;
   mneme_trace("start");

@@ -44,8 +44,9 @@ func cGeometry(tuned, recorded, grid, block [3]uint32) (out [6]uint32, changed b
 }
 
 // cVariantKey is mneme_deploy_variant_key over folded arguments 0..n-1 of
-// the given bytes; ok is false when C refused.
-func cVariantKey(dims bool, grid, block [3]uint32, folded [][]byte) (key []byte, ok bool) {
+// the given bytes, with the shared memory when sharedKeyed; ok is false
+// when C refused.
+func cVariantKey(dims, sharedKeyed bool, grid, block [3]uint32, shared uint32, folded [][]byte) (key []byte, ok bool) {
 	n := len(folded)
 	idx := make([]C.int, n+1)
 	sizes := make([]C.unsigned, n+1)
@@ -60,18 +61,21 @@ func cVariantKey(dims bool, grid, block [3]uint32, folded [][]byte) (key []byte,
 		copy(unsafe.Slice((*byte)(p), len(a)), a)
 		args[i] = p
 	}
-	var d C.int
+	var d, sk C.int
 	if dims {
 		d = 1
+	}
+	if sharedKeyed {
+		sk = 1
 	}
 	var g, b [3]C.unsigned
 	for i := range 3 {
 		g[i], b[i] = C.unsigned(grid[i]), C.unsigned(block[i])
 	}
-	klen := C.mneme_deploy_key_len(d, C.int(n), &sizes[0])
+	klen := C.mneme_deploy_key_len(d, sk, C.int(n), &sizes[0])
 	buf := C.malloc(klen + 1)
 	defer C.free(buf)
-	if C.mneme_deploy_variant_key(d, C.int(n), &idx[0], &sizes[0], &g[0], &b[0], &args[0], (*C.uchar)(buf)) == 0 {
+	if C.mneme_deploy_variant_key(d, sk, C.int(n), &idx[0], &sizes[0], &g[0], &b[0], C.uint32_t(shared), &args[0], (*C.uchar)(buf)) == 0 {
 		return nil, false
 	}
 	return C.GoBytes(buf, C.int(klen)), true

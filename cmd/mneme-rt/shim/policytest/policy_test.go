@@ -101,8 +101,16 @@ func checkGeometry(t *testing.T, line int, in, want []string) {
 
 func checkKey(t *testing.T, line int, in []string, want string) {
 	t.Helper()
-	if len(in) != 4 {
-		t.Fatalf("cases.txt:%d: want key DIMS GRID BLOCK FOLDED -> KEY", line)
+	if len(in) != 4 && len(in) != 5 {
+		t.Fatalf("cases.txt:%d: want key DIMS GRID BLOCK FOLDED [SHARED] -> KEY", line)
+	}
+	var shared uint64
+	sharedKeyed := len(in) == 5
+	if sharedKeyed {
+		var err error
+		if shared, err = strconv.ParseUint(in[4], 10, 32); err != nil {
+			t.Fatalf("cases.txt:%d: SHARED: %v", line, err)
+		}
 	}
 	grid, err1 := parseDim(in[1])
 	block, err2 := parseDim(in[2])
@@ -124,10 +132,10 @@ func checkKey(t *testing.T, line int, in []string, want string) {
 		t.Fatalf("cases.txt:%d: %v", line, err)
 	}
 	dims := in[0] == "1"
-	if got := deploy.VariantLaunchKey(nil, dim3(grid), dim3(block), dims, folded); !bytes.Equal(got, wantKey) {
+	if got := deploy.VariantLaunchKey(nil, dim3(grid), dim3(block), dims, sharedKeyed, uint32(shared), folded); !bytes.Equal(got, wantKey) {
 		t.Errorf("cases.txt:%d: Go key %x, want %x", line, got, wantKey)
 	}
-	got, ok := cVariantKey(dims, grid, block, folded)
+	got, ok := cVariantKey(dims, sharedKeyed, grid, block, uint32(shared), folded)
 	if !ok || !bytes.Equal(got, wantKey) {
 		t.Errorf("cases.txt:%d: C key %x (ok %v), want %x", line, got, ok, wantKey)
 	}

@@ -40,7 +40,7 @@ func newBuild(t testing.TB) *build {
 		t.Fatalf("no shim sources in ..: %v", err)
 	}
 	headers, _ := filepath.Glob("../*.h")
-	inputs := append(append(slices.Clone(shimSrcs), headers...), "testdata/cudart_standin.c", "testdata/cuda_api.h", "testdata/app.c", "testdata/memo_app.c", "testdata/throttle_app.c", "testdata/stats_app.c", "testdata/deploy_bg_app.c", "testdata/rt_standin.c", "../bench/forward_bench.c", "../bench/stats_bench.c")
+	inputs := append(append(slices.Clone(shimSrcs), headers...), "testdata/cudart_standin.c", "testdata/cuda_api.h", "testdata/app.c", "testdata/memo_app.c", "testdata/throttle_app.c", "testdata/stats_app.c", "testdata/deploy_bg_app.c", "testdata/classes_app.c", "testdata/rt_standin.c", "../bench/forward_bench.c", "../bench/stats_bench.c", "../bench/stats_update_bench.c")
 	for _, src := range inputs {
 		if _, err := os.ReadFile(src); err != nil {
 			t.Fatal(err)
@@ -278,6 +278,31 @@ func BenchmarkRecordingLaunchStats(b *testing.B) {
 	b.ReportMetric(w, "ns/recording-launch")
 	b.ReportMetric(w-p, "ns/added")
 }
+
+// BenchmarkLaunchStatsUpdate reports the launch statistics' own cost per
+// launch: the shim's inline update (shape, four argument values, the
+// timing decision) called in a loop, without the table lock the launch
+// path takes anyway. Target: at most 100 ns.
+func BenchmarkLaunchStatsUpdate(b *testing.B) {
+	bd := newBuild(b)
+	exe := filepath.Join(bd.dir, "stats_update")
+	bd.run(bd.cc, "-O2", "-Wall", "-Werror", "-o", exe, "../bench/stats_update_bench.c",
+		filepath.Join(bd.dir, "libmneme_shim.a"), appabi.WrapLinkFlag(), bd.standin, "-Wl,-rpath,"+bd.dir, "-ldl", "-lpthread")
+	n := max(b.N, 1000000)
+	b.ResetTimer()
+	out, err := exec.Command(exe, strconv.Itoa(n)).CombinedOutput()
+	if err != nil {
+		b.Fatalf("%s: %v\n%s", exe, err, out)
+	}
+	m := nsPerUpdate.FindStringSubmatch(string(out))
+	if m == nil {
+		b.Fatalf("%s printed %q", exe, out)
+	}
+	v, _ := strconv.ParseFloat(m[1], 64)
+	b.ReportMetric(v, "ns/update")
+}
+
+var nsPerUpdate = regexp.MustCompile(`([0-9.]+) ns/update`)
 
 func measure(b *testing.B, exe string, n int, env ...string) float64 {
 	cmd := exec.Command(exe, strconv.Itoa(n))
@@ -539,11 +564,63 @@ func TestDeployFastPath(t *testing.T) {
 	}
 }
 
+// TestDeployClasses checks the shim's side of a kernel tuned per launch
+// shape against the stand-in library: each shape and folded value is asked
+// about once; the repeats of a class's launches run its code in the shim
+// with that class's block rule (class A's tuned block, class B's own); a
+// shape no class covers, a value never measured and a covered grid and
+// block with other shared memory run the application's own code, and
+// their repeats reach CUDA without asking the library.
+func TestDeployClasses(t *testing.T) {
+	b := newBuild(t)
+	lib := filepath.Join(b.dir, "librt_standin.so")
+	b.run(b.cc, "-O2", "-fPIC", "-shared", "-Wall", "-Werror", "-o", lib, "testdata/rt_standin.c")
+	app := b.link("classes_app", "testdata/classes_app.c", true)
+	out, stderr := runProgram(t, app, "MNEME_TUNED_KERNELS=tuned.json", "MNEME_RT_LIB="+lib)
+	var asked []string
+	counts := map[string]int{}
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		switch {
+		case strings.HasPrefix(l, "asked deploy "):
+			asked = append(asked, strings.TrimPrefix(l, "asked deploy _Z5triadPfi "))
+		case strings.HasPrefix(l, "jit launch "), strings.HasPrefix(l, "launch "):
+			if i := strings.Index(l, " stream="); i > 0 {
+				l = l[:i]
+			}
+			counts[l]++
+		}
+	}
+	wantAsked := []string{"grid=4 arg0=1 shared=0", "grid=16 arg0=1 shared=0", "grid=64 arg0=1 shared=0",
+		"grid=4 arg0=3 shared=0", "grid=16 arg0=1 shared=128", "grid=16 arg0=2 shared=0"}
+	if strings.Join(asked, "\n") != strings.Join(wantAsked, "\n") {
+		t.Errorf("the library was asked about:\n%s\nwant each shape and value once:\n%s", strings.Join(asked, "\n"), strings.Join(wantAsked, "\n"))
+	}
+	want := map[string]int{
+		"jit launch class_a grid=8 block=128 arg0=1 shared=0":           3,
+		"jit launch class_b grid=16 block=256 arg0=1 shared=0":          3,
+		"jit launch class_b grid=16 block=256 arg0=2 shared=0":          3,
+		"launch f=kernel_t grid=64,1,1 block=256,1,1 arg0=1 shared=0":   3,
+		"launch f=kernel_t grid=4,1,1 block=256,1,1 arg0=3 shared=0":    3,
+		"launch f=kernel_t grid=16,1,1 block=256,1,1 arg0=1 shared=128": 3,
+	}
+	for l, n := range want {
+		if counts[l] != n {
+			t.Errorf("%d launches %q, want %d", counts[l], l, n)
+		}
+	}
+	if len(counts) != len(want) {
+		t.Errorf("launches %v, want only %v", counts, want)
+	}
+	if stderr != "" {
+		t.Errorf("stderr: %q", stderr)
+	}
+}
+
 // TestLaunchStatistics checks the shim's launch statistics against the
 // stand-in library (MNEME_TEST_STATS): every launch of every kernel is
 // counted by shape and argument value, selected or not; the library is
 // asked once per shape of a kernel whose shapes it covers; a shape's
-// launches 2 to 5 and every 64th are timed with a pair of events, except on
+// launches 2 to 5 and every 256th are timed with a pair of events, except on
 // a stream being captured; the launches the library recorded carry the
 // time it measured; and a step counter fills the value table, then stops
 // being watched.
@@ -572,8 +649,8 @@ func TestLaunchStatistics(t *testing.T) {
 	if strings.Join(asked, "\n") != strings.Join(wantAsked, "\n") {
 		t.Errorf("the library was asked about:\n%s\nwant:\n%s", strings.Join(asked, "\n"), strings.Join(wantAsked, "\n"))
 	}
-	if launches != 215 {
-		t.Errorf("%d launches reached CUDA, want all 215", launches)
+	if launches != 615 {
+		t.Errorf("%d launches reached CUDA, want all 615", launches)
 	}
 	steps := ""
 	for i := range 16 {
@@ -587,15 +664,15 @@ func TestLaunchStatistics(t *testing.T) {
 		"in flight 14",
 		"in flight 0",
 		"records 28",
-		"_Z4stepPfii launches=210 other=0 params=3",
-		// The library's own launch (1 us) and launches 2-5 and 64 (2 us).
-		"_Z4stepPfii shape grid=7 block=128 shared=0 launches=100 timed=6 ns=11000 covered=1",
-		"_Z4stepPfii shape grid=14 block=128 shared=0 launches=100 timed=6 ns=11000 covered=1",
+		"_Z4stepPfii launches=610 other=0 params=3",
+		// The library's own launch (1 us) and launches 2-5 and 256 (2 us).
+		"_Z4stepPfii shape grid=7 block=128 shared=0 launches=300 timed=6 ns=11000 covered=1",
+		"_Z4stepPfii shape grid=14 block=128 shared=0 launches=300 timed=6 ns=11000 covered=1",
 		// Captured: only the library's launch is timed.
 		"_Z4stepPfii shape grid=21 block=128 shared=256 launches=10 timed=1 ns=1000 covered=1",
-		"_Z4stepPfii arg 0 size=8 tracked=1 more=0 values=1 7f0000001000:210",
+		"_Z4stepPfii arg 0 size=8 tracked=1 more=0 values=1 7f0000001000:610",
 		"_Z4stepPfii arg 1 size=4 tracked=1 more=1 values=16" + steps,
-		"_Z4stepPfii arg 2 size=4 tracked=1 more=0 values=3 380:100 700:100 a80:10",
+		"_Z4stepPfii arg 2 size=4 tracked=1 more=0 values=3 380:300 700:300 a80:10",
 		"_Z5otherv launches=5 other=0 params=1",
 		"_Z5otherv shape grid=7 block=128 shared=0 launches=5 timed=4 ns=8000 covered=0",
 		"_Z5otherv arg 0 size=4 tracked=1 more=0 values=1 0:5",
@@ -669,7 +746,17 @@ func TestDeployWithTheRealLibrary(t *testing.T) {
 	if err := os.WriteFile(malformed, []byte(`{"_Z6kernelPfi": {"config": `), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, prog := range []string{"memo_app", "deploy_bg_app"} {
+	// Tuned per launch shape, and three entries that contradict themselves
+	// (each must be named, file and kernel, in one warning).
+	const cfg = `"config": {"passes": "default<O2>", "specialize": true, "specialize_args": [1]}`
+	class := func(gx int) string {
+		return fmt.Sprintf(`{"grid": {"x": %d}, "block": {"x": 256}, "config": {"passes": "default<O1>"}}`, gx)
+	}
+	classed := writeTuned(t, dir, "classed.json", `{"_Z5triadPfi": {`+cfg+`, "statistics": "run", "folded": [{"arg": 1, "distinct": 2, "values": ["01000000", "02000000"]}], "classes": [`+class(4)+`, `+class(16)+`]}}`)
+	overlap := writeTuned(t, dir, "overlap.json", `{"_Z5triadPfi": {`+cfg+`, "classes": [`+class(4)+`, `+class(4)+`]}}`)
+	contradicts := writeTuned(t, dir, "contradicts.json", `{"_Z5triadPfi": {`+cfg+`, "statistics": "run", "folded": [{"arg": 1, "invariant": true, "distinct": 1, "values": ["01000000", "02000000"]}]}}`)
+	noStats := writeTuned(t, dir, "nostats.json", `{"_Z5triadPfi": {`+cfg+`, "statistics": "none"}}`)
+	for _, prog := range []string{"memo_app", "deploy_bg_app", "classes_app"} {
 		plain := b.link(prog+"_plain", "testdata/"+prog+".c", false)
 		wrapped := b.link(prog, "testdata/"+prog+".c", true)
 		want, _ := runProgram(t, plain)
@@ -681,6 +768,10 @@ func TestDeployWithTheRealLibrary(t *testing.T) {
 			{"tuned file", []string{"MNEME_TUNED_KERNELS=" + tuned}, "mneme: tuned kernels disabled: no CUDA driver found"},
 			{"malformed file", []string{"MNEME_TUNED_KERNELS=" + malformed}, "mneme: " + malformed + ": "},
 			{"Proteus file, JIT off", []string{"PROTEUS_TUNED_KERNELS=" + tuned, "MNEME_JIT=off"}, ""},
+			{"classes", []string{"MNEME_TUNED_KERNELS=" + classed}, "mneme: tuned kernels disabled: no CUDA driver found"},
+			{"overlapping classes", []string{"MNEME_TUNED_KERNELS=" + overlap}, "mneme: " + overlap + `: kernel "_Z5triadPfi": classes[0] and classes[1] overlap`},
+			{"folded values that contradict the run", []string{"MNEME_TUNED_KERNELS=" + contradicts}, "mneme: " + contradicts + `: kernel "_Z5triadPfi": folded[0]: argument 1 held one value`},
+			{"statistics the database lacks", []string{"MNEME_TUNED_KERNELS=" + noStats}, "mneme: " + noStats + `: kernel "_Z5triadPfi": statistics none`},
 		} {
 			env := append([]string{"MNEME_RT_LIB=" + lib, "MNEME_CACHE_DIR=" + filepath.Join(dir, "cache")}, tc.env...)
 			got, stderr := runProgram(t, wrapped, env...)
@@ -698,5 +789,79 @@ func TestDeployWithTheRealLibrary(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "cache")); err == nil {
 		t.Error("a run that could not deploy wrote a cache")
+	}
+	// Nothing was written beside the tuned files either.
+	entries, _ := os.ReadDir(dir)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if got := strings.Join(names, " "); got != "classed.json contradicts.json malformed.json mneme_tuned_kernels.json nostats.json overlap.json" {
+		t.Errorf("the tuned files' folder holds %s", got)
+	}
+}
+
+func writeTuned(t *testing.T, dir, name, text string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestLaunchStatisticsOutsideRecording: with MNEME_LAUNCH_STATS set and no
+// recording (`mneme deploy measure`'s runs), the shim loads the library,
+// counts every launch by shape without asking it anything, times the same
+// sample (never a launch on a stream being captured), and finishes the
+// library at exit so it can write the file; the launches run as they
+// would uncounted.
+func TestLaunchStatisticsOutsideRecording(t *testing.T) {
+	b := newBuild(t)
+	lib := filepath.Join(b.dir, "librt_standin.so")
+	b.run(b.cc, "-O2", "-fPIC", "-shared", "-Wall", "-Werror", "-o", lib, "testdata/rt_standin.c")
+	app := b.link("stats_app", "testdata/stats_app.c", true)
+	out, stderr := runProgram(t, app, "MNEME_LAUNCH_STATS="+filepath.Join(b.dir, "stats"), "MNEME_RT_LIB="+lib, "MNEME_TEST_STATS=1")
+	var stats []string
+	launches, asked, finishes := 0, 0, 0
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		switch {
+		case strings.HasPrefix(line, "asked"):
+			asked++
+		case line == "finish":
+			finishes++
+		case strings.HasPrefix(line, "stats "):
+			stats = append(stats, strings.TrimPrefix(line, "stats "))
+		case strings.HasPrefix(line, "launch "):
+			launches++
+		}
+	}
+	if asked != 0 || launches != 615 || finishes != 1 {
+		t.Errorf("the library was asked %d times (want 0), %d launches reached CUDA (want 615), finished %d times (want 1)", asked, launches, finishes)
+	}
+	want := []string{
+		"timer refused without elapsed",
+		"timer on",
+		"in flight 14",
+		"in flight 0",
+		"records 28",
+		// The parameters are not learnt outside a recording.
+		"_Z4stepPfii launches=610 other=0 params=-1",
+		"_Z4stepPfii shape grid=7 block=128 shared=0 launches=300 timed=5 ns=10000 covered=0",
+		"_Z4stepPfii shape grid=14 block=128 shared=0 launches=300 timed=5 ns=10000 covered=0",
+		"_Z4stepPfii shape grid=21 block=128 shared=256 launches=10 timed=0 ns=0 covered=0",
+		"_Z5otherv launches=5 other=0 params=-1",
+		"_Z5otherv shape grid=7 block=128 shared=0 launches=5 timed=4 ns=8000 covered=0",
+	}
+	if strings.Join(stats, "\n") != strings.Join(want, "\n") {
+		t.Errorf("statistics:\n%s\nwant:\n%s", strings.Join(stats, "\n"), strings.Join(want, "\n"))
+	}
+	if stderr != "" {
+		t.Errorf("stderr: %q", stderr)
+	}
+	// Without the variable nothing is counted: the library is not loaded.
+	out, _ = runProgram(t, app, "MNEME_RT_LIB="+lib, "MNEME_TEST_STATS=1")
+	if strings.Contains(out, "stats ") || strings.Contains(out, "finish") {
+		t.Errorf("without MNEME_LAUNCH_STATS the library was loaded:\n%s", out)
 	}
 }

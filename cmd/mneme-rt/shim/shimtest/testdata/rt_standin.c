@@ -15,6 +15,12 @@
  * new value, and about a launch asking for more dynamic shared memory than
  * the variant was opened up for.
  *
+ * _Z5triadPfi (classes_app.c) is tuned per launch shape, keyed by grid,
+ * block and shared memory and its folded argument 0 (measured with 1 and
+ * 2): grid 4 x block 256 runs "class_a" with the tuned block 128, grid 16
+ * x block 256 "class_b" with its own; any other shape, or another value,
+ * is answered with the application's own code, which the shim remembers.
+ *
  * With MNEME_TEST_GATE=PATH set, deploying, it says whether it was started
  * on a thread of its own, waits until PATH exists and creates PATH.ready
  * before returning (deploy_bg_app.c drives it).
@@ -161,6 +167,40 @@ static int standin_cu_launch(void *f, unsigned gx, unsigned gy, unsigned gz,
 
 static char tuned_code[] = "tuned_kernel";
 static char specialized_code[] = "specialized";
+static char class_a[] = "class_a", class_b[] = "class_b";
+
+/* classed_launch answers a launch of _Z5triadPfi as a library with
+ * launch-shape classes does. */
+static void classed_launch(unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                           unsigned by, unsigned bz, void **args, size_t shared,
+                           cudaStream_t stream, struct mneme_deploy_answer *a) {
+  a->keyed = 1;
+  a->dims_folded = 1;
+  a->shared_keyed = 1;
+  a->nfolded = 1;
+  a->folded[0] = 0;
+  a->folded_size[0] = sizeof(int);
+  int v = *(int *)args[0];
+  int shape_a = gx == 4 && bx == 256 && shared == 0;
+  int shape_b = gx == 16 && bx == 256 && shared == 0;
+  if ((!shape_a && !shape_b) || (v != 1 && v != 2)) {
+    a->own_code = 1;
+    a->handled = MNEME_LAUNCH_FORWARD;
+    return;
+  }
+  a->function = shape_a ? class_a : class_b;
+  a->cu_launch = (void *)standin_cu_launch;
+  a->shared_max = 49152;
+  unsigned tb = shape_a ? 128 : 0;
+  a->block[0] = tb;
+  a->block[1] = a->block[2] = tb ? 1 : 0;
+  a->recorded_block[0] = 256;
+  a->recorded_block[1] = a->recorded_block[2] = 1;
+  unsigned g = tb ? (gx * bx + tb - 1) / tb : gx;
+  standin_cu_launch(a->function, g, gy, gz, tb ? tb : bx, by, bz,
+                    (unsigned)shared, stream, args, NULL);
+  a->handled = MNEME_LAUNCH_DONE;
+}
 
 cudaError_t mneme_rt_deploy_launch(const void *func, int index, unsigned gx,
                                    unsigned gy, unsigned gz, unsigned bx,
@@ -175,6 +215,10 @@ cudaError_t mneme_rt_deploy_launch(const void *func, int index, unsigned gx,
          *(int *)args[0], shared);
   if (strcmp(reg.device_name, "_Z5otherv") == 0) {
     a->handled = MNEME_LAUNCH_FORWARD_ALWAYS;
+    return 0;
+  }
+  if (strcmp(reg.device_name, "_Z5triadPfi") == 0) {
+    classed_launch(gx, gy, gz, bx, by, bz, args, shared, stream, a);
     return 0;
   }
   if (strcmp(reg.device_name, "_Z6kernelPfi") == 0) {

@@ -1,6 +1,6 @@
 /*
  * Launches that exercise the shim's launch statistics: a step kernel whose
- * second argument counts launches, at two problem sizes interleaved (100
+ * second argument counts launches, at two problem sizes interleaved (300
  * launches each), then 10 at a third size on a stream being captured into a
  * graph (0x99 to the stand-in driver); and 5 launches of a kernel the
  * recorder does not select. Grids are multiples of 7, for which the
@@ -26,7 +26,7 @@ __attribute__((constructor)) static void register_module(void) {
 int main(void) {
   float *field = (float *)0x7f0000001000;
   dim3 b = {128, 1, 1};
-  for (int i = 0; i < 200; i++) {
+  for (int i = 0; i < 600; i++) {
     dim3 g = {i % 2 ? 14 : 7, 1, 1};
     int step = i, n = (int)(g.x * b.x);
     void *args[] = {&field, &step, &n};

@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# A kernel tuned per launch shape, deployed (scripts/gpu-test.sh calls it):
+# examples/sizesweep's triad, a size sweep of six sizes in one run, is
+# recorded with its launch statistics (one instance per size), tuned across
+# those instances (mneme tune --kernel triad, which writes a configuration
+# per launch-shape class), and the wrapped application then runs untuned
+# (MNEME_JIT=off) and tuned from a warm cache, CLASSES_RUNS times each,
+# interleaved. Per size it prints the application's own time per launch
+# (its events around each size's launches, on stderr), untuned against
+# tuned, and whether the size ran its class's code or the application's
+# (a shape no class covers). Then two edits of the tuned file: one class
+# dropped (its size must run the application's code, the others theirs)
+# and the folded values replaced by one no launch has (one warning naming
+# the file and kernel; every launch runs the application's code). Lines
+# starting with "== " are summary lines.
+# Usage: scripts/gpu-deploy-classes.sh WORKDIR (holding wrapper/sizesweep/sizesweep)
+set -uo pipefail
+w=${1:?usage: gpu-deploy-classes.sh WORKDIR}
+logs=${LOGS:-$w/deploy-classes-logs}; mkdir -p "$logs"
+runs=${CLASSES_RUNS:-5}
+prefix=$(dirname "$(dirname "$(command -v mneme)")")
+export MNEME_RT_LIB=${MNEME_RT_LIB:-$prefix/lib/libmneme_rt.so}
+app=$w/wrapper/sizesweep/sizesweep
+fail() { echo "== deploy classes sizesweep: FAIL ($1)"; exit 1; }
+[ -x "$app" ] || fail "no wrapped build at $app"
+rdb=$w/rdb-classes/sizesweep out=$w/tune-classes/triad cache=$w/deploy-cache/classes
+rm -rf "$rdb" "$out" "$cache"
+mneme record -rdb "$rdb" --kernels '^triad\(' --max-recordings 8 -- "$app" > "$logs/record.log" 2>&1 ||
+  fail "record: $(tail -n 1 "$logs/record.log")"
+mneme tune -rdb "$rdb" --kernel triad --preset standard --sampler tpe --trials "${CLASSES_TRIALS:-40}" --seed 1 \
+  --output "$out" > "$logs/tune.log" 2>&1 || fail "tune: $(tail -n 1 "$logs/tune.log")"
+sed -n '/^per instance/,$p' "$logs/tune.log"
+tuned=$out/mneme_tuned_kernels.json
+if [ ! -f "$tuned" ]; then
+  echo "== deploy classes sizesweep: tuning found the application's own code best at every size; nothing to deploy"
+  exit 0
+fi
+# The cold run fills the cache; the timed runs compile nothing.
+MNEME_TUNED_KERNELS=$tuned MNEME_CACHE_DIR=$cache MNEME_TRACE=$logs/cold.trace "$app" > "$logs/cold.out" 2> "$logs/cold.err"
+"$app" > /dev/null 2>&1 # a warm-up of the GPU and the driver
+for i in $(seq "$runs"); do
+  MNEME_JIT=off "$app" > "$logs/off.$i.out" 2> "$logs/off.$i.err"; echo $? > "$logs/off.$i.rc"
+  MNEME_TUNED_KERNELS=$tuned MNEME_CACHE_DIR=$cache MNEME_TRACE=$logs/warm.$i.trace "$app" > "$logs/on.$i.out" 2> "$logs/on.$i.err"; echo $? > "$logs/on.$i.rc"
+done
+python3 - "$logs" "$runs" "$tuned" <<'PY'
+import glob, json, re, statistics, sys
+logs, runs, tuned = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+entry = next(iter(json.load(open(tuned)).values()))
+classes = {(c["grid"]["x"], c["block"]["x"], c.get("shared_mem", 0)): c for c in entry.get("classes") or []}
+def times(kind):
+    per = {}
+    for i in range(1, runs + 1):
+        for m in re.finditer(r"^triad n=(\d+): ([0-9.]+) us per launch", open(f"{logs}/{kind}.{i}.err").read(), re.M):
+            per.setdefault(int(m.group(1)), []).append(float(m.group(2)))
+    return per
+off, on = times("off"), times("on")
+same = all(open(f"{logs}/off.{i}.out").read() == open(f"{logs}/on.{i}.out").read() for i in range(1, runs + 1))
+rcs = {open(f"{logs}/{k}.{i}.rc").read().strip() for k in ("off", "on") for i in range(1, runs + 1)}
+warnings = sum(open(f"{logs}/on.{i}.err").read().count("mneme:") for i in range(1, runs + 1))
+compiles = sum(open(p).read().count(" deploy compiled ") for p in glob.glob(f"{logs}/warm.*.trace"))
+print(f"{'size':>9} {'grid':>6} | {'code run':<28} | {'untuned us':>10} {'tuned us':>9} {'in-app x':>8} {'replay x':>8}")
+slower = []
+for n in sorted(off):
+    grid = (n + 255) // 256
+    c = classes.get((grid, 256, 0))
+    if c:
+        code = f"class: block {c['config'].get('block', {}).get('x', 256)}, {c['config'].get('passes') or 'default'}"[:28]
+    elif classes:
+        code = "application's (no class)"
+    else:
+        code = "tuned (one configuration)"
+    u, t = statistics.median(off[n]), statistics.median(on.get(n, [float("nan")]))
+    x = u / t if t else float("nan")
+    if c and x < 0.95:
+        slower.append(n)
+    rep = f"{c['speedup']:.3f}" if c else "-"
+    print(f"{n:>9} {grid:>6} | {code:<28} | {u:>10.2f} {t:>9.2f} {x:>8.3f} {rep:>8}")
+uncovered = open(f"{logs}/cold.trace").read().count("is in no class") if classes else 0
+ok = same and rcs == {"0"} and warnings == 0 and compiles == 0 and not slower
+print(f"== deploy classes sizesweep: {'PASS' if ok else 'FAIL'} ({len(classes)} classes over {len(off)} sizes, "
+      f"{uncovered} uncovered shape(s) ran the application's code, medians of {runs} interleaved runs, "
+      f"output {'same' if same else 'DIFFERENT'}, exit codes {sorted(rcs)}, {warnings} warning(s), {compiles} compiles warm"
+      + (f", slower than 0.95x at sizes {slower}" if slower else "") + ")")
+PY
+
+# Edits of the tuned file: a class dropped, folded values no launch has.
+python3 - "$tuned" "$logs" <<'PY'
+import json, sys
+tuned, logs = sys.argv[1], sys.argv[2]
+entries = json.load(open(tuned))
+name, e = next(iter(entries.items()))
+if len(e.get("classes") or []) >= 2:
+    d = json.loads(json.dumps(entries)); d[name]["classes"] = d[name]["classes"][1:]
+    json.dump(d, open(f"{logs}/one-class-dropped.json", "w"))
+if e.get("folded"):
+    d = json.loads(json.dumps(entries))
+    for f in d[name]["folded"]:
+        f["values"] = ["ffffff7f" if len(v) == 8 else "ff" * (len(v) // 2) for v in f["values"][:1]]
+        f["distinct"] = max(f.get("distinct", 1), 1)
+    json.dump(d, open(f"{logs}/unmeasured-values.json", "w"))
+PY
+MNEME_JIT=off "$app" > "$logs/safety.off.out" 2>/dev/null
+if [ -f "$logs/one-class-dropped.json" ]; then
+  MNEME_TUNED_KERNELS=$logs/one-class-dropped.json MNEME_CACHE_DIR=$cache MNEME_TRACE=$logs/dropped.trace "$app" > "$logs/dropped.out" 2> "$logs/dropped.err"; rc=$?
+  echo "== deploy classes, one class dropped: rc=$rc, $(grep -c 'is in no class' "$logs/dropped.trace") launch shape(s) ran the application's code, $(grep -c 'mneme:' "$logs/dropped.err") warning(s), compiles $(grep -c ' deploy compiled ' "$logs/dropped.trace"), output $(cmp -s "$logs/safety.off.out" "$logs/dropped.out" && echo same || echo DIFFERENT) (want rc=0, 1 shape, 0 warnings, 0 compiles, same)"
+else
+  echo "== deploy classes, one class dropped: not run (the tuned entry has fewer than two classes)"
+fi
+if [ -f "$logs/unmeasured-values.json" ]; then
+  MNEME_TUNED_KERNELS=$logs/unmeasured-values.json MNEME_CACHE_DIR=$cache MNEME_TRACE=$logs/unmeasured.trace "$app" > "$logs/unmeasured.out" 2> "$logs/unmeasured.err"; rc=$?
+  echo "== deploy classes, folded values no launch has: rc=$rc, $(grep -c 'mneme:' "$logs/unmeasured.err") warning(s), compiles $(grep -c ' deploy compiled ' "$logs/unmeasured.trace"), output $(cmp -s "$logs/safety.off.out" "$logs/unmeasured.out" && echo same || echo DIFFERENT) (want rc=0, 1 warning, 0 compiles, same)"
+  sed 's/^/   /' "$logs/unmeasured.err" | grep 'mneme:' | head -2
+else
+  echo "== deploy classes, folded values no launch has: not run (the tuned entry folds no argument)"
+fi
