@@ -33,10 +33,11 @@ RACE_PKGS := ./tune ./db ./record ./record/arena ./deploy
 # Packages whose tests build inputs in a subprocess that go test's cache does
 # not see: the runtime library built from cmd/mneme-rt and its Go imports
 # (shimtest), the shim's C sources (toolchain), the tuner's test worker
-# (tune/internal/testworker), the CUDA test kernels compiled by clang (jit,
+# (tune/internal/testworker), the injection library's test loader
+# (cmd/mneme-inject/testdata), the CUDA test kernels compiled by clang (jit,
 # llvm, record/llvmir). A cached pass of theirs could be stale, so make test
 # runs them with -count=1, never from the cache.
-UNCACHED_PKGS := ./cmd/mneme-rt/shim/shimtest ./toolchain ./tune ./jit ./llvm ./record/llvmir
+UNCACHED_PKGS := ./cmd/mneme-rt/shim/shimtest ./cmd/mneme-inject ./toolchain ./tune ./jit ./llvm ./record/llvmir
 
 .PHONY: all mneme runtime cmake test lint tools gpu-test mutate clean
 all: mneme runtime cmake

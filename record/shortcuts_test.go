@@ -51,10 +51,10 @@ func oneSidedScenario(t *testing.T, g *stagingGPU, full bool) string {
 	rec.stagedMin = 0
 	rec.deviceShadowMin = 0
 	const mib = 1 << 20
-	a, _ := rec.Malloc(4 * mib)
-	z, _ := rec.Malloc(3*mib + 12)
-	b, _ := rec.Malloc(5 * mib)
-	data := make([]byte, 4*mib)
+	a, _ := rec.Malloc(2 * mib)
+	z, _ := rec.Malloc(2*mib + 12)
+	b, _ := rec.Malloc(3 * mib)
+	data := make([]byte, 2*mib)
 	rand.New(rand.NewSource(11)).Read(data)
 	if err := g.write(a, data); err != nil {
 		t.Fatal(err)
@@ -64,13 +64,13 @@ func oneSidedScenario(t *testing.T, g *stagingGPU, full bool) string {
 		t.Fatal(err)
 	}
 	for _, l := range []*Launch{
-		touchLaunch(z, 2*mib+4, 5),            // zero before, written after
-		touchLaunch(z, 3*mib+8, 6),            // the same in the last, partial word of the last chunk
-		clearLaunch(a, mib, mib),              // data before, zero after: one whole chunk
-		clearLaunch(b, mib-8, 16),             // across the boundary of a zero and a data chunk
-		touchLaunch(a, 0, 0),                  // zero into data: the chunk stays non-zero
-		clearLaunch(z, 2*mib, mib+12),         // back to zero: the epilogue equals the first prologue's chunk
-		touchLaunch(a, 3*mib+100, 0xfeedbeef), // a's last chunk, also b's
+		touchLaunch(z, mib+4, 5),            // zero before, written after
+		touchLaunch(z, 2*mib+8, 6),          // the same in the last, partial word of the last chunk
+		clearLaunch(a, mib, mib),            // data before, zero after: one whole chunk
+		clearLaunch(b, mib-8, 16),           // across the boundary of a zero and a data chunk
+		touchLaunch(a, 0, 0),                // zero into data: the chunk stays non-zero
+		clearLaunch(z, mib, mib+12),         // back to zero: the epilogue equals the first prologue's chunk
+		touchLaunch(a, mib+100, 0xfeedbeef), // a's last chunk, also b's
 	} {
 		if d, err := rec.Launch(l); err != nil || d != Launched {
 			t.Fatalf("launch %s: %v, %v; log: %s", l.Kernel.Name, d, err, log.String())

@@ -16,7 +16,7 @@ type sample struct {
 	Ints   []int
 	Bytes  []byte
 	Any    []any
-	hidden int
+	hidden int // unexported: left alone
 }
 
 // Every exported leaf gets one variant that differs from the original in
@@ -59,6 +59,11 @@ func TestEachLeafChangesOneFieldAtATime(t *testing.T) {
 	want := []string{"S", "B", "I", "F", "In.X", "In.Y", "Ints", "Bytes", "Any"}
 	if !reflect.DeepEqual(paths, want) {
 		t.Errorf("paths %v, want %v", paths, want)
+	}
+	for _, v := range vs {
+		if v.Value.hidden != 7 {
+			t.Errorf("%s: the unexported field changed", v.Path)
+		}
 	}
 	// The original's slices are not shared with a variant's.
 	if len(base.Ints) != 1 || len(base.Bytes) != 1 {
