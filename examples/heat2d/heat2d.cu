@@ -22,7 +22,8 @@ int main() {
   std::vector<float> a(n);
   for (int y = 0; y < ny; ++y)
     for (int x = 0; x < nx; ++x)
-      a[size_t(y) * nx + x] = (y == 0) ? 100.0f : float((x * 7 + y * 3) % 50) / 10.0f;
+      a[size_t(y) * nx + x] =
+          (y == 0) ? 100.0f : float((x * 7 + y * 3) % 50) / 10.0f;
   std::vector<float> b = a;
   float *d_u, *d_un;
   CHECK(cudaMalloc(&d_u, bytes));
@@ -45,7 +46,8 @@ int main() {
           b[i] = a[i];
           continue;
         }
-        b[i] = a[i] + r * (a[i - 1] + a[i + 1] + a[i - nx] + a[i + nx] - 4 * a[i]);
+        b[i] =
+            a[i] + r * (a[i - 1] + a[i + 1] + a[i - nx] + a[i + nx] - 4 * a[i]);
       }
     std::swap(a, b);
   }

@@ -13,6 +13,6 @@ __global__ void heat_step(const float *u, float *un, int nx, int ny, float r) {
     un[idx] = u[idx];
     return;
   }
-  un[idx] = u[idx] +
-            r * (u[idx - 1] + u[idx + 1] + u[idx - nx] + u[idx + nx] - 4 * u[idx]);
+  un[idx] = u[idx] + r * (u[idx - 1] + u[idx + 1] + u[idx - nx] + u[idx + nx] -
+                          4 * u[idx]);
 }

@@ -16,8 +16,8 @@ __global__ void heat_step_guarded(const float *u, float *un, int nx, int ny,
     un[idx] = u[idx];
     return;
   }
-  un[idx] = u[idx] +
-            r * (u[idx - 1] + u[idx + 1] + u[idx - nx] + u[idx + nx] - 4 * u[idx]);
+  un[idx] = u[idx] + r * (u[idx - 1] + u[idx + 1] + u[idx - nx] + u[idx + nx] -
+                          4 * u[idx]);
 }
 
 __global__ void copy_clamped(float *out, const float *in, int n) {
