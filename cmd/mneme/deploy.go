@@ -120,6 +120,9 @@ per value set: with --rdb, one per recorded instance of it.`,
 		Hidden:      true,
 		Args:        cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if device < 0 {
+				return withExit(exitUsage, fmt.Errorf("--device %d: a CUDA device ordinal is not negative", device))
+			}
 			var req deploy.CompileRequest
 			data, err := io.ReadAll(io.LimitReader(cmd.InOrStdin(), safefile.MaxJSON))
 			if err != nil {
@@ -166,6 +169,9 @@ func printDeployCheck(w io.Writer, rep deploy.CheckReport) {
 
 // runPrecompile compiles each tuned kernel's variants into the cache.
 func runPrecompile(w io.Writer, exe string, plans deploy.Plans, f deployFlags) error {
+	if f.device < 0 {
+		return withExit(exitUsage, fmt.Errorf("--device %d: a CUDA device ordinal is not negative", f.device))
+	}
 	kernels, bitcodes, err := jit.ExecutableKernels(exe)
 	if err != nil {
 		return withExit(exitUsage, err)

@@ -552,6 +552,16 @@ var hostileCases = []hostileCase{
 		stderr: []string{"tuned.json: more than 65536 kernels"},
 	},
 	{
+		name: "deploy precompile --device -1 is refused before the GPU is looked for",
+		setup: func(h *hostileEnv) ([]string, string) {
+			h.executableWithIR(filepath.Join(h.Dir, "app"))
+			h.write(filepath.Join(h.Dir, "tuned.json"), []byte(`{"_Z7stencil6Paramsd": {"config": {"passes": "default<O2>"}}}`))
+			return []string{"deploy", "precompile", "--tuned", "tuned.json", "--device", "-1", "app"}, ""
+		},
+		code:   2,
+		stderr: []string{"--device -1"},
+	},
+	{
 		name:   "an unknown deploy command",
 		setup:  func(h *hostileEnv) ([]string, string) { return []string{"deploy", "frobnicate"}, "" },
 		code:   2,
