@@ -586,6 +586,21 @@ func (r *Runtime) keyedFast(l keyLayout, args [][]byte) (FastPath, bool) {
 	return FastPath{Keyed: true, DimsFolded: l.dims, SharedKeyed: l.shared, Folded: l.args, FoldedSizes: sizes}, true
 }
 
+// Preloaded is a kernel whose tuned code Preload loaded.
+type Preloaded struct {
+	Kernel *Kernel
+	// Fast, when its Variant is set, is what the shim may run every launch
+	// of the kernel with from its first on, without asking the runtime:
+	// what that launch's fastPath would say. It is set only where each
+	// launch runs the same code: nothing folded (arguments or dimensions),
+	// no launch-shape classes, no variables to refresh before a launch, and
+	// no launch bounds (whose code depends on the launch's block).
+	Fast FastPath
+	// TunedBlock and RecordedBlock are the geometry rule's inputs for the
+	// shim's launches (LaunchPlan's).
+	TunedBlock, RecordedBlock mneme.Dim3
+}
+
 // Preload loads, off the application's critical path, the code of every
 // tuned kernel whose first launch is predictable and already compiled: its
 // facts and its variant for the launch it was tuned on are in the store.
@@ -593,83 +608,99 @@ func (r *Runtime) keyedFast(l keyLayout, args [][]byte) (FastPath, bool) {
 // launch) is left to its first launch, as is one whose code is not in the
 // store: Preload never compiles. It holds each kernel while loading it, so
 // a launch that comes meanwhile waits for the code instead of loading it
-// twice. It returns how many kernels it loaded.
-func (r *Runtime) Preload() int {
+// twice. It returns the kernels it loaded, each with the fast path the
+// shim may take from the kernel's first launch on (Preloaded.Fast).
+func (r *Runtime) Preload() []Preloaded {
 	r.mu.Lock()
 	names := make([]string, 0, len(r.Plans))
 	for name := range r.Plans {
 		names = append(names, name)
 	}
 	r.mu.Unlock()
-	n := 0
+	slices.Sort(names) // the trace lists kernels in one order every run
+	var out []Preloaded
 	for _, name := range names {
 		k := r.Kernel(name)
 		if k == nil {
 			continue
 		}
+		r.trace("preload %s: start", name)
 		k.mu.Lock()
-		ok, err := r.preload(k)
+		pre, ok, err := r.preload(k)
 		k.mu.Unlock()
 		if err != nil {
 			r.trace("preload of %s: %v", name, err)
 		}
 		if ok {
-			n++
+			out = append(out, pre)
 		}
+		r.trace("preload %s: end (loaded %v)", name, ok)
 	}
-	return n
+	return out
 }
 
 // preload loads k's variant for its expected launch, or each class's,
-// when it is in the store; true when it loaded any. Called with k.mu held.
-func (r *Runtime) preload(k *Kernel) (bool, error) {
+// when it is in the store; ok when it loaded any. Called with k.mu held.
+func (r *Runtime) preload(k *Kernel) (pre Preloaded, ok bool, err error) {
+	pre.Kernel = k
 	if k.facts == nil {
-		f, ok := r.Store.GetFacts(r.IRHash, k.Name)
-		if !ok {
-			return false, nil
+		f, found := r.Store.GetFacts(r.IRHash, k.Name)
+		if !found {
+			return pre, false, nil
 		}
 		k.facts = f
 	}
-	loaded := false
 	var errs []error
+	var only *Variant // the variant of a kernel without classes
 	for _, p := range k.Plan.served() {
-		ok, err := r.preloadPlan(k, p)
-		loaded = loaded || ok
+		v, err := r.preloadPlan(k, p)
+		if v != nil {
+			ok, only = true, v
+		}
 		if err != nil {
 			errs = append(errs, err)
 		}
 	}
-	return loaded, errors.Join(errs...)
+	// As fastPath decides (its knownLayout would take k.mu, held here).
+	if only != nil && len(only.Links) == 0 && len(k.Plan.Classes) == 0 && !k.Plan.Config.SetLaunchBounds {
+		if l := k.layout(*k.facts); len(l.args) == 0 && !l.dims && !l.shared {
+			pre.Fast = FastPath{Variant: only}
+			pre.TunedBlock, pre.RecordedBlock = k.Plan.TunedBlock, k.Plan.RecordedBlock
+		}
+	}
+	return pre, ok, errors.Join(errs...)
 }
 
 // preloadPlan loads the variant of p's expected launch when it is in the
-// store. Called with k.mu held and k's facts known.
-func (r *Runtime) preloadPlan(k *Kernel, p *Plan) (bool, error) {
+// store, returning it (nil when not loaded). Called with k.mu held and k's
+// facts known.
+func (r *Runtime) preloadPlan(k *Kernel, p *Plan) (*Variant, error) {
 	grid, block, ok := p.expectedLaunch()
 	if !ok {
-		return false, nil
+		return nil, nil
 	}
 	cfg := p.ConfigFor(block)
 	if len(FoldedArgs(cfg, *k.facts)) > 0 {
-		return false, nil
+		return nil, nil
 	}
 	if cfg.SpecializeDims && (hasZeroDim(grid) || hasZeroDim(block)) {
-		return false, nil
+		return nil, nil
 	}
 	cfg = launchConfig(cfg, grid, block)
 	key := r.key(k, cfg, nil)
-	if _, ok := k.variants.Lookup(key.Hash()); ok {
-		return true, nil
+	if v, ok := k.variants.Lookup(key.Hash()); ok {
+		return v, nil
 	}
 	cubin, _, err := r.Store.Get(key)
 	if cubin == nil {
-		return false, err
+		return nil, err
 	}
-	if _, err := r.install(k, key, cubin, true); err != nil {
-		return false, err
+	v, err := r.install(k, key, cubin, true)
+	if err != nil {
+		return nil, err
 	}
 	r.trace("preloaded %s", k.Name)
-	return true, nil
+	return v, nil
 }
 
 // expectedLaunch is the geometry the plan's kernel is expected to run with:

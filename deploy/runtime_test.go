@@ -520,8 +520,18 @@ func TestRuntimePreload(t *testing.T) {
 
 	l := &fakeLoader{}
 	r := testRuntime(dir, plans, c, l, &warns)
-	if n := r.Preload(); n != 2 {
-		t.Errorf("preloaded %d kernels, want plain and dims: %q", n, l.loads)
+	pre := r.Preload()
+	var names []string
+	for _, p := range pre {
+		names = append(names, p.Kernel.Name)
+		// plain's code depends on the block (launch bounds), dims' on the
+		// launch's dimensions: both keep asking at their first launch.
+		if p.Fast.Variant != nil {
+			t.Errorf("%s: preloaded with a fast path for every launch", p.Kernel.Name)
+		}
+	}
+	if strings.Join(names, " ") != "dims plain" {
+		t.Errorf("preloaded %q, want dims and plain: %q", names, l.loads)
 	}
 	if c.count() != compiled {
 		t.Errorf("preload compiled %d variants, want none", c.count()-compiled)
@@ -541,6 +551,59 @@ func TestRuntimePreload(t *testing.T) {
 	launch(t, r, "factsonly", dim(16, 1, 1), dim(64, 1, 1), u32(0), u32(1))
 	if l.count() != loaded+3 || c.count() != compiled+2 {
 		t.Errorf("folds, uncached and factsonly: %d loads and %d compiles, want 3 and 2 (the last two)", l.count()-loaded, c.count()-compiled)
+	}
+}
+
+// Preload hands the shim a fast path for every launch exactly where the
+// kernel's launches all run one code: the variant its launches then run,
+// with the plan's block rule. Each thing that makes a launch's code depend
+// on the launch (launch bounds, folded dimensions, a variable to refresh)
+// withholds it, one at a time.
+func TestRuntimePreloadFastPath(t *testing.T) {
+	withConst := KernelFacts{ArgSizes: []int{8, 4}, Globals: []Global{{Name: "table", AddressSpace: 4}}}
+	for _, tc := range []struct {
+		name  string
+		cfg   mneme.Config
+		facts KernelFacts
+		fast  bool
+	}{
+		{"nothing folded", mneme.Config{Passes: "default<O3>"}, twoArgs, true},
+		{"launch bounds", mneme.Config{Passes: "default<O3>", SetLaunchBounds: true, MaxThreads: 128}, twoArgs, false},
+		{"dims folded", mneme.Config{Passes: "default<O3>", SpecializeDims: true}, twoArgs, false},
+		{"a __constant__ refreshed", mneme.Config{Passes: "default<O3>"}, withConst, false},
+	} {
+		dir := t.TempDir()
+		p := plan("k", tc.cfg)
+		p.RecordedBlock, p.RecordedGrid, p.TunedBlock = dim(128, 1, 1), dim(8, 1, 1), dim(64, 1, 1)
+		c := &fakeCompiler{facts: map[string]KernelFacts{"k": tc.facts}}
+		host := map[string]HostVar{"table": {Addr: 0x100, Size: 64, Constant: true}}
+		var warns []string
+		warm := testRuntime(dir, Plans{"k": p}, c, &fakeLoader{host: host}, &warns)
+		launch(t, warm, "k", dim(8, 1, 1), dim(128, 1, 1), u32(0), u32(1))
+		l := &fakeLoader{host: host}
+		r := testRuntime(dir, Plans{"k": p}, c, l, &warns)
+		pre := r.Preload()
+		if len(pre) != 1 {
+			t.Fatalf("%s: preloaded %d kernels, want 1", tc.name, len(pre))
+		}
+		f := pre[0].Fast
+		if (f.Variant != nil) != tc.fast || f.Keyed {
+			t.Errorf("%s: fast path %+v, want one for every launch: %v", tc.name, f, tc.fast)
+		}
+		if !tc.fast {
+			continue
+		}
+		if pre[0].TunedBlock != p.TunedBlock || pre[0].RecordedBlock != p.RecordedBlock {
+			t.Errorf("%s: block rule %v from %v, want %v from %v", tc.name, pre[0].TunedBlock, pre[0].RecordedBlock, p.TunedBlock, p.RecordedBlock)
+		}
+		loads := l.count()
+		lp := launch(t, r, "k", dim(8, 1, 1), dim(128, 1, 1), u32(0), u32(1))
+		if lp.Variant != f.Variant || l.count() != loads {
+			t.Errorf("%s: the first launch ran another variant than the preloaded one, or loaded again", tc.name)
+		}
+		if lp.Fast.Variant != f.Variant || lp.Fast.Keyed {
+			t.Errorf("%s: the first launch's fast path %+v differs from the preloaded one", tc.name, lp.Fast)
+		}
 	}
 }
 
@@ -704,11 +767,12 @@ func TestRuntimeTraces(t *testing.T) {
 	traces = nil
 	r2 := testRuntime(dir, Plans{"p": p}, c, &fakeLoader{fail: map[string]error{"p": errors.New("CUDA_ERROR_OUT_OF_MEMORY")}}, &warns)
 	r2.Trace = r.Trace
-	if n := r2.Preload(); n != 0 {
-		t.Errorf("a failed preload counted %d kernels", n)
+	if pre := r2.Preload(); len(pre) != 0 {
+		t.Errorf("a failed preload counted %d kernels", len(pre))
 	}
-	if len(traces) != 1 || traces[0] != "preload of p: loading its tuned code: CUDA_ERROR_OUT_OF_MEMORY" {
-		t.Errorf("preload traces %q", traces)
+	want = []string{"preload p: start", "preload of p: loading its tuned code: CUDA_ERROR_OUT_OF_MEMORY", "preload p: end (loaded false)"}
+	if strings.Join(traces, "\n") != strings.Join(want, "\n") {
+		t.Errorf("preload traces:\n%s\nwant:\n%s", strings.Join(traces, "\n"), strings.Join(want, "\n"))
 	}
 	if r2.Kernel("p") == nil || len(warns) != 0 {
 		t.Errorf("a failed preload disabled the kernel or warned: %q", warns)

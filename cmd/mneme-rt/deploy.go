@@ -157,7 +157,7 @@ func deployInit(api *C.struct_mneme_host_api) C.int {
 		if err := p.enter(); err != nil {
 			return
 		}
-		n := rt.Preload()
+		n := len(rt.Preload())
 		traceDeploy("preload: %d kernels loaded from the cache", n)
 	}()
 	return 0
