@@ -149,18 +149,82 @@ func deployInit(api *C.struct_mneme_host_api) C.int {
 	dep = &deployer{rt: rt, cuLaunch: cuLaunch, entries: map[int]*deployEntry{}}
 	traceDeploy("init: %d tuned kernels, cache %s", len(plans), deploy.DefaultCacheDir())
 	// The tuned kernels' cached code loads beside the application, so a
-	// kernel launched once does not pay for it at its launch; a launch of a
+	// kernel launched once does not pay for it at its launch. Started on a
+	// thread of its own (the shim's, from the first allocation), the
+	// library loads it before it reports ready: the launches that come
+	// meanwhile run the application's own code without waiting, and the
+	// first launch after finds the code on the GPU and, where every launch
+	// runs the same code, runs it from the shim without calling in here.
+	// Started by a launch, it loads beside the launches, and a launch of a
 	// kernel being loaded waits for it.
+	preload := func() {
+		traceDeploy("preload: start")
+		pre := rt.Preload()
+		handed := dep.handToShim(pre)
+		traceDeploy("preload: end, %d kernels loaded from the cache, %d run from the shim", len(pre), handed)
+	}
+	if api.background != 0 {
+		if err := p.enter(); err == nil {
+			preload()
+		}
+		return 0
+	}
 	go func() {
 		runtime.LockOSThread() // the context made current stays this goroutine's
 		defer runtime.UnlockOSThread()
 		if err := p.enter(); err != nil {
 			return
 		}
-		n := len(rt.Preload())
-		traceDeploy("preload: %d kernels loaded from the cache", n)
+		preload()
 	}()
 	return 0
+}
+
+// handToShim gives the shim the code of each preloaded kernel whose
+// launches all run it (deploy.Preloaded.Fast), under every index the
+// kernel is registered at, and returns how many kernels it took.
+func (d *deployer) handToShim(pre []deploy.Preloaded) int {
+	indices := map[string][]int{}
+	for _, p := range pre {
+		if p.Fast.Variant != nil {
+			indices[p.Kernel.Name] = nil
+		}
+	}
+	if len(indices) == 0 {
+		return 0
+	}
+	for i := 0; i < int(C.rth_kernel_count()); i++ {
+		var reg C.struct_mneme_kernel_reg
+		if C.rth_kernel_at(C.int(i), &reg) == 0 {
+			continue
+		}
+		name := C.GoString(reg.device_name)
+		if idx, ok := indices[name]; ok {
+			indices[name] = append(idx, i)
+		}
+	}
+	handed := 0
+	for _, p := range pre {
+		v := p.Fast.Variant
+		if v == nil {
+			continue
+		}
+		tb, rb := p.TunedBlock, p.RecordedBlock
+		block := [3]C.unsigned{C.unsigned(tb.X), C.unsigned(tb.Y), C.unsigned(tb.Z)}
+		recorded := [3]C.unsigned{C.unsigned(rb.X), C.unsigned(rb.Y), C.unsigned(rb.Z)}
+		took := false
+		for _, i := range indices[p.Kernel.Name] {
+			if C.rth_deploy_preloaded(C.int(i), C.uintptr_t(v.Code.(*loadedCode).fn.Handle()), C.uintptr_t(d.cuLaunch),
+				&block[0], &recorded[0], C.unsigned(max(v.SharedMax, policyLimits.DefaultShared))) != 0 {
+				took = true
+			}
+		}
+		if took {
+			handed++
+			traceDeploy("preload %s: the shim runs its launches", p.Kernel.Name)
+		}
+	}
+	return handed
 }
 
 // driverLoader loads cubins into the application's context through the
@@ -178,6 +242,13 @@ func (driverLoader) Load(kernel string, cubin []byte, links []deploy.GlobalLink)
 	fn, err := mod.Function(kernel)
 	if err != nil {
 		return nil, err
+	}
+	// Lazy loading (CUDA's default) would put the code on the GPU at its
+	// first launch, on the application's critical path: load it now.
+	if loaded, err := fn.Load(); err != nil {
+		return nil, err
+	} else if loaded {
+		traceDeploy("loaded %s on the GPU", kernel)
 	}
 	code := &loadedCode{fn: fn}
 	if len(links) == 0 {
@@ -243,6 +314,7 @@ func (d *deployer) readEntry(index int, fn unsafe.Pointer) *deployEntry {
 		e.err = fmt.Errorf("kernel %d is not registered", index)
 		return e
 	}
+	traceDeploy("first launch of %s: entered the library", C.GoString(reg.device_name))
 	if e.k = d.rt.Kernel(C.GoString(reg.device_name)); e.k == nil {
 		return e
 	}
@@ -316,9 +388,9 @@ func mneme_rt_deploy_launch(fn unsafe.Pointer, index C.int, gx, gy, gz, bx, by, 
 		tb, rb := lp.TunedBlock, lp.RecordedBlock
 		answer.block[0], answer.block[1], answer.block[2] = C.unsigned(tb.X), C.unsigned(tb.Y), C.unsigned(tb.Z)
 		answer.recorded_block[0], answer.recorded_block[1], answer.recorded_block[2] = C.unsigned(rb.X), C.unsigned(rb.Y), C.unsigned(rb.Z)
+		answer.shared_max = C.unsigned(max(f.Variant.SharedMax, policyLimits.DefaultShared))
 		if f.Keyed {
 			setKey(answer, f)
-			answer.shared_max = C.unsigned(max(f.Variant.SharedMax, policyLimits.DefaultShared))
 		}
 	}
 	return 0

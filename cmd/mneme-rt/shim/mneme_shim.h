@@ -47,7 +47,7 @@ enum {
 
 /* Bumped whenever a structure or signature below changes; the library
  * refuses a shim of another version instead of misreading it. */
-#define MNEME_RT_ABI_VERSION 8
+#define MNEME_RT_ABI_VERSION 9
 
 /* One __cudaRegisterFunction call. */
 struct mneme_kernel_reg {
@@ -187,6 +187,8 @@ struct mneme_stats_timer {
   void *events[2 * MNEME_STATS_TIMER_SLOTS];
 };
 
+struct mneme_deploy_answer; /* below */
+
 /* What the shim offers the library: the embedded IR, the registration tables
  * and the real CUDA runtime calls (the library must never call a wrapped
  * symbol, or it would intercept itself). */
@@ -204,6 +206,11 @@ struct mneme_host_api {
   /* Seconds spent in dlopen of the library (its dependencies and the Go
    * runtime's start included), for the recording overhead report. */
   double load_seconds;
+  /* Non-zero when the library is started on a thread of its own, beside
+   * the application (deployment, from its first allocation): launches that
+   * come before init returns run the application's own code without
+   * waiting, so init may load the tuned kernels' cached code itself. */
+  int background;
   const char *ir_start; /* __start_mneme_ir, or NULL when absent */
   size_t ir_size;
   /* The annotate("jit") kernels (section mneme_jit), or NULL when none. */
@@ -265,6 +272,17 @@ struct mneme_host_api {
   int (*stats_read)(int kernel_index, struct mneme_kernel_stats *out);
   void (*stats_add_time)(int kernel_index, dim3 grid, dim3 block, size_t shared,
                          uint64_t ns);
+
+  /* deploy_preloaded: the library loaded kernel kernel_index's tuned code
+   * before its first launch, and every launch of it runs that code (an
+   * answer with function and cu_launch set, not keyed; block,
+   * recorded_block and shared_max as a launch's answer has them). The
+   * shim then runs the kernel's launches itself from the first on, never
+   * calling the library for them. Returns 0, changing nothing, when the
+   * answer is not one for every launch or the kernel's launches were
+   * decided already. */
+  int (*deploy_preloaded)(int kernel_index,
+                          const struct mneme_deploy_answer *a);
 };
 
 enum {

@@ -132,8 +132,11 @@ extern int mneme_counting;
  * launch tests. */
 extern int mneme_launch_hook;
 
-/* mneme_trace appends a timed event to the MNEME_TRACE file, if any. */
+/* mneme_trace appends a timed event to the MNEME_TRACE file, if any;
+ * mneme_tracef formats it first. */
 void mneme_trace(const char *event);
+void mneme_tracef(const char *format, ...)
+    __attribute__((format(printf, 1, 2)));
 
 /* ---- registration tables (shim_registry.c) ---- */
 
@@ -152,6 +155,10 @@ struct kernel_entry {
   int forward_always;
   int deploy;   /* DEPLOY_ASK, _FORWARD, _FAST or _KEYED */
   void *jit_fn; /* CUfunction of the tuned code (DEPLOY_FAST) */
+  /* DEPLOY_FAST: the dynamic shared memory jit_fn accepts; a launch asking
+   * for more (beyond the default) asks the library, which opens it up. */
+  unsigned jit_shared_max;
+  int deploy_launched; /* a launch of it was seen deploying (traced once) */
   struct variant_table *variants; /* owned; DEPLOY_KEYED: code by launch key */
   unsigned jit_block[3];          /* tuned block, zero: the launch's own */
   unsigned jit_recorded[3];       /* the block tuning started from */
@@ -285,6 +292,8 @@ static inline struct memo_slot *memo_find(struct launch_memo *m, uint64_t h,
 void mneme_memo_insert(struct launch_memo *m, uint64_t h,
                        const unsigned char *key, int repeat);
 int mneme_api_memo_enable(int idx, int nparams, const size_t *sizes);
+/* The host API's deploy_preloaded (shim_launch.c). */
+int mneme_api_deploy_preloaded(int idx, const struct mneme_deploy_answer *a);
 int mneme_api_memo_drain(struct mneme_launch_count *out, int cap);
 
 /* ---- launch statistics (shim_stats.c; see MNEME_STATS_* in mneme_shim.h)

@@ -394,6 +394,31 @@ static void remember_variant(struct kernel_entry *k,
     free(key);
 }
 
+int mneme_api_deploy_preloaded(int idx, const struct mneme_deploy_answer *a) {
+  if (a == NULL || a->function == NULL || a->cu_launch == NULL || a->keyed ||
+      a->own_code)
+    return 0;
+  pthread_mutex_lock(&mneme_table_lock);
+  int taken = idx >= 0 && idx < mneme_n_kernels &&
+              mneme_kernels[idx].deploy == DEPLOY_ASK;
+  if (taken) {
+    struct kernel_entry *k = &mneme_kernels[idx];
+    deploy_cu_launch = (cu_launch_fn)a->cu_launch;
+    memcpy(k->jit_block, a->block, sizeof k->jit_block);
+    memcpy(k->jit_recorded, a->recorded_block, sizeof k->jit_recorded);
+    k->jit_fn = a->function;
+    k->jit_shared_max = a->shared_max;
+    k->deploy = DEPLOY_FAST;
+  }
+  pthread_mutex_unlock(&mneme_table_lock);
+  return taken;
+}
+
+/* The name a first launch is traced under. */
+static const char *traced_name(int idx) {
+  return idx >= 0 ? mneme_kernels[idx].reg.device_name : "(unregistered)";
+}
+
 static cudaError_t deploy_launch(const void *func, dim3 grid, dim3 block,
                                  void **args, size_t shared,
                                  cudaStream_t stream, int ptsz) {
@@ -402,12 +427,22 @@ static cudaError_t deploy_launch(const void *func, dim3 grid, dim3 block,
   int state = DEPLOY_FORWARD;
   void *fn = NULL;
   unsigned tb[3] = {0, 0, 0}, rb[3] = {0, 0, 0};
+  /* A kernel's first launch is traced step by step (MNEME_TRACE): entry,
+   * decision, driver launch; gpu-first-launch.sh reads the steps. */
+  int first = 0;
   if (idx >= 0) {
     struct kernel_entry *k = &mneme_kernels[idx];
+    first = !k->deploy_launched;
+    k->deploy_launched = 1;
     state = k->deploy;
     fn = k->jit_fn;
     memcpy(tb, k->jit_block, sizeof tb);
     memcpy(rb, k->jit_recorded, sizeof rb);
+    /* More dynamic shared memory than the code accepts: the library opens
+     * it up. */
+    if (state == DEPLOY_FAST && shared > MNEME_DEPLOY_DEFAULT_SHARED &&
+        shared > k->jit_shared_max)
+      state = DEPLOY_ASK;
     if (state == DEPLOY_KEYED) {
       const struct variant_slot *s =
           variant_lookup(k->variants, grid, block, args, shared);
@@ -422,10 +457,29 @@ static cudaError_t deploy_launch(const void *func, dim3 grid, dim3 block,
     }
   }
   pthread_mutex_unlock(&mneme_table_lock);
-  if (state == DEPLOY_FORWARD)
-    return api_launch(func, grid, block, args, shared, stream, ptsz);
+  if (__builtin_expect(first, 0))
+    mneme_tracef("deploy: first launch of %s: entered the shim (%s)",
+                 traced_name(idx),
+                 state == DEPLOY_FAST      ? "its tuned code is known"
+                 : state == DEPLOY_FORWARD ? "the application's code"
+                                           : "asking the library");
+  if (state == DEPLOY_FORWARD) {
+    if (!__builtin_expect(first, 0))
+      return api_launch(func, grid, block, args, shared, stream, ptsz);
+    cudaError_t e = api_launch(func, grid, block, args, shared, stream, ptsz);
+    mneme_tracef("deploy: first launch of %s: runtime launch returned %d",
+                 traced_name(idx), e);
+    return e;
+  }
   if (state == DEPLOY_FAST) {
+    if (__builtin_expect(first, 0))
+      mneme_tracef("deploy: first launch of %s runs its tuned code, "
+                   "preloaded, from the shim",
+                   traced_name(idx));
     int r = fast_launch(fn, tb, rb, grid, block, args, shared, stream, ptsz);
+    if (__builtin_expect(first, 0))
+      mneme_tracef("deploy: first launch of %s: driver launch returned %d",
+                   traced_name(idx), r);
     if (__builtin_expect(r == 0, 1))
       return mneme_cudaSuccess;
     fprintf(stderr,
@@ -443,7 +497,11 @@ static cudaError_t deploy_launch(const void *func, dim3 grid, dim3 block,
       __atomic_load_n(&mneme_rt_loading, __ATOMIC_ACQUIRE)) {
     mneme_trace("deploy: a launch ran the application's code while the "
                 "library loads");
-    return api_launch(func, grid, block, args, shared, stream, ptsz);
+    cudaError_t e = api_launch(func, grid, block, args, shared, stream, ptsz);
+    if (__builtin_expect(first, 0))
+      mneme_tracef("deploy: first launch of %s: runtime launch returned %d",
+                   traced_name(idx), e);
+    return e;
   }
   if (!load_runtime(1)) {
     if (idx >= 0) {
@@ -459,6 +517,11 @@ static cudaError_t deploy_launch(const void *func, dim3 grid, dim3 block,
   cudaError_t e =
       mneme_rt.deploy_launch(func, idx, grid.x, grid.y, grid.z, block.x,
                              block.y, block.z, args, shared, stream, ptsz, &a);
+  if (__builtin_expect(first, 0))
+    mneme_tracef("deploy: first launch of %s: the library answered (%s)",
+                 traced_name(idx),
+                 a.handled == MNEME_LAUNCH_DONE ? "it launched the tuned code"
+                                                : "the application's code");
   if (idx >= 0 && (a.handled == MNEME_LAUNCH_FORWARD_ALWAYS ||
                    (a.function != NULL && a.cu_launch != NULL) ||
                    (a.own_code && a.keyed))) {
@@ -476,6 +539,7 @@ static cudaError_t deploy_launch(const void *func, dim3 grid, dim3 block,
         remember_variant(k, &a, grid, block, shared, args);
       } else {
         k->jit_fn = a.function;
+        k->jit_shared_max = a.shared_max;
         k->deploy = DEPLOY_FAST;
       }
     }

@@ -754,39 +754,62 @@ func TestLaunchStatistics(t *testing.T) {
 }
 
 // TestDeployStartsInTheBackground: deploying, the application's first
-// allocation starts the runtime library on a thread of its own, so the
-// tuned kernels' cached code can load before their first launch; a launch
-// that comes while it loads runs the application's own code instead of
-// waiting, and the launches after it run the tuned code.
+// allocation starts the runtime library on a thread of its own (and tells
+// it so), so the tuned kernels' cached code can load before their first
+// launch; a launch that comes while it loads runs the application's own
+// code instead of waiting. Without a preload the next launch asks the
+// library and the one after runs the tuned code from the shim; with the
+// code preloaded and handed to the shim for every launch (a keyed answer
+// is declined), no launch asks: the first after the start runs the tuned
+// code from the shim. Either way a launch asking for more dynamic shared
+// memory than the code accepts asks the library, which opens it up.
 func TestDeployStartsInTheBackground(t *testing.T) {
 	b := newBuild(t)
 	lib := filepath.Join(b.dir, "librt_standin.so")
 	b.run(b.cc, "-O2", "-fPIC", "-shared", "-Wall", "-Werror", "-o", lib, "testdata/rt_standin.c")
 	app := b.link("deploy_bg_app", "testdata/deploy_bg_app.c", true)
-	gate := filepath.Join(t.TempDir(), "gate")
-	out, stderr := runProgram(t, app, "MNEME_TUNED_KERNELS=tuned.json", "MNEME_RT_LIB="+lib, "MNEME_TEST_GATE="+gate)
-	var got []string
-	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
-		if i := strings.Index(l, " grid="); i > 0 {
-			l = l[:i]
+	for _, tc := range []struct {
+		name string
+		env  []string
+		want []string
+	}{
+		{"asked at the first launch", nil, []string{"init deploy thread=background background=1", "launch f=kernel_a",
+			"asked deploy _Z6kernelPfi", "jit launch tuned_kernel", "jit launch tuned_kernel",
+			"asked deploy _Z6kernelPfi", "jit launch tuned_kernel"}},
+		{"preloaded", []string{"MNEME_TEST_PRELOAD=1"}, []string{"init deploy thread=background background=1", "launch f=kernel_a",
+			"preloaded keyed taken=0", "preloaded _Z6kernelPfi taken=1", "jit launch tuned_kernel", "jit launch tuned_kernel",
+			"asked deploy _Z6kernelPfi", "jit launch tuned_kernel"}},
+	} {
+		gate := filepath.Join(t.TempDir(), "gate")
+		env := append([]string{"MNEME_TUNED_KERNELS=tuned.json", "MNEME_RT_LIB=" + lib, "MNEME_TEST_GATE=" + gate}, tc.env...)
+		out, stderr := runProgram(t, app, env...)
+		var got []string
+		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+			if i := strings.Index(l, " grid="); i > 0 {
+				l = l[:i]
+			}
+			got = append(got, l)
 		}
-		got = append(got, l)
-	}
-	// The library's start and the first launch run side by side: either
-	// may print first.
-	if len(got) >= 2 && got[0] > got[1] {
-		got[0], got[1] = got[1], got[0]
-	}
-	want := []string{"init deploy thread=background", "launch f=kernel_a", "asked deploy _Z6kernelPfi", "jit launch tuned_kernel", "jit launch tuned_kernel"}
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("the program's calls:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
-	if stderr != "" {
-		t.Errorf("stderr: %q", stderr)
+		// The library's start and the first launch run side by side: either
+		// may print first.
+		if len(got) >= 2 && got[0] > got[1] {
+			got[0], got[1] = got[1], got[0]
+		}
+		if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
+			t.Errorf("%s: the program's calls:\n%s\nwant:\n%s", tc.name, strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+		}
+		// The tuned launches keep the block rule: grid 1 x block 32 becomes
+		// grid 2 x block 16, whoever launches.
+		if n := strings.Count(out, "jit launch tuned_kernel grid=2 block=16"); n != 3 {
+			t.Errorf("%s: %d tuned launches with grid 2 block 16, want 3:\n%s", tc.name, n, out)
+		}
+		if stderr != "" {
+			t.Errorf("%s: stderr: %q", tc.name, stderr)
+		}
 	}
 	// Not deploying, the allocation starts nothing.
 	plain, _ := runProgram(t, app, "MNEME_RT_LIB="+lib)
-	if strings.Contains(plain, "init") || strings.Count(plain, "launch f=kernel_a") != 3 {
+	if strings.Contains(plain, "init") || strings.Count(plain, "launch f=kernel_a") != 4 {
 		t.Errorf("without a tuned file the library was started or a launch changed:\n%s", plain)
 	}
 }

@@ -2,7 +2,8 @@
  * A program whose first allocation starts the runtime library loading in
  * the background while deploying: it launches a tuned kernel while the
  * stand-in library's start is held (MNEME_TEST_GATE), lets it go, waits
- * until it is ready and launches twice more.
+ * until it is ready and launches twice more, then once with more dynamic
+ * shared memory than the default.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,5 +46,6 @@ int main(void) {
   sleep_ms(200); /* the shim marks the library ready after its init returns */
   cudaLaunchKernel(kernel_a, g, b, args, 0, 0);
   cudaLaunchKernel(kernel_a, g, b, args, 0, 0);
+  cudaLaunchKernel(kernel_a, g, b, args, 65536, 0);
   return 0;
 }

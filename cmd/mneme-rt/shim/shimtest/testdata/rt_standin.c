@@ -22,8 +22,12 @@
  * is answered with the application's own code, which the shim remembers.
  *
  * With MNEME_TEST_GATE=PATH set, deploying, it says whether it was started
- * on a thread of its own, waits until PATH exists and creates PATH.ready
- * before returning (deploy_bg_app.c drives it).
+ * on a thread of its own (and whether the shim says so), waits until PATH
+ * exists and creates PATH.ready before returning (deploy_bg_app.c drives
+ * it). With MNEME_TEST_PRELOAD set too it plays a preload that found
+ * _Z6kernelPfi's code in the cache: before returning it hands the shim
+ * that code for every launch (block rule 16 from 32), after a keyed answer
+ * the shim must decline, and prints what the shim said to each.
  *
  * With MNEME_TEST_THROTTLE set it turns the launch throttle on at init with
  * stand-ins for the driver's calls, which print what they are called with,
@@ -92,17 +96,49 @@ static int standin_stats_elapsed(float *ms, void *start, void *end) {
   return 0;
 }
 
+static int standin_cu_launch(void *f, unsigned gx, unsigned gy, unsigned gz,
+                             unsigned bx, unsigned by, unsigned bz,
+                             unsigned shared, void *stream, void **params,
+                             void **extra);
+static char tuned_code[] = "tuned_kernel";
+
+/* preload hands the shim _Z6kernelPfi's code, as the library's preload
+ * does for a kernel whose launches all run one code. */
+static void preload(const struct mneme_host_api *a) {
+  for (int i = 0; i < a->kernel_count(); i++) {
+    struct mneme_kernel_reg reg;
+    if (!a->kernel_at(i, &reg) || strcmp(reg.device_name, "_Z6kernelPfi") != 0)
+      continue;
+    struct mneme_deploy_answer ans;
+    memset(&ans, 0, sizeof ans);
+    ans.handled = MNEME_LAUNCH_DONE;
+    ans.function = tuned_code;
+    ans.cu_launch = (void *)standin_cu_launch;
+    ans.block[0] = 16;
+    ans.block[1] = ans.block[2] = 1;
+    ans.recorded_block[0] = 32;
+    ans.recorded_block[1] = ans.recorded_block[2] = 1;
+    ans.keyed = 1;
+    printf("preloaded keyed taken=%d\n", a->deploy_preloaded(i, &ans));
+    ans.keyed = 0;
+    printf("preloaded %s taken=%d\n", reg.device_name,
+           a->deploy_preloaded(i, &ans));
+  }
+}
+
 /* gated_init holds the start of the library until the test program lets
  * it go (MNEME_TEST_GATE). */
-static void gated_init(const char *gate) {
-  printf("init deploy thread=%s\n",
-         gettid() == getpid() ? "application" : "background");
+static void gated_init(const struct mneme_host_api *a, const char *gate) {
+  printf("init deploy thread=%s background=%d\n",
+         gettid() == getpid() ? "application" : "background", a->background);
   fflush(stdout);
   struct stat st;
   for (int i = 0; i < 2000 && stat(gate, &st) != 0; i++) {
     struct timespec ts = {0, 5000000};
     nanosleep(&ts, NULL);
   }
+  if (getenv("MNEME_TEST_PRELOAD") != NULL)
+    preload(a);
   char ready[4096];
   snprintf(ready, sizeof ready, "%s.ready", gate);
   FILE *f = fopen(ready, "w");
@@ -128,7 +164,7 @@ int mneme_rt_init(const struct mneme_host_api *a) {
   }
   const char *gate = getenv("MNEME_TEST_GATE");
   if (a->mode == MNEME_MODE_DEPLOY && gate != NULL)
-    gated_init(gate);
+    gated_init(a, gate);
   else if (a->mode == MNEME_MODE_DEPLOY)
     printf("init deploy\n");
   if (getenv("MNEME_TEST_THROTTLE") != NULL) {
@@ -165,7 +201,6 @@ static int standin_cu_launch(void *f, unsigned gx, unsigned gy, unsigned gz,
   return 0;
 }
 
-static char tuned_code[] = "tuned_kernel";
 static char specialized_code[] = "specialized";
 static char class_a[] = "class_a", class_b[] = "class_b";
 
