@@ -814,6 +814,65 @@ func TestDeployStartsInTheBackground(t *testing.T) {
 	}
 }
 
+// TestDeployFirstLaunchTrace: with MNEME_TRACE set, the first launch of a
+// tuned kernel is traced step by step, with timestamps in order: its entry
+// into the shim, the decision and the driver's launch. A kernel whose code
+// was preloaded and handed to the shim is decided there, never asking the
+// library; one launched while the library loads runs the application's
+// code, and says so.
+func TestDeployFirstLaunchTrace(t *testing.T) {
+	b := newBuild(t)
+	lib := filepath.Join(b.dir, "librt_standin.so")
+	b.run(b.cc, "-O2", "-fPIC", "-shared", "-Wall", "-Werror", "-o", lib, "testdata/rt_standin.c")
+	app := b.link("deploy_bg_app", "testdata/deploy_bg_app.c", true)
+	for _, tc := range []struct {
+		name string
+		env  []string
+		want []string
+	}{
+		{"preloaded", []string{"MNEME_TEST_PRELOAD=1", "MNEME_TEST_WAIT_FIRST=1"}, []string{
+			"deploy: first launch of _Z6kernelPfi: entered the shim (its tuned code is known)",
+			"deploy: first launch of _Z6kernelPfi runs its tuned code, preloaded, from the shim",
+			"deploy: first launch of _Z6kernelPfi: driver launch returned 0"}},
+		{"asked", []string{"MNEME_TEST_WAIT_FIRST=1"}, []string{
+			"deploy: first launch of _Z6kernelPfi: entered the shim (asking the library)",
+			"deploy: first launch of _Z6kernelPfi: the library answered (it launched the tuned code)"}},
+		{"while the library loads", []string{"MNEME_TEST_PRELOAD=1"}, []string{
+			"deploy: first launch of _Z6kernelPfi: entered the shim (asking the library)",
+			"deploy: a launch ran the application's code while the library loads",
+			"deploy: first launch of _Z6kernelPfi: runtime launch returned 1"}},
+	} {
+		dir := t.TempDir()
+		trace := filepath.Join(dir, "trace")
+		env := append([]string{"MNEME_TUNED_KERNELS=tuned.json", "MNEME_RT_LIB=" + lib, "MNEME_TEST_GATE=" + filepath.Join(dir, "gate"), "MNEME_TRACE=" + trace}, tc.env...)
+		out, _ := runProgram(t, app, env...)
+		text, err := os.ReadFile(trace)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		last := int64(0)
+		for _, l := range strings.Split(strings.TrimSpace(string(text)), "\n") {
+			f := strings.SplitN(l, " ", 4)
+			if len(f) != 4 || f[2] != "shim" || !strings.Contains(f[3], "launch") {
+				continue
+			}
+			ns, err := strconv.ParseInt(f[0], 10, 64)
+			if err != nil || ns < last {
+				t.Errorf("%s: trace line without a timestamp in order: %q", tc.name, l)
+			}
+			last = ns
+			got = append(got, f[3])
+		}
+		if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
+			t.Errorf("%s: traced:\n%s\nwant:\n%s", tc.name, strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+		}
+		if asked := strings.Contains(out, "asked deploy _Z6kernelPfi grid=1 arg0=3 shared=0"); asked != (tc.name == "asked") {
+			t.Errorf("%s: the library was asked about a launch without shared memory: %v\n%s", tc.name, asked, out)
+		}
+	}
+}
+
 // TestDeployWithTheRealLibrary runs the deployment cases of
 // TestDeployFastPath and TestDeployStartsInTheBackground against the real
 // runtime library instead of the stand-in, on a machine without a CUDA
