@@ -414,11 +414,6 @@ int mneme_api_deploy_preloaded(int idx, const struct mneme_deploy_answer *a) {
   return taken;
 }
 
-/* The name a first launch is traced under. */
-static const char *traced_name(int idx) {
-  return idx >= 0 ? mneme_kernels[idx].reg.device_name : "(unregistered)";
-}
-
 static cudaError_t deploy_launch(const void *func, dim3 grid, dim3 block,
                                  void **args, size_t shared,
                                  cudaStream_t stream, int ptsz) {
@@ -430,10 +425,12 @@ static cudaError_t deploy_launch(const void *func, dim3 grid, dim3 block,
   /* A kernel's first launch is traced step by step (MNEME_TRACE): entry,
    * decision, driver launch; gpu-first-launch.sh reads the steps. */
   int first = 0;
+  const char *name = NULL; /* the application's string: valid unlocked */
   if (idx >= 0) {
     struct kernel_entry *k = &mneme_kernels[idx];
     first = !k->deploy_launched;
     k->deploy_launched = 1;
+    name = k->reg.device_name;
     state = k->deploy;
     fn = k->jit_fn;
     memcpy(tb, k->jit_block, sizeof tb);
@@ -458,8 +455,7 @@ static cudaError_t deploy_launch(const void *func, dim3 grid, dim3 block,
   }
   pthread_mutex_unlock(&mneme_table_lock);
   if (__builtin_expect(first, 0))
-    mneme_tracef("deploy: first launch of %s: entered the shim (%s)",
-                 traced_name(idx),
+    mneme_tracef("deploy: first launch of %s: entered the shim (%s)", name,
                  state == DEPLOY_FAST      ? "its tuned code is known"
                  : state == DEPLOY_FORWARD ? "the application's code"
                                            : "asking the library");
@@ -467,19 +463,19 @@ static cudaError_t deploy_launch(const void *func, dim3 grid, dim3 block,
     if (!__builtin_expect(first, 0))
       return api_launch(func, grid, block, args, shared, stream, ptsz);
     cudaError_t e = api_launch(func, grid, block, args, shared, stream, ptsz);
-    mneme_tracef("deploy: first launch of %s: runtime launch returned %d",
-                 traced_name(idx), e);
+    mneme_tracef("deploy: first launch of %s: runtime launch returned %d", name,
+                 e);
     return e;
   }
   if (state == DEPLOY_FAST) {
     if (__builtin_expect(first, 0))
       mneme_tracef("deploy: first launch of %s runs its tuned code, "
                    "preloaded, from the shim",
-                   traced_name(idx));
+                   name);
     int r = fast_launch(fn, tb, rb, grid, block, args, shared, stream, ptsz);
     if (__builtin_expect(first, 0))
       mneme_tracef("deploy: first launch of %s: driver launch returned %d",
-                   traced_name(idx), r);
+                   name, r);
     if (__builtin_expect(r == 0, 1))
       return mneme_cudaSuccess;
     fprintf(stderr,
@@ -500,7 +496,7 @@ static cudaError_t deploy_launch(const void *func, dim3 grid, dim3 block,
     cudaError_t e = api_launch(func, grid, block, args, shared, stream, ptsz);
     if (__builtin_expect(first, 0))
       mneme_tracef("deploy: first launch of %s: runtime launch returned %d",
-                   traced_name(idx), e);
+                   name, e);
     return e;
   }
   if (!load_runtime(1)) {
@@ -518,8 +514,7 @@ static cudaError_t deploy_launch(const void *func, dim3 grid, dim3 block,
       mneme_rt.deploy_launch(func, idx, grid.x, grid.y, grid.z, block.x,
                              block.y, block.z, args, shared, stream, ptsz, &a);
   if (__builtin_expect(first, 0))
-    mneme_tracef("deploy: first launch of %s: the library answered (%s)",
-                 traced_name(idx),
+    mneme_tracef("deploy: first launch of %s: the library answered (%s)", name,
                  a.handled == MNEME_LAUNCH_DONE ? "it launched the tuned code"
                                                 : "the application's code");
   if (idx >= 0 && (a.handled == MNEME_LAUNCH_FORWARD_ALWAYS ||
