@@ -364,10 +364,12 @@ func (r *Runtime) hotKey(k *Kernel, buf []byte, grid, block mneme.Dim3, shared u
 // keyLayout is what tells k's launches apart: the block always, the grid
 // when a configuration folds dimensions or the kernel has classes, the
 // dynamic shared memory when it has classes, and every argument one of its
-// configurations folds.
+// configurations folds. block: a configuration sets launch bounds, so the
+// code depends on the launch's block (ConfigFor drops bounds a block
+// exceeds); the key's block then matters even when nothing else is keyed.
 type keyLayout struct {
-	dims, shared bool
-	args         []int
+	dims, shared, block bool
+	args                []int
 }
 
 // layout is k's key layout given its facts.
@@ -375,6 +377,7 @@ func (k *Kernel) layout(facts KernelFacts) keyLayout {
 	l := keyLayout{dims: len(k.Plan.Classes) > 0, shared: len(k.Plan.Classes) > 0}
 	for _, p := range k.Plan.served() {
 		l.dims = l.dims || p.Config.SpecializeDims
+		l.block = l.block || p.Config.SetLaunchBounds
 		for _, a := range FoldedArgs(p.Config, facts) {
 			if !slices.Contains(l.args, a) {
 				l.args = append(l.args, a)
@@ -384,6 +387,9 @@ func (k *Kernel) layout(facts KernelFacts) keyLayout {
 	slices.Sort(l.args)
 	return l
 }
+
+// unkeyed: every launch runs the same code.
+func (l keyLayout) unkeyed() bool { return len(l.args) == 0 && !l.dims && !l.shared && !l.block }
 
 // knownLayout is k's key layout when it can be told without its facts:
 // every configuration names the arguments it folds.
@@ -535,7 +541,8 @@ func (r *Runtime) compile(k *Kernel, cfg mneme.Config, args [][]byte) (*CompileR
 
 // fastPath says what the shim may remember of a launch that ran v: v for
 // every launch when nothing is folded; v for the launches with this
-// launch's key when arguments or dimensions are; nothing when the code's
+// launch's key when arguments or dimensions are, or the code depends on the
+// block (launch bounds); nothing when the code's
 // variables must be refreshed before each launch or the key exceeds the
 // limits the shim keys within.
 func (r *Runtime) fastPath(k *Kernel, v *Variant, args [][]byte) FastPath {
@@ -543,7 +550,7 @@ func (r *Runtime) fastPath(k *Kernel, v *Variant, args [][]byte) FastPath {
 		return FastPath{}
 	}
 	l, _ := k.knownLayout() // known: v was built, so were the facts
-	if len(l.args) == 0 && !l.dims && !l.shared {
+	if l.unkeyed() {
 		return FastPath{Variant: v}
 	}
 	f, ok := r.keyedFast(l, args)
@@ -589,15 +596,26 @@ func (r *Runtime) keyedFast(l keyLayout, args [][]byte) (FastPath, bool) {
 // Preloaded is a kernel whose tuned code Preload loaded.
 type Preloaded struct {
 	Kernel *Kernel
-	// Fast, when its Variant is set, is what the shim may run every launch
-	// of the kernel with from its first on, without asking the runtime:
-	// what that launch's fastPath would say. It is set only where each
-	// launch runs the same code: nothing folded (arguments or dimensions),
-	// no launch-shape classes, no variables to refresh before a launch, and
-	// no launch bounds (whose code depends on the launch's block).
-	Fast FastPath
-	// TunedBlock and RecordedBlock are the geometry rule's inputs for the
-	// shim's launches (LaunchPlan's).
+	// Fast is what the shim may run from the kernel's first launch on
+	// without asking the runtime: what a launch's fastPath would say, for
+	// each configuration whose code was loaded. A fast path for every launch
+	// (not Keyed) where each launch runs the same code; else one per
+	// configuration, keyed by its recorded launch, where the key needs no
+	// argument values (none folded) and the recorded launch gives what it
+	// holds. None where the code's variables are refreshed before each
+	// launch.
+	Fast []PreloadedFast
+}
+
+// PreloadedFast is one fast path of a preloaded kernel.
+type PreloadedFast struct {
+	FastPath
+	// Grid, Block and Shared are the application's launch whose key
+	// FastPath serves when Keyed (its recorded launch).
+	Grid, Block mneme.Dim3
+	Shared      uint32
+	// TunedBlock and RecordedBlock are the geometry rule's inputs for these
+	// launches (LaunchPlan's).
 	TunedBlock, RecordedBlock mneme.Dim3
 }
 
@@ -650,25 +668,51 @@ func (r *Runtime) preload(k *Kernel) (pre Preloaded, ok bool, err error) {
 		}
 		k.facts = f
 	}
+	// The key layout is fastPath's (its knownLayout would take k.mu, held
+	// here).
+	l := k.layout(*k.facts)
 	var errs []error
-	var only *Variant // the variant of a kernel without classes
-	for _, p := range k.Plan.served() {
+	serve := func(p *Plan, shared uint32) {
 		v, err := r.preloadPlan(k, p)
-		if v != nil {
-			ok, only = true, v
-		}
 		if err != nil {
 			errs = append(errs, err)
 		}
-	}
-	// As fastPath decides (its knownLayout would take k.mu, held here).
-	if only != nil && len(only.Links) == 0 && len(k.Plan.Classes) == 0 && !k.Plan.Config.SetLaunchBounds {
-		if l := k.layout(*k.facts); len(l.args) == 0 && !l.dims && !l.shared {
-			pre.Fast = FastPath{Variant: only}
-			pre.TunedBlock, pre.RecordedBlock = k.Plan.TunedBlock, k.Plan.RecordedBlock
+		if v == nil {
+			return
+		}
+		ok = true
+		if f, fast := preloadedFast(l, v, p, shared); fast {
+			pre.Fast = append(pre.Fast, f)
 		}
 	}
+	if len(k.Plan.Classes) == 0 {
+		serve(k.Plan, 0)
+	}
+	for _, c := range k.Plan.Classes {
+		serve(&c.Plan, c.SharedMem)
+	}
 	return pre, ok, errors.Join(errs...)
+}
+
+// preloadedFast is the fast path of v, preloaded for p's launches: for
+// every launch when l keys nothing; else for the launches with the key of
+// p's recorded launch (with shared bytes of dynamic shared memory), when
+// that key needs no argument values and the launch was recorded.
+func preloadedFast(l keyLayout, v *Variant, p *Plan, shared uint32) (PreloadedFast, bool) {
+	f := PreloadedFast{FastPath: FastPath{Variant: v}, TunedBlock: p.TunedBlock, RecordedBlock: p.RecordedBlock}
+	if len(v.Links) > 0 {
+		return f, false
+	}
+	if l.unkeyed() {
+		return f, true
+	}
+	// The recorded launch whole: the variant was built for its geometry.
+	if len(l.args) > 0 || hasZeroDim(p.RecordedBlock) || hasZeroDim(p.RecordedGrid) {
+		return f, false
+	}
+	f.Keyed, f.DimsFolded, f.SharedKeyed = true, l.dims, l.shared
+	f.Grid, f.Block, f.Shared = p.RecordedGrid, p.RecordedBlock, shared
+	return f, true
 }
 
 // preloadPlan loads the variant of p's expected launch when it is in the

@@ -180,13 +180,13 @@ func deployInit(api *C.struct_mneme_host_api) C.int {
 	return 0
 }
 
-// handToShim gives the shim the code of each preloaded kernel whose
-// launches all run it (deploy.Preloaded.Fast), under every index the
-// kernel is registered at, and returns how many kernels it took.
+// handToShim gives the shim the fast paths of each preloaded kernel
+// (deploy.Preloaded.Fast), under every index the kernel is registered at,
+// and returns how many kernels it took any of.
 func (d *deployer) handToShim(pre []deploy.Preloaded) int {
 	indices := map[string][]int{}
 	for _, p := range pre {
-		if p.Fast.Variant != nil {
+		if len(p.Fast) > 0 {
 			indices[p.Kernel.Name] = nil
 		}
 	}
@@ -205,23 +205,27 @@ func (d *deployer) handToShim(pre []deploy.Preloaded) int {
 	}
 	handed := 0
 	for _, p := range pre {
-		v := p.Fast.Variant
-		if v == nil {
-			continue
-		}
-		tb, rb := p.TunedBlock, p.RecordedBlock
-		block := [3]C.unsigned{C.unsigned(tb.X), C.unsigned(tb.Y), C.unsigned(tb.Z)}
-		recorded := [3]C.unsigned{C.unsigned(rb.X), C.unsigned(rb.Y), C.unsigned(rb.Z)}
-		took := false
-		for _, i := range indices[p.Kernel.Name] {
-			if C.rth_deploy_preloaded(C.int(i), C.uintptr_t(v.Code.(*loadedCode).fn.Handle()), C.uintptr_t(d.cuLaunch),
-				&block[0], &recorded[0], C.unsigned(max(v.SharedMax, policyLimits.DefaultShared))) != 0 {
-				took = true
+		took := 0
+		for _, f := range p.Fast {
+			var a C.struct_mneme_deploy_answer
+			a.handled = C.MNEME_LAUNCH_DONE
+			C.rth_set_fast_path(&a, C.uintptr_t(f.Variant.Code.(*loadedCode).fn.Handle()), C.uintptr_t(d.cuLaunch))
+			tb, rb := f.TunedBlock, f.RecordedBlock
+			a.block[0], a.block[1], a.block[2] = C.unsigned(tb.X), C.unsigned(tb.Y), C.unsigned(tb.Z)
+			a.recorded_block[0], a.recorded_block[1], a.recorded_block[2] = C.unsigned(rb.X), C.unsigned(rb.Y), C.unsigned(rb.Z)
+			a.shared_max = C.unsigned(max(f.Variant.SharedMax, policyLimits.DefaultShared))
+			if f.Keyed {
+				setKey(&a, f.FastPath)
+			}
+			grid := [3]C.unsigned{C.unsigned(f.Grid.X), C.unsigned(f.Grid.Y), C.unsigned(f.Grid.Z)}
+			block := [3]C.unsigned{C.unsigned(f.Block.X), C.unsigned(f.Block.Y), C.unsigned(f.Block.Z)}
+			for _, i := range indices[p.Kernel.Name] {
+				took += int(C.rth_deploy_preloaded(C.int(i), &a, &grid[0], &block[0], C.size_t(f.Shared)))
 			}
 		}
-		if took {
+		if took > 0 {
 			handed++
-			traceDeploy("preload %s: the shim runs its launches", p.Kernel.Name)
+			traceDeploy("preload %s: the shim runs its launches (%d fast paths)", p.Kernel.Name, took)
 		}
 	}
 	return handed

@@ -85,19 +85,11 @@ int rth_throttle_on(const uintptr_t entries[4], const uintptr_t *events, int n,
 
 void rth_throttle_off(void) { api->throttle(NULL); }
 
-int rth_deploy_preloaded(int kernel_index, uintptr_t function,
-                         uintptr_t cu_launch, const unsigned block[3],
-                         const unsigned recorded_block[3],
-                         unsigned shared_max) {
+int rth_deploy_preloaded(int kernel_index, const struct mneme_deploy_answer *a,
+                         const unsigned grid[3], const unsigned block[3],
+                         size_t shared) {
   if (api->deploy_preloaded == NULL)
     return 0;
-  struct mneme_deploy_answer a;
-  memset(&a, 0, sizeof a);
-  a.handled = MNEME_LAUNCH_DONE;
-  a.function = (void *)function;
-  a.cu_launch = (void *)cu_launch;
-  memcpy(a.block, block, sizeof a.block);
-  memcpy(a.recorded_block, recorded_block, sizeof a.recorded_block);
-  a.shared_max = shared_max;
-  return api->deploy_preloaded(kernel_index, &a);
+  dim3 g = {grid[0], grid[1], grid[2]}, b = {block[0], block[1], block[2]};
+  return api->deploy_preloaded(kernel_index, a, g, b, shared);
 }

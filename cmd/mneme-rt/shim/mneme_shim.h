@@ -274,15 +274,17 @@ struct mneme_host_api {
                          uint64_t ns);
 
   /* deploy_preloaded: the library loaded kernel kernel_index's tuned code
-   * before its first launch, and every launch of it runs that code (an
-   * answer with function and cu_launch set, not keyed; block,
-   * recorded_block and shared_max as a launch's answer has them). The
-   * shim then runs the kernel's launches itself from the first on, never
-   * calling the library for them. Returns 0, changing nothing, when the
-   * answer is not one for every launch or the kernel's launches were
-   * decided already. */
-  int (*deploy_preloaded)(int kernel_index,
-                          const struct mneme_deploy_answer *a);
+   * before its first launch: a's function and cu_launch, for every launch
+   * (not keyed) or for the launches with the key of this grid, block and
+   * dynamic shared memory (keyed, as a launch's answer keys it, folding no
+   * argument); block, recorded_block and shared_max as a launch's answer
+   * has them. The shim then runs those launches itself from the first on,
+   * never calling the library for them. Returns 0, changing nothing, when
+   * it did not take the answer: one that folds arguments or runs the
+   * application's code, or a kernel whose launches were decided already
+   * (for every launch, or otherwise than keyed). */
+  int (*deploy_preloaded)(int kernel_index, const struct mneme_deploy_answer *a,
+                          dim3 grid, dim3 block, size_t shared);
 };
 
 enum {

@@ -394,21 +394,32 @@ static void remember_variant(struct kernel_entry *k,
     free(key);
 }
 
-int mneme_api_deploy_preloaded(int idx, const struct mneme_deploy_answer *a) {
-  if (a == NULL || a->function == NULL || a->cu_launch == NULL || a->keyed ||
-      a->own_code)
+int mneme_api_deploy_preloaded(int idx, const struct mneme_deploy_answer *a,
+                               dim3 grid, dim3 block, size_t shared) {
+  if (a == NULL || a->function == NULL || a->cu_launch == NULL || a->own_code ||
+      (a->keyed && a->nfolded != 0))
     return 0;
   pthread_mutex_lock(&mneme_table_lock);
-  int taken = idx >= 0 && idx < mneme_n_kernels &&
-              mneme_kernels[idx].deploy == DEPLOY_ASK;
-  if (taken) {
-    struct kernel_entry *k = &mneme_kernels[idx];
+  int taken = 0;
+  struct kernel_entry *k =
+      idx >= 0 && idx < mneme_n_kernels ? &mneme_kernels[idx] : NULL;
+  if (k != NULL && !a->keyed && k->deploy == DEPLOY_ASK) {
     deploy_cu_launch = (cu_launch_fn)a->cu_launch;
     memcpy(k->jit_block, a->block, sizeof k->jit_block);
     memcpy(k->jit_recorded, a->recorded_block, sizeof k->jit_recorded);
     k->jit_fn = a->function;
     k->jit_shared_max = a->shared_max;
     k->deploy = DEPLOY_FAST;
+    taken = 1;
+  } else if (k != NULL && a->keyed &&
+             (k->deploy == DEPLOY_ASK || k->deploy == DEPLOY_KEYED)) {
+    deploy_cu_launch = (cu_launch_fn)a->cu_launch;
+    remember_variant(k, a, grid, block, shared, NULL);
+    const struct variant_slot *s =
+        k->variants != NULL && k->deploy == DEPLOY_KEYED
+            ? variant_lookup(k->variants, grid, block, NULL, shared)
+            : NULL;
+    taken = s != NULL && s->fn == a->function;
   }
   pthread_mutex_unlock(&mneme_table_lock);
   return taken;

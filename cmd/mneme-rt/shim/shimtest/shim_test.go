@@ -759,9 +759,9 @@ func TestLaunchStatistics(t *testing.T) {
 // launch; a launch that comes while it loads runs the application's own
 // code instead of waiting. Without a preload the next launch asks the
 // library and the one after runs the tuned code from the shim; with the
-// code preloaded and handed to the shim for every launch (a keyed answer
-// is declined), no launch asks: the first after the start runs the tuned
-// code from the shim. Either way a launch asking for more dynamic shared
+// code preloaded and handed to the shim, for every launch or for the
+// launch's key (an answer folding an argument is declined), no launch
+// asks: the first after the start runs the tuned code from the shim. Either way a launch asking for more dynamic shared
 // memory than the code accepts asks the library, which opens it up.
 func TestDeployStartsInTheBackground(t *testing.T) {
 	b := newBuild(t)
@@ -776,8 +776,11 @@ func TestDeployStartsInTheBackground(t *testing.T) {
 		{"asked at the first launch", nil, []string{"init deploy thread=background background=1", "launch f=kernel_a",
 			"asked deploy _Z6kernelPfi", "jit launch tuned_kernel", "jit launch tuned_kernel",
 			"asked deploy _Z6kernelPfi", "jit launch tuned_kernel"}},
-		{"preloaded", []string{"MNEME_TEST_PRELOAD=1"}, []string{"init deploy thread=background background=1", "launch f=kernel_a",
-			"preloaded keyed taken=0", "preloaded _Z6kernelPfi taken=1", "jit launch tuned_kernel", "jit launch tuned_kernel",
+		{"preloaded", []string{"MNEME_TEST_PRELOAD=all"}, []string{"init deploy thread=background background=1", "launch f=kernel_a",
+			"preloaded folded taken=0", "preloaded _Z6kernelPfi all taken=1", "jit launch tuned_kernel", "jit launch tuned_kernel",
+			"asked deploy _Z6kernelPfi", "jit launch tuned_kernel"}},
+		{"preloaded for its recorded launch", []string{"MNEME_TEST_PRELOAD=keyed"}, []string{"init deploy thread=background background=1", "launch f=kernel_a",
+			"preloaded folded taken=0", "preloaded _Z6kernelPfi keyed taken=1", "jit launch tuned_kernel", "jit launch tuned_kernel",
 			"asked deploy _Z6kernelPfi", "jit launch tuned_kernel"}},
 	} {
 		gate := filepath.Join(t.TempDir(), "gate")
@@ -830,14 +833,18 @@ func TestDeployFirstLaunchTrace(t *testing.T) {
 		env  []string
 		want []string
 	}{
-		{"preloaded", []string{"MNEME_TEST_PRELOAD=1", "MNEME_TEST_WAIT_FIRST=1"}, []string{
+		{"preloaded", []string{"MNEME_TEST_PRELOAD=all", "MNEME_TEST_WAIT_FIRST=1"}, []string{
+			"deploy: first launch of _Z6kernelPfi: entered the shim (its tuned code is known)",
+			"deploy: first launch of _Z6kernelPfi runs its tuned code, preloaded, from the shim",
+			"deploy: first launch of _Z6kernelPfi: driver launch returned 0"}},
+		{"preloaded for its recorded launch", []string{"MNEME_TEST_PRELOAD=keyed", "MNEME_TEST_WAIT_FIRST=1"}, []string{
 			"deploy: first launch of _Z6kernelPfi: entered the shim (its tuned code is known)",
 			"deploy: first launch of _Z6kernelPfi runs its tuned code, preloaded, from the shim",
 			"deploy: first launch of _Z6kernelPfi: driver launch returned 0"}},
 		{"asked", []string{"MNEME_TEST_WAIT_FIRST=1"}, []string{
 			"deploy: first launch of _Z6kernelPfi: entered the shim (asking the library)",
 			"deploy: first launch of _Z6kernelPfi: the library answered (it launched the tuned code)"}},
-		{"while the library loads", []string{"MNEME_TEST_PRELOAD=1"}, []string{
+		{"while the library loads", []string{"MNEME_TEST_PRELOAD=all"}, []string{
 			"deploy: first launch of _Z6kernelPfi: entered the shim (asking the library)",
 			"deploy: a launch ran the application's code while the library loads",
 			"deploy: first launch of _Z6kernelPfi: runtime launch returned 1"}},

@@ -26,8 +26,8 @@
  * exists and creates PATH.ready before returning (deploy_bg_app.c drives
  * it). With MNEME_TEST_PRELOAD set too it plays a preload that found
  * _Z6kernelPfi's code in the cache: before returning it hands the shim
- * that code for every launch (block rule 16 from 32), after a keyed answer
- * the shim must decline, and prints what the shim said to each.
+ * that code (block rule 16 from 32; see preload) and prints what the shim
+ * said.
  *
  * With MNEME_TEST_THROTTLE set it turns the launch throttle on at init with
  * stand-ins for the driver's calls, which print what they are called with,
@@ -103,8 +103,11 @@ static int standin_cu_launch(void *f, unsigned gx, unsigned gy, unsigned gz,
 static char tuned_code[] = "tuned_kernel";
 
 /* preload hands the shim _Z6kernelPfi's code, as the library's preload
- * does for a kernel whose launches all run one code. */
-static void preload(const struct mneme_host_api *a) {
+ * does: with MNEME_TEST_PRELOAD=keyed for the launches keyed by grid 1 x
+ * block 32 (dimensions folded), else for every launch; first an answer
+ * folding an argument, which the shim must decline (no launch's values are
+ * known at preload). */
+static void preload(const struct mneme_host_api *a, int keyed) {
   for (int i = 0; i < a->kernel_count(); i++) {
     struct mneme_kernel_reg reg;
     if (!a->kernel_at(i, &reg) || strcmp(reg.device_name, "_Z6kernelPfi") != 0)
@@ -118,11 +121,18 @@ static void preload(const struct mneme_host_api *a) {
     ans.block[1] = ans.block[2] = 1;
     ans.recorded_block[0] = 32;
     ans.recorded_block[1] = ans.recorded_block[2] = 1;
+    ans.shared_max = 49152;
+    dim3 g = {1, 1, 1}, b = {32, 1, 1};
     ans.keyed = 1;
-    printf("preloaded keyed taken=%d\n", a->deploy_preloaded(i, &ans));
-    ans.keyed = 0;
-    printf("preloaded %s taken=%d\n", reg.device_name,
-           a->deploy_preloaded(i, &ans));
+    ans.nfolded = 1;
+    ans.folded_size[0] = sizeof(int);
+    printf("preloaded folded taken=%d\n",
+           a->deploy_preloaded(i, &ans, g, b, 0));
+    ans.nfolded = 0;
+    ans.keyed = keyed;
+    ans.dims_folded = keyed;
+    printf("preloaded %s %s taken=%d\n", reg.device_name,
+           keyed ? "keyed" : "all", a->deploy_preloaded(i, &ans, g, b, 0));
   }
 }
 
@@ -137,8 +147,9 @@ static void gated_init(const struct mneme_host_api *a, const char *gate) {
     struct timespec ts = {0, 5000000};
     nanosleep(&ts, NULL);
   }
-  if (getenv("MNEME_TEST_PRELOAD") != NULL)
-    preload(a);
+  const char *mode = getenv("MNEME_TEST_PRELOAD");
+  if (mode != NULL)
+    preload(a, strcmp(mode, "keyed") == 0);
   char ready[4096];
   snprintf(ready, sizeof ready, "%s.ready", gate);
   FILE *f = fopen(ready, "w");
