@@ -30,6 +30,7 @@ import (
 
 	"github.com/zeebo/xxh3"
 
+	"github.com/mneme-gpu/mneme"
 	"github.com/mneme-gpu/mneme/db"
 	"github.com/mneme-gpu/mneme/internal/safefile"
 	"github.com/mneme-gpu/mneme/measure"
@@ -46,12 +47,16 @@ type Tools interface {
 	Tune(ctx context.Context, job TuneJob) error
 }
 
-// TuneJob is one kernel's tuning.
+// TuneJob is one kernel's tuning: across every recorded instance of the
+// kernel (each weighted by the launches it stands for), or of the one
+// instance named.
 type TuneJob struct {
-	DB, Instance, Output string
-	Resume               bool
-	GPUs                 string
-	Kernel               string // mangled name, for messages
+	DB, Output string
+	Kernel     string // mangled name
+	Instance   string // SH/DH of the representative instance
+	Instances  int    // how many instances the kernel has recorded
+	Resume     bool
+	GPUs       string
 }
 
 // Options of an optimization.
@@ -183,7 +188,8 @@ func Run(ctx context.Context, tools Tools, runner measure.Runner, o Options) (*r
 		stage(o, "tuning %d/%d: %s (%.1f%% of the GPU time), %s", i+1, len(chosen), k.stats.Name(), 100*k.stats.TimeShare, k.budget.Round(time.Second))
 		_, statErr := os.Lstat(filepath.Join(k.out, tune.TrialsFile))
 		kctx, cancel := context.WithTimeout(ctx, k.budget)
-		err := tools.Tune(kctx, TuneJob{DB: o.DB, Instance: k.instance, Output: k.out, Resume: statErr == nil, GPUs: o.GPUs, Kernel: k.stats.KernelName})
+		err := tools.Tune(kctx, TuneJob{DB: o.DB, Kernel: k.stats.KernelName, Instance: k.instance, Instances: len(k.rec.Instances),
+			Output: k.out, Resume: statErr == nil, GPUs: o.GPUs})
 		budgetOver := kctx.Err() != nil && ctx.Err() == nil
 		cancel()
 		if ctx.Err() != nil {
@@ -524,18 +530,30 @@ func inAppGPUSeconds(runs []measure.Outcome) map[string]float64 {
 // speedup, the configuration, the baseline and the tuning curve.
 func addTuning(rk *report.Kernel, k *kernel) {
 	if e, err := measure.ReadTunedEntries(filepath.Join(k.out, tune.MnemeTunedFile)); err == nil {
+		type class struct {
+			Grid, Block mneme.Dim3
+			SharedMem   uint32         `json:"shared_mem"`
+			Config      map[string]any `json:"config"`
+		}
 		var tk struct {
 			Speedup        float64        `json:"speedup"`
 			BaselineTimeNS float64        `json:"baseline_time_ns"`
 			Config         map[string]any `json:"config"`
-			RecordedGrid   any            `json:"recorded_grid"`
-			RecordedBlock  any            `json:"recorded_block"`
+			RecordedGrid   mneme.Dim3     `json:"recorded_grid"`
+			RecordedBlock  mneme.Dim3     `json:"recorded_block"`
+			Classes        []class        `json:"classes"`
 		}
 		if raw, ok := e[k.stats.KernelName]; ok && json.Unmarshal(raw, &tk) == nil {
 			rk.PredictedSpeedup = finite(tk.Speedup)
 			rk.BaselineNS = finite(tk.BaselineTimeNS)
-			shape := fmt.Sprintf("recorded launch grid %v block %v", tk.RecordedGrid, tk.RecordedBlock)
-			rk.Classes = append(rk.Classes, report.Class{Shape: shape, Config: tk.Config})
+			if len(tk.Classes) == 0 {
+				shape := fmt.Sprintf("every launch (recorded: grid %v block %v)", tk.RecordedGrid, tk.RecordedBlock)
+				rk.Classes = append(rk.Classes, report.Class{Shape: shape, Config: tk.Config})
+			}
+			for _, c := range tk.Classes {
+				shape := fmt.Sprintf("grid %v block %v shared %d", c.Grid, c.Block, c.SharedMem)
+				rk.Classes = append(rk.Classes, report.Class{Shape: shape, Config: c.Config})
+			}
 		}
 	}
 	trials, _, err := tune.ReadTrials(filepath.Join(k.out, tune.TrialsFile))

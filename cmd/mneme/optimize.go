@@ -188,8 +188,15 @@ func (t *commandTools) Record(ctx context.Context, dbDir string, app []string) e
 }
 
 func (t *commandTools) Tune(ctx context.Context, job optimize.TuneJob) error {
-	args := []string{"tune", "-rdb", job.DB, "-rid", job.Instance, "--output", job.Output, "--gpus", job.GPUs,
-		"--sampler", t.sampler, "--preset", t.preset, "--trials", strconv.Itoa(t.trials)}
+	// Across every instance of the kernel, so the result holds for the
+	// launches they stand for (a configuration per launch shape where the
+	// shapes' best differ); one instance is the ordinary run.
+	sel := []string{"--kernel", job.Kernel}
+	if job.Instances <= 1 {
+		sel = []string{"-rid", job.Instance}
+	}
+	args := append([]string{"tune", "-rdb", job.DB}, sel...)
+	args = append(args, "--output", job.Output, "--gpus", job.GPUs, "--sampler", t.sampler, "--preset", t.preset, "--trials", strconv.Itoa(t.trials))
 	if job.Resume {
 		args = append(args, "--resume")
 	}
