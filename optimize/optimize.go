@@ -57,6 +57,9 @@ type TuneJob struct {
 	Instances  int    // how many instances the kernel has recorded
 	Resume     bool
 	GPUs       string
+	// Study names the kernel's study in an Optuna storage (optuna-dashboard
+	// shows it), when Options.OptunaStorage is set.
+	Study string
 }
 
 // Options of an optimization.
@@ -72,6 +75,9 @@ type Options struct {
 	Top         int
 	CheckOutput bool
 	Runs        int // interleaved runs of each, untuned and tuned
+	// OptunaStorage, when set, has each kernel tuned by an Optuna study kept
+	// there (one per kernel and result key), for optuna-dashboard.
+	OptunaStorage string
 	// Environment names the GPU, driver and toolchain results are keyed by
 	// (filled from the recording when empty).
 	GPU, Driver, Toolchain string
@@ -185,11 +191,16 @@ func Run(ctx context.Context, tools Tools, runner measure.Runner, o Options) (*r
 			k.status, k.reason = report.StatusUntuned, fmt.Sprintf("its share of the budget (%s) is too small to tune", k.budget.Round(time.Second))
 			continue
 		}
-		stage(o, "tuning %d/%d: %s (%.1f%% of the GPU time), %s", i+1, len(chosen), k.stats.Name(), 100*k.stats.TimeShare, k.budget.Round(time.Second))
+		stage(o, "tuning %d/%d: %s (%.1f%% of the GPU time), %s (budget left %s)", i+1, len(chosen), k.stats.Name(), 100*k.stats.TimeShare,
+			k.budget.Round(time.Second), budgetLeft(chosen[i:]).Round(time.Second))
 		_, statErr := os.Lstat(filepath.Join(k.out, tune.TrialsFile))
 		kctx, cancel := context.WithTimeout(ctx, k.budget)
-		err := tools.Tune(kctx, TuneJob{DB: o.DB, Kernel: k.stats.KernelName, Instance: k.instance, Instances: len(k.rec.Instances),
-			Output: k.out, Resume: statErr == nil, GPUs: o.GPUs})
+		job := TuneJob{DB: o.DB, Kernel: k.stats.KernelName, Instance: k.instance, Instances: len(k.rec.Instances),
+			Output: k.out, Resume: statErr == nil, GPUs: o.GPUs}
+		if o.OptunaStorage != "" {
+			job.Study = "mneme-optimize-" + k.key
+		}
+		err := tools.Tune(kctx, job)
 		budgetOver := kctx.Err() != nil && ctx.Err() == nil
 		cancel()
 		if ctx.Err() != nil {
@@ -205,6 +216,9 @@ func Run(ctx context.Context, tools Tools, runner measure.Runner, o Options) (*r
 		}
 	}
 	rep.TuningSeconds = time.Since(start).Seconds()
+	if tooSmall := countReason(chosen, "too small to tune"); tooSmall > 0 && tooSmall == len(chosen) {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("The budget %s is too small for any kernel: each needs at least %s of tuning at its share; give a larger --budget.", o.Budget, minKernelRun))
+	}
 
 	// 4. Gather the tuned entries.
 	entries := map[string]json.RawMessage{}
@@ -295,6 +309,27 @@ func Run(ctx context.Context, tools Tools, runner measure.Runner, o Options) (*r
 		return nil, err
 	}
 	return rep, nil
+}
+
+// budgetLeft is the tuning time of the kernels still to tune.
+func budgetLeft(ks []*kernel) time.Duration {
+	var d time.Duration
+	for _, k := range ks {
+		if !k.reused && k.budget >= minKernelRun {
+			d += k.budget
+		}
+	}
+	return d
+}
+
+func countReason(ks []*kernel, part string) int {
+	n := 0
+	for _, k := range ks {
+		if strings.Contains(k.reason, part) {
+			n++
+		}
+	}
+	return n
 }
 
 // rank reads the recording's kernels and launch statistics, largest share

@@ -199,6 +199,25 @@ func TestOptimizeTunesWhatMattersAndKeepsWhatHelps(t *testing.T) {
 	}
 }
 
+func TestAnOptunaStorageNamesOneStudyPerKernelResult(t *testing.T) {
+	tools := newTools()
+	o := options(t.TempDir())
+	o.OptunaStorage = "sqlite:///studies.db"
+	if _, err := Run(context.Background(), tools, &fakeRunner{}, o); err != nil {
+		t.Fatal(err)
+	}
+	if len(tools.tuned) != 2 || tools.tuned[0].Study == "" || tools.tuned[0].Study == tools.tuned[1].Study {
+		t.Errorf("studies %+v: want one named study per kernel", tools.tuned)
+	}
+	tools = newTools()
+	if _, err := Run(context.Background(), tools, &fakeRunner{}, options(t.TempDir())); err != nil {
+		t.Fatal(err)
+	}
+	if tools.tuned[0].Study != "" {
+		t.Error("a study was named without a storage")
+	}
+}
+
 func TestARerunReusesResultsAndRetunesOnlyTheChangedKernel(t *testing.T) {
 	dir := t.TempDir()
 	tools := newTools()
@@ -312,6 +331,9 @@ func TestBudgetTooSmallForAnythingStillReports(t *testing.T) {
 	}
 	if len(tools.tuned) != 0 {
 		t.Errorf("tuned %d kernels on a 1 s budget", len(tools.tuned))
+	}
+	if !strings.Contains(strings.Join(rep.Notes, " "), "too small for any kernel") {
+		t.Errorf("no clear message for a budget too small: %v", rep.Notes)
 	}
 	if k := kernelOf(t, rep, "big"); !strings.Contains(k.Reason, "too small to tune") {
 		t.Errorf("big: %q", k.Reason)
