@@ -21,7 +21,7 @@ type fakeApp struct {
 	calls    []string // "untuned", or the tuned kernels joined by "+"
 	// extraSeconds is added to a run's wall time per tuned kernel named.
 	extraSeconds map[string]float64
-	files    map[string][]string
+	files        map[string][]string
 }
 
 func (a *fakeApp) Run(_ context.Context, env []string) (Outcome, error) {
