@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -19,9 +20,18 @@ static const char *trace_path;
 void mneme_trace(const char *event) {
   if (trace_path == NULL)
     return;
-  int fd = open(trace_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  /* Non-blocking, and a regular file only: a FIFO or a device named as the
+   * trace must not hold up or reach into the application. */
+  int fd = open(trace_path,
+                O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0644);
   if (fd < 0)
     return;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    trace_path = NULL;
+    return;
+  }
   struct timespec t;
   clock_gettime(CLOCK_REALTIME, &t);
   char line[160];
