@@ -27,6 +27,12 @@ import (
 // application runs, so a run that dies leaves recent counts.
 const statsInterval = 2 * time.Second
 
+// statsGateTimeout bounds how long a sampled launch's gate holds its
+// stream (see struct mneme_stats_timer): far above any launch call's
+// latency, short enough that a launch that waits for the GPU itself (a full
+// queue behind the gate) costs the application little.
+const statsGateTimeout = 20 * time.Millisecond
+
 // statsLimits are the shim's caps, recorded with the statistics.
 var statsLimits = record.StatsLimits{
 	MaxShapes:    C.MNEME_STATS_MAX_SHAPES,
@@ -103,6 +109,10 @@ func statsTimerOn() error {
 	if elapsed == 0 {
 		return fmt.Errorf("the CUDA driver has no cuEventElapsedTime")
 	}
+	hostFunc := C.rts_launch_host_func_entry()
+	if hostFunc == 0 {
+		return fmt.Errorf("the CUDA driver has no cuLaunchHostFunc")
+	}
 	n := 2 * C.MNEME_STATS_TIMER_SLOTS
 	events := make([]*cuda.Event, 0, n+2)
 	fail := func(err error) error {
@@ -118,12 +128,12 @@ func statsTimerOn() error {
 		}
 		events = append(events, e)
 	}
-	entries := [4]C.uintptr_t{C.uintptr_t(ep.EventRecord), elapsed, C.uintptr_t(ep.StreamIsCapturing), C.uintptr_t(ep.ExchangeCaptureMode)}
+	entries := [5]C.uintptr_t{C.uintptr_t(ep.EventRecord), elapsed, C.uintptr_t(ep.StreamIsCapturing), C.uintptr_t(ep.ExchangeCaptureMode), hostFunc}
 	handles := make([]C.uintptr_t, n)
 	for i := range handles {
 		handles[i] = C.uintptr_t(events[i].Handle())
 	}
-	if C.rts_timer_on(&entries[0], &handles[0], C.int(n)) == 0 {
+	if C.rts_timer_on(&entries[0], &handles[0], C.int(n), C.uint64_t(statsGateTimeout.Nanoseconds())) == 0 {
 		return fail(fmt.Errorf("the shim refused the launch timer"))
 	}
 	launchStats.mu.Lock()

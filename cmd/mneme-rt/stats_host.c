@@ -13,7 +13,8 @@ int rts_enable(int kernel_index, int nparams, const size_t *sizes) {
   return api->stats_enable(kernel_index, nparams, sizes);
 }
 
-int rts_timer_on(const uintptr_t entries[4], const uintptr_t *events, int n) {
+int rts_timer_on(const uintptr_t entries[5], const uintptr_t *events, int n,
+                 uint64_t gate_timeout_ns) {
   struct mneme_stats_timer t;
   memset(&t, 0, sizeof t);
   if (n != 2 * MNEME_STATS_TIMER_SLOTS)
@@ -22,6 +23,8 @@ int rts_timer_on(const uintptr_t entries[4], const uintptr_t *events, int n) {
   t.event_elapsed = (int (*)(float *, void *, void *))entries[1];
   t.stream_is_capturing = (int (*)(void *, int *))entries[2];
   t.exchange_capture_mode = (int (*)(int *))entries[3];
+  t.launch_host_func = (int (*)(void *, void (*)(void *), void *))entries[4];
+  t.gate_timeout_ns = gate_timeout_ns;
   for (int i = 0; i < n; i++)
     t.events[i] = (void *)events[i];
   return api->stats_timer(&t);
@@ -40,13 +43,23 @@ void rts_add_time(int kernel_index, unsigned gx, unsigned gy, unsigned gz,
   api->stats_add_time(kernel_index, grid, block, shared, ns);
 }
 
-uintptr_t rts_event_elapsed_entry(void) {
+/* driver_entry is the driver's entry name (or, where it has none, the
+ * older fallback), or 0. */
+static uintptr_t driver_entry(const char *name, const char *fallback) {
   void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
   if (lib == NULL)
     return 0;
-  void *f = dlsym(lib, "cuEventElapsedTime_v2");
-  if (f == NULL)
-    f = dlsym(lib, "cuEventElapsedTime");
+  void *f = dlsym(lib, name);
+  if (f == NULL && fallback != NULL)
+    f = dlsym(lib, fallback);
   dlclose(lib);
   return (uintptr_t)f;
+}
+
+uintptr_t rts_event_elapsed_entry(void) {
+  return driver_entry("cuEventElapsedTime_v2", "cuEventElapsedTime");
+}
+
+uintptr_t rts_launch_host_func_entry(void) {
+  return driver_entry("cuLaunchHostFunc", NULL);
 }

@@ -112,7 +112,7 @@ static inline cudaError_t forward_launch(const void *func, dim3 grid,
 }
 
 /* stats_forward forwards a launch, bracketed by a pair of the library's
- * events when it is one to time and a pair is free. */
+ * events behind a gate when it is one to time and a pair is free. */
 static inline cudaError_t stats_forward(int idx, const struct launch_stats *st,
                                         const void *func, dim3 grid, dim3 block,
                                         void **args, size_t shared,
@@ -122,10 +122,10 @@ static inline cudaError_t stats_forward(int idx, const struct launch_stats *st,
               !__atomic_load_n(&mneme_stats_timing, __ATOMIC_RELAXED),
           1))
     return forward_launch(func, grid, block, args, shared, stream, ptsz);
-  int slot = mneme_stats_begin(idx, st->shape, stream, ptsz);
+  int64_t token = mneme_stats_begin(idx, st->shape, stream, ptsz);
   cudaError_t e = forward_launch(func, grid, block, args, shared, stream, ptsz);
-  if (slot >= 0)
-    mneme_stats_end(slot, e == mneme_cudaSuccess, stream, ptsz);
+  if (token >= 0)
+    mneme_stats_end(token, e == mneme_cudaSuccess, stream, ptsz);
   return e;
 }
 
@@ -504,16 +504,16 @@ static cudaError_t counted_launch(const void *func, dim3 grid, dim3 block,
     }
     pthread_mutex_unlock(&mneme_table_lock);
   }
-  int slot = -1;
+  int64_t token = -1;
   if (st.timed && st.shape >= 0 &&
       __atomic_load_n(&mneme_stats_timing, __ATOMIC_RELAXED))
-    slot = mneme_stats_begin(idx, st.shape, stream, ptsz);
+    token = mneme_stats_begin(idx, st.shape, stream, ptsz);
   cudaError_t e =
       mneme_deploying
           ? deploy_launch(func, grid, block, args, shared, stream, ptsz)
           : api_launch(func, grid, block, args, shared, stream, ptsz);
-  if (slot >= 0)
-    mneme_stats_end(slot, e == mneme_cudaSuccess, stream, ptsz);
+  if (token >= 0)
+    mneme_stats_end(token, e == mneme_cudaSuccess, stream, ptsz);
   return e;
 }
 
