@@ -50,6 +50,7 @@ var launchStats struct {
 	events []*cuda.Event // the shim's timer pool, while timing is on
 	// launchStart and launchEnd time the recorder's own launches.
 	launchStart, launchEnd *cuda.Event
+	timing                 sync.Mutex // held while one of them times a launch
 	stop                   chan struct{}
 	done                   chan struct{}
 
@@ -251,9 +252,12 @@ func statsEnable(index int, sizes []uint64) {
 }
 
 // timeLaunch runs launch, the recorder's own launch of kernel index,
-// between two events on its stream and adds its GPU time to the launch's
-// shape. The recorder waits for the launch right after (for the
-// snapshot), so waiting for the second event costs nothing more.
+// between two events on its stream, behind a gate as the shim's samples
+// are (the stream is idle after the prologue's snapshot, so the first
+// event would otherwise fire before the launch reaches the GPU), and adds
+// its GPU time to the launch's shape. The recorder waits for the launch
+// right after (for the snapshot), so waiting for the second event costs
+// nothing more.
 func timeLaunch(n *nativeLaunch, l *record.Launch, launch func() error) error {
 	launchStats.mu.Lock()
 	start, end := launchStats.launchStart, launchStats.launchEnd
@@ -261,17 +265,28 @@ func timeLaunch(n *nativeLaunch, l *record.Launch, launch func() error) error {
 	if start == nil || n.index < 0 {
 		return launch()
 	}
+	// One timed launch at a time: the pair of events and the gate are one.
+	launchStats.timing.Lock()
+	defer launchStats.timing.Unlock()
 	s := cuda.Stream(uintptr(n.stream))
 	if s == 0 && n.ptsz != 0 {
 		s = cuda.Stream(2) // CU_STREAM_PER_THREAD
 	}
+	gate := C.rts_gate_hold(C.uintptr_t(s))
+	if gate == 0 {
+		return launch()
+	}
 	if start.Record(s) != nil {
+		C.rts_gate_open(gate)
 		return launch()
 	}
 	if err := launch(); err != nil {
+		C.rts_gate_open(gate)
 		return err
 	}
-	if end.Record(s) != nil || end.Synchronize() != nil {
+	recorded := end.Record(s) == nil
+	C.rts_gate_open(gate)
+	if !recorded || end.Synchronize() != nil || C.rts_gate_expired(gate) != 0 {
 		return nil
 	}
 	d, err := cuda.Elapsed(start, end)
