@@ -558,6 +558,45 @@ func TestDeployFastPath(t *testing.T) {
 		t.Errorf("stderr: %q", stderr)
 	}
 
+	// Counted and deploying (`mneme deploy measure`'s tuned runs): every
+	// launch is counted and the sample timed behind gates, whichever code
+	// runs it (the tuned fast path, a remembered variant, the library's
+	// answer or the application's own), and each runs the code it runs
+	// uncounted.
+	counted, stderr := runProgram(t, app, "MNEME_TUNED_KERNELS=tuned.json", "MNEME_RT_LIB="+lib,
+		"MNEME_LAUNCH_STATS="+filepath.Join(b.dir, "deploy-stats"), "MNEME_TEST_STATS=1")
+	for prefix, want := range map[string]int{"jit launch tuned_kernel grid=2 block=16": 11, "jit launch specialized": 6, "launch f=kernel_b": 5, "launch ": 5} {
+		if n := strings.Count("\n"+counted, "\n"+prefix); n != want {
+			t.Errorf("counted: %d lines %q, want %d:\n%s", n, prefix, want, counted)
+		}
+	}
+	var stats []string
+	for _, l := range strings.Split(counted, "\n") {
+		if strings.HasPrefix(l, "stats _Z") || strings.HasPrefix(l, "stats gates") {
+			stats = append(stats, strings.TrimPrefix(l, "stats "))
+		}
+	}
+	wantStats := []string{
+		// 4 + 4 + 3 + 1 launches of the sample (a shape's 2nd to 5th);
+		// the untuned kernel's reach the stand-in runtime, which fails
+		// grid 1: no second event, and no time.
+		"gates 12 ungated=0 held=8 early=0 gave_up=0 captured=0",
+		"_Z6kernelPfi launches=12 other=0 params=-1",
+		"_Z6kernelPfi shape grid=1 block=32 shared=0 launches=11 timed=4 ns=8000 covered=0",
+		"_Z6kernelPfi shape grid=2 block=32 shared=0 launches=1 timed=0 ns=0 covered=0",
+		"_Z5otherv launches=5 other=0 params=-1",
+		"_Z5otherv shape grid=1 block=32 shared=0 launches=5 timed=0 ns=0 covered=0",
+		"_Z3big5Large launches=6 other=0 params=-1",
+		"_Z3big5Large shape grid=1 block=32 shared=0 launches=4 timed=3 ns=6000 covered=0",
+		"_Z3big5Large shape grid=1 block=32 shared=65536 launches=2 timed=1 ns=2000 covered=0",
+	}
+	if strings.Join(stats, "\n") != strings.Join(wantStats, "\n") {
+		t.Errorf("counted while deploying:\n%s\nwant:\n%s", strings.Join(stats, "\n"), strings.Join(wantStats, "\n"))
+	}
+	if stderr != "" {
+		t.Errorf("stderr: %q", stderr)
+	}
+
 	off, stderr := runProgram(t, app, "MNEME_TUNED_KERNELS=tuned.json", "MNEME_JIT=off", "MNEME_RT_LIB="+lib)
 	if strings.Contains(off, "deploy") || strings.Count(off, "launch ") != 23 || stderr != "" {
 		t.Errorf("with MNEME_JIT=off every launch must reach CUDA untouched:\n%s\nstderr: %s", off, stderr)
