@@ -279,6 +279,26 @@ func BenchmarkRecordingLaunchStats(b *testing.B) {
 	b.ReportMetric(w-p, "ns/added")
 }
 
+// BenchmarkCountedLaunchStats reports what the shim adds to a launch
+// outside a recording with MNEME_LAUNCH_STATS set (`mneme deploy
+// measure`'s runs): the count by shape and the gated timing sample with
+// stand-in events and gates, against the same program linked without it.
+// Target: at most 100 ns a launch.
+func BenchmarkCountedLaunchStats(b *testing.B) {
+	bd := newBuild(b)
+	lib := filepath.Join(bd.dir, "librt_standin.so")
+	bd.run(bd.cc, "-O2", "-fPIC", "-shared", "-Wall", "-Werror", "-o", lib, "testdata/rt_standin.c")
+	plain := bd.link("stats_plain", "../bench/stats_bench.c", false)
+	wrapped := bd.link("stats_wrapped", "../bench/stats_bench.c", true)
+	n := max(b.N, 1000000)
+	b.ResetTimer()
+	p := measure(b, plain, n)
+	w := measure(b, wrapped, n, "MNEME_LAUNCH_STATS="+filepath.Join(bd.dir, "stats"), "MNEME_RT_LIB="+lib, "MNEME_TEST_STATS=1")
+	b.ReportMetric(p, "ns/plain-launch")
+	b.ReportMetric(w, "ns/counted-launch")
+	b.ReportMetric(w-p, "ns/added")
+}
+
 // BenchmarkLaunchStatsUpdate reports the launch statistics' own cost per
 // launch: the shim's inline update (shape, four argument values, the
 // timing decision) called in a loop, without the table lock the launch
