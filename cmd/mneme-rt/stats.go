@@ -309,6 +309,10 @@ func statsBeforeReset() {
 	if proc.enter() == nil && proc.Synchronize() == nil {
 		C.rts_collect()
 	}
+	// A launch of the recorder's being timed finishes with the events
+	// and the gate's entries first.
+	launchStats.timing.Lock()
+	defer launchStats.timing.Unlock()
 	C.rts_timer_off()
 	launchStats.events = nil
 	launchStats.launchStart, launchStats.launchEnd = nil, nil
