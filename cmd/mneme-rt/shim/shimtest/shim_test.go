@@ -848,6 +848,14 @@ func TestDeployStartsInTheBackground(t *testing.T) {
 	if stderr != "" {
 		t.Errorf("stderr: %q", stderr)
 	}
+	// Counted too (`mneme deploy measure`'s tuned runs), the launch made
+	// while the library loads neither waits for it nor goes uncounted.
+	counted, stderr := runProgram(t, app, "MNEME_TUNED_KERNELS=tuned.json", "MNEME_RT_LIB="+lib, "MNEME_TEST_GATE="+gate+"-counted",
+		"MNEME_LAUNCH_STATS="+filepath.Join(b.dir, "bg-stats"), "MNEME_TEST_STATS=1")
+	if !strings.Contains(counted, "stats _Z6kernelPfi launches=3 ") || strings.Count(counted, "jit launch tuned_kernel") != 2 ||
+		strings.Count(counted, "launch f=kernel_a") != 1 || stderr != "" {
+		t.Errorf("deploying and counted, with the library loading in the background:\n%s\nstderr: %s", counted, stderr)
+	}
 	// Not deploying, the allocation starts nothing.
 	plain, _ := runProgram(t, app, "MNEME_RT_LIB="+lib)
 	if strings.Contains(plain, "init") || strings.Count(plain, "launch f=kernel_a") != 3 {
