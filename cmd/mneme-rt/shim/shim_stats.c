@@ -311,6 +311,8 @@ int mneme_api_stats_collect(void) {
      * reached the GPU: the pair holds more than the kernel. */
     int expired =
         __atomic_load_n(&gates[i].expired, __ATOMIC_ACQUIRE) == s->ticket;
+    if (expired)
+      mneme_trace("stats: a sampled launch's gate gave up; sample dropped");
     if (r == 0 && ms >= 0 && !expired) {
       dim3 none = {0, 0, 0};
       pthread_mutex_lock(&mneme_table_lock);

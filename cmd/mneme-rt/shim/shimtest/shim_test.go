@@ -975,7 +975,13 @@ func TestLaunchStatisticsOutsideRecording(t *testing.T) {
 		{"timeout", "gates 18 ungated=0 held=0 early=14 gave_up=18 captured=0", [2]int{0, 0}, [2]int{0, 0}, 0, 0},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
-			out, stderr := runProgram(t, app, "MNEME_LAUNCH_STATS="+filepath.Join(b.dir, "stats"), "MNEME_RT_LIB="+lib, "MNEME_TEST_STATS="+tc.mode)
+			trace := filepath.Join(t.TempDir(), "trace")
+			out, stderr := runProgram(t, app, "MNEME_LAUNCH_STATS="+filepath.Join(b.dir, "stats"), "MNEME_RT_LIB="+lib, "MNEME_TEST_STATS="+tc.mode, "MNEME_TRACE="+trace)
+			// Each sample dropped because its gate gave up is traced.
+			traced, _ := os.ReadFile(trace)
+			if n, want := strings.Count(string(traced), "gate gave up; sample dropped"), 14-tc.timed[0]-tc.timed[1]-tc.otherTimed; n != want {
+				t.Errorf("%d samples traced as dropped for their gate, want %d", n, want)
+			}
 			var stats []string
 			launches, asked, finishes := 0, 0, 0
 			for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
