@@ -30,6 +30,7 @@ import (
 
 	"github.com/zeebo/xxh3"
 
+	"github.com/mneme-gpu/mneme"
 	"github.com/mneme-gpu/mneme/db"
 	"github.com/mneme-gpu/mneme/internal/safefile"
 	"github.com/mneme-gpu/mneme/measure"
@@ -46,12 +47,19 @@ type Tools interface {
 	Tune(ctx context.Context, job TuneJob) error
 }
 
-// TuneJob is one kernel's tuning.
+// TuneJob is one kernel's tuning: across every recorded instance of the
+// kernel (each weighted by the launches it stands for), or of the one
+// instance named.
 type TuneJob struct {
-	DB, Instance, Output string
-	Resume               bool
-	GPUs                 string
-	Kernel               string // mangled name, for messages
+	DB, Output string
+	Kernel     string // mangled name
+	Instance   string // SH/DH of the representative instance
+	Instances  int    // how many instances the kernel has recorded
+	Resume     bool
+	GPUs       string
+	// Study names the kernel's study in an Optuna storage (optuna-dashboard
+	// shows it), when Options.OptunaStorage is set.
+	Study string
 }
 
 // Options of an optimization.
@@ -67,6 +75,9 @@ type Options struct {
 	Top         int
 	CheckOutput bool
 	Runs        int // interleaved runs of each, untuned and tuned
+	// OptunaStorage, when set, has each kernel tuned by an Optuna study kept
+	// there (one per kernel and result key), for optuna-dashboard.
+	OptunaStorage string
 	// Environment names the GPU, driver and toolchain results are keyed by
 	// (filled from the recording when empty).
 	GPU, Driver, Toolchain string
@@ -180,10 +191,16 @@ func Run(ctx context.Context, tools Tools, runner measure.Runner, o Options) (*r
 			k.status, k.reason = report.StatusUntuned, fmt.Sprintf("its share of the budget (%s) is too small to tune", k.budget.Round(time.Second))
 			continue
 		}
-		stage(o, "tuning %d/%d: %s (%.1f%% of the GPU time), %s", i+1, len(chosen), k.stats.Name(), 100*k.stats.TimeShare, k.budget.Round(time.Second))
+		stage(o, "tuning %d/%d: %s (%.1f%% of the GPU time), %s (budget left %s)", i+1, len(chosen), k.stats.Name(), 100*k.stats.TimeShare,
+			k.budget.Round(time.Second), budgetLeft(chosen[i:]).Round(time.Second))
 		_, statErr := os.Lstat(filepath.Join(k.out, tune.TrialsFile))
 		kctx, cancel := context.WithTimeout(ctx, k.budget)
-		err := tools.Tune(kctx, TuneJob{DB: o.DB, Instance: k.instance, Output: k.out, Resume: statErr == nil, GPUs: o.GPUs, Kernel: k.stats.KernelName})
+		job := TuneJob{DB: o.DB, Kernel: k.stats.KernelName, Instance: k.instance, Instances: len(k.rec.Instances),
+			Output: k.out, Resume: statErr == nil, GPUs: o.GPUs}
+		if o.OptunaStorage != "" {
+			job.Study = "mneme-optimize-" + k.key
+		}
+		err := tools.Tune(kctx, job)
 		budgetOver := kctx.Err() != nil && ctx.Err() == nil
 		cancel()
 		if ctx.Err() != nil {
@@ -199,6 +216,9 @@ func Run(ctx context.Context, tools Tools, runner measure.Runner, o Options) (*r
 		}
 	}
 	rep.TuningSeconds = time.Since(start).Seconds()
+	if tooSmall := countReason(chosen, "too small to tune"); tooSmall > 0 && tooSmall == len(chosen) {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("The budget %s is too small for any kernel: each needs at least %s of tuning at its share; give a larger --budget.", o.Budget, minKernelRun))
+	}
 
 	// 4. Gather the tuned entries.
 	entries := map[string]json.RawMessage{}
@@ -289,6 +309,27 @@ func Run(ctx context.Context, tools Tools, runner measure.Runner, o Options) (*r
 		return nil, err
 	}
 	return rep, nil
+}
+
+// budgetLeft is the tuning time of the kernels still to tune.
+func budgetLeft(ks []*kernel) time.Duration {
+	var d time.Duration
+	for _, k := range ks {
+		if !k.reused && k.budget >= minKernelRun {
+			d += k.budget
+		}
+	}
+	return d
+}
+
+func countReason(ks []*kernel, part string) int {
+	n := 0
+	for _, k := range ks {
+		if strings.Contains(k.reason, part) {
+			n++
+		}
+	}
+	return n
 }
 
 // rank reads the recording's kernels and launch statistics, largest share
@@ -499,6 +540,9 @@ func fillReport(rep *report.Report, o Options, all, chosen []*kernel, stats *db.
 	if reused > 0 {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("%d kernel(s) reused their tuning from an earlier run: same IR, GPU, driver, toolchain and launches.", reused))
 	}
+	if len(res.Kept) == 0 && len(chosen) > 0 {
+		rep.Notes = append(rep.Notes, "No tuned kernel helped in the application: the tuned file is empty; run the application as it is, without MNEME_TUNED_KERNELS.")
+	}
 	if stats != nil && !stats.Complete {
 		rep.Notes = append(rep.Notes, "The recording's launch statistics are incomplete: the recorded run did not finish.")
 	}
@@ -524,18 +568,30 @@ func inAppGPUSeconds(runs []measure.Outcome) map[string]float64 {
 // speedup, the configuration, the baseline and the tuning curve.
 func addTuning(rk *report.Kernel, k *kernel) {
 	if e, err := measure.ReadTunedEntries(filepath.Join(k.out, tune.MnemeTunedFile)); err == nil {
+		type class struct {
+			Grid, Block mneme.Dim3
+			SharedMem   uint32         `json:"shared_mem"`
+			Config      map[string]any `json:"config"`
+		}
 		var tk struct {
 			Speedup        float64        `json:"speedup"`
 			BaselineTimeNS float64        `json:"baseline_time_ns"`
 			Config         map[string]any `json:"config"`
-			RecordedGrid   any            `json:"recorded_grid"`
-			RecordedBlock  any            `json:"recorded_block"`
+			RecordedGrid   mneme.Dim3     `json:"recorded_grid"`
+			RecordedBlock  mneme.Dim3     `json:"recorded_block"`
+			Classes        []class        `json:"classes"`
 		}
 		if raw, ok := e[k.stats.KernelName]; ok && json.Unmarshal(raw, &tk) == nil {
 			rk.PredictedSpeedup = finite(tk.Speedup)
 			rk.BaselineNS = finite(tk.BaselineTimeNS)
-			shape := fmt.Sprintf("recorded launch grid %v block %v", tk.RecordedGrid, tk.RecordedBlock)
-			rk.Classes = append(rk.Classes, report.Class{Shape: shape, Config: tk.Config})
+			if len(tk.Classes) == 0 {
+				shape := fmt.Sprintf("every launch (recorded: grid %v block %v)", tk.RecordedGrid, tk.RecordedBlock)
+				rk.Classes = append(rk.Classes, report.Class{Shape: shape, Config: tk.Config})
+			}
+			for _, c := range tk.Classes {
+				shape := fmt.Sprintf("grid %v block %v shared %d", c.Grid, c.Block, c.SharedMem)
+				rk.Classes = append(rk.Classes, report.Class{Shape: shape, Config: c.Config})
+			}
 		}
 	}
 	trials, _, err := tune.ReadTrials(filepath.Join(k.out, tune.TrialsFile))

@@ -74,8 +74,16 @@ func (f *fakeTools) Tune(ctx context.Context, job TuneJob) error {
 	if err := os.MkdirAll(job.Output, 0o755); err != nil {
 		return err
 	}
-	entry := map[string]any{job.Kernel: map[string]any{"config": map[string]any{"passes": "default<O3>"}, "speedup": 1.5,
-		"baseline_time_ns": 1000, "instance": job.Instance}}
+	e := map[string]any{"config": map[string]any{"passes": "default<O3>"}, "speedup": 1.5,
+		"baseline_time_ns": 1000, "instance": job.Instance}
+	if job.Kernel == "big" {
+		// Two launch shapes whose best configurations differ.
+		e["classes"] = []map[string]any{
+			{"grid": map[string]int{"x": 64, "y": 1, "z": 1}, "block": map[string]int{"x": 256, "y": 1, "z": 1}, "shared_mem": 0, "config": map[string]any{"passes": "default<O2>"}},
+			{"grid": map[string]int{"x": 4096, "y": 1, "z": 1}, "block": map[string]int{"x": 256, "y": 1, "z": 1}, "shared_mem": 0, "config": map[string]any{"passes": "default<O3>"}},
+		}
+	}
+	entry := map[string]any{job.Kernel: e}
 	data, _ := json.Marshal(entry)
 	if err := os.WriteFile(filepath.Join(job.Output, tune.MnemeTunedFile), data, 0o644); err != nil {
 		return err
@@ -174,6 +182,12 @@ func TestOptimizeTunesWhatMattersAndKeepsWhatHelps(t *testing.T) {
 	if big.Status != report.StatusKept || big.MeasuredSpeedup != 2 || big.PredictedSpeedup != 1.5 || len(big.Trials) != 2 {
 		t.Errorf("big: %+v", big)
 	}
+	if len(big.Classes) != 2 || big.Classes[1].Shape != "grid 4096,1,1 block 256,1,1 shared 0" || big.Classes[1].Config["passes"] != "default<O3>" {
+		t.Errorf("big's configurations per launch shape: %+v", big.Classes)
+	}
+	if mid := kernelOf(t, rep, "mid"); len(mid.Classes) != 1 || !strings.HasPrefix(mid.Classes[0].Shape, "every launch") {
+		t.Errorf("mid's one configuration: %+v", mid.Classes)
+	}
 	// Predicted: 2 s untuned less big's 6 µs of GPU time * (1 - 1/1.5).
 	if p := rep.EndToEnd.PredictedTunedSeconds; p < 1.99 || p > 2 {
 		t.Errorf("predicted %v", p)
@@ -182,6 +196,25 @@ func TestOptimizeTunesWhatMattersAndKeepsWhatHelps(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Errorf("%s not written: %v", f, err)
 		}
+	}
+}
+
+func TestAnOptunaStorageNamesOneStudyPerKernelResult(t *testing.T) {
+	tools := newTools()
+	o := options(t.TempDir())
+	o.OptunaStorage = "sqlite:///studies.db"
+	if _, err := Run(context.Background(), tools, &fakeRunner{}, o); err != nil {
+		t.Fatal(err)
+	}
+	if len(tools.tuned) != 2 || tools.tuned[0].Study == "" || tools.tuned[0].Study == tools.tuned[1].Study {
+		t.Errorf("studies %+v: want one named study per kernel", tools.tuned)
+	}
+	tools = newTools()
+	if _, err := Run(context.Background(), tools, &fakeRunner{}, options(t.TempDir())); err != nil {
+		t.Fatal(err)
+	}
+	if tools.tuned[0].Study != "" {
+		t.Error("a study was named without a storage")
 	}
 }
 
@@ -298,6 +331,9 @@ func TestBudgetTooSmallForAnythingStillReports(t *testing.T) {
 	}
 	if len(tools.tuned) != 0 {
 		t.Errorf("tuned %d kernels on a 1 s budget", len(tools.tuned))
+	}
+	if !strings.Contains(strings.Join(rep.Notes, " "), "too small for any kernel") {
+		t.Errorf("no clear message for a budget too small: %v", rep.Notes)
 	}
 	if k := kernelOf(t, rep, "big"); !strings.Contains(k.Reason, "too small to tune") {
 		t.Errorf("big: %q", k.Reason)

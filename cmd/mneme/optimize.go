@@ -22,6 +22,7 @@ import (
 
 type optimizeFlags struct {
 	rdb, output, budget, gpus, minShare, sampler, preset string
+	optunaStorage                                        string
 	top, runs, trials                                    int
 	checkOutput                                          bool
 }
@@ -57,7 +58,7 @@ toolchain or launch statistics changed, and reuses the rest.`,
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			tools := &commandTools{mneme: self, sampler: f.sampler, preset: f.preset, trials: f.trials, log: cmd.ErrOrStderr()}
+			tools := &commandTools{mneme: self, sampler: f.sampler, preset: f.preset, trials: f.trials, optunaStorage: f.optunaStorage, log: cmd.ErrOrStderr()}
 			runner := &measure.ExecRunner{App: args[0], Args: args[1:], StatsDir: filepath.Join(o.Output, "work"), ReadStats: readKernelTimes, Stderr: io.Discard}
 			rep, err := optimize.Run(ctx, tools, runner, o)
 			if err != nil {
@@ -80,6 +81,7 @@ toolchain or launch statistics changed, and reuses the rest.`,
 	fl.IntVar(&f.runs, "runs", 5, "interleaved runs of the application, untuned and tuned each")
 	fl.StringVar(&f.sampler, "sampler", "tpe", "the tuner's sampler")
 	fl.StringVar(&f.preset, "preset", "standard", "the tuner's preset space")
+	fl.StringVar(&f.optunaStorage, "optuna-storage", "", "tune each kernel as an Optuna study in this storage (e.g. sqlite:///optimize.db), which optuna-dashboard shows")
 	fl.IntVar(&f.trials, "trials", 200, "at most this many trials per kernel (the budget usually ends tuning first)")
 	rootCmd.AddCommand(cmd)
 
@@ -126,7 +128,7 @@ func (f *optimizeFlags) options(app []string, log io.Writer) (optimize.Options, 
 		return optimize.Options{}, err
 	}
 	return optimize.Options{App: app, Output: f.output, DB: f.rdb, Budget: budget, GPUs: f.gpus, MinShare: share,
-		Top: f.top, CheckOutput: f.checkOutput, Runs: f.runs, Log: log}, nil
+		Top: f.top, CheckOutput: f.checkOutput, Runs: f.runs, OptunaStorage: f.optunaStorage, Log: log}, nil
 }
 
 // parseShare reads "5%" or "0.05".
@@ -174,24 +176,41 @@ func splitComma(s string) []string {
 	return out
 }
 
+// recordedPerKernel bounds the instances recorded per kernel.
+const recordedPerKernel = 4
+
 // commandTools runs mneme's own commands as child processes, so a crash in
 // one stage leaves the others' results in place.
 type commandTools struct {
 	mneme, sampler, preset string
+	optunaStorage          string
 	trials                 int
 	log                    io.Writer
 }
 
 func (t *commandTools) Record(ctx context.Context, dbDir string, app []string) error {
-	args := append([]string{"record", "-rdb", dbDir, "--"}, app...)
+	// A few instances per kernel cover its launch shapes (record keeps the
+	// shapes that take the most time once a kernel is full); tuning replays
+	// every one of them per trial.
+	args := append([]string{"record", "-rdb", dbDir, "--max-recordings", strconv.Itoa(recordedPerKernel), "--"}, app...)
 	return t.run(ctx, args)
 }
 
 func (t *commandTools) Tune(ctx context.Context, job optimize.TuneJob) error {
-	args := []string{"tune", "-rdb", job.DB, "-rid", job.Instance, "--output", job.Output, "--gpus", job.GPUs,
-		"--sampler", t.sampler, "--preset", t.preset, "--trials", strconv.Itoa(t.trials)}
+	// Across every instance of the kernel, so the result holds for the
+	// launches they stand for (a configuration per launch shape where the
+	// shapes' best differ); one instance is the ordinary run.
+	sel := []string{"--kernel", job.Kernel}
+	if job.Instances <= 1 {
+		sel = []string{"-rid", job.Instance}
+	}
+	args := append([]string{"tune", "-rdb", job.DB}, sel...)
+	args = append(args, "--output", job.Output, "--gpus", job.GPUs, "--sampler", t.sampler, "--preset", t.preset, "--trials", strconv.Itoa(t.trials))
 	if job.Resume {
 		args = append(args, "--resume")
+	}
+	if job.Study != "" {
+		args = append(args, "--optuna-storage", t.optunaStorage, "--study-name", job.Study)
 	}
 	return t.run(ctx, args)
 }

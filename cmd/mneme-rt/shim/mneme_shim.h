@@ -47,7 +47,7 @@ enum {
 
 /* Bumped whenever a structure or signature below changes; the library
  * refuses a shim of another version instead of misreading it. */
-#define MNEME_RT_ABI_VERSION 9
+#define MNEME_RT_ABI_VERSION 10
 
 /* One __cudaRegisterFunction call. */
 struct mneme_kernel_reg {
@@ -128,9 +128,10 @@ struct mneme_launch_throttle {
  * per parameter of at most MNEME_STATS_MAX_ARG_BYTES the distinct values it
  * took (up to MNEME_STATS_MAX_VALUES), and the GPU time of a sample of
  * launches, bracketed by two of the library's events on the launch's
- * stream: a shape's launches 2 to 1 + MNEME_STATS_TIMED_FIRST (the first
- * pays for loading the kernel's code), then every MNEME_STATS_TIMED_EVERY-th,
- * while one of MNEME_STATS_TIMER_SLOTS pairs of events is free. */
+ * stream behind a gate (see struct mneme_stats_timer): a shape's launches 2
+ * to 1 + MNEME_STATS_TIMED_FIRST (the first pays for loading the kernel's
+ * code), then every MNEME_STATS_TIMED_EVERY-th, while one of
+ * MNEME_STATS_TIMER_SLOTS pairs of events is free. */
 #define MNEME_STATS_MAX_SHAPES 32
 #define MNEME_STATS_MAX_VALUES 16
 #define MNEME_STATS_MAX_ARG_BYTES 8
@@ -173,9 +174,22 @@ struct mneme_kernel_stats {
   struct mneme_stats_arg args[MNEME_STATS_MAX_ARGS];
 };
 
+/* How long a sampled launch's gate holds its stream at most when the
+ * library gives no timeout (gate_timeout_ns 0). */
+#define MNEME_STATS_GATE_TIMEOUT_NS 20000000ull
+
 /* The library's events and driver entries for timing launches (the
  * driver's, like the throttle's, so the application's runtime error state
- * is never touched): events[2 i] and events[2 i + 1] bracket a launch. */
+ * is never touched): events[2 i] and events[2 i + 1] bracket a launch.
+ *
+ * A sampled launch is enqueued behind a gate: a host function
+ * (launch_host_func, the driver's cuLaunchHostFunc) enqueued before the
+ * first event holds the stream until the shim has enqueued the launch and
+ * the second event, so the pair brackets the kernel and not the host's
+ * launch latency (on an idle stream the first event would fire at once and
+ * the kernel follow microseconds later). The gate gives up after
+ * gate_timeout_ns (a launch that waits for the GPU itself cannot hang it),
+ * and a sample whose gate gave up is dropped. */
 struct mneme_stats_timer {
   int (*event_record)(void *event, void *stream); /* cuEventRecord */
   int (*event_elapsed)(float *ms, void *start,
@@ -184,6 +198,9 @@ struct mneme_stats_timer {
                              int *status); /* cuStreamIsCapturing */
   int (*exchange_capture_mode)(
       int *mode); /* cuThreadExchangeStreamCaptureMode */
+  int (*launch_host_func)(void *stream, void (*fn)(void *),
+                          void *data); /* cuLaunchHostFunc */
+  uint64_t gate_timeout_ns;            /* 0: MNEME_STATS_GATE_TIMEOUT_NS */
   void *events[2 * MNEME_STATS_TIMER_SLOTS];
 };
 

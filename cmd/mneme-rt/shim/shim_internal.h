@@ -419,14 +419,16 @@ static inline int stats_count(struct kernel_entry *k, dim3 grid, dim3 block,
 
 /* Non-zero while the library has launch timing on. */
 extern int mneme_stats_timing;
-/* mneme_stats_begin takes a free pair of events and records the first on
- * the launch's stream; it returns the slot, or -1 (none free, the stream is
- * being captured, or the record failed). mneme_stats_end records the
- * second after the launch (ok) or gives the slot back. Out of line: they
- * run only for the sampled launches. */
-int mneme_stats_begin(int idx, int shape, cudaStream_t stream, int ptsz)
+/* mneme_stats_begin takes a free pair of events and enqueues the gate and
+ * the first event on the launch's stream; it returns a token for
+ * mneme_stats_end, or -1 (none free, the stream is being captured, or the
+ * driver refused). mneme_stats_end records the second event after the
+ * launch (ok) or gives the pair back, and opens the gate either way: every
+ * token must reach it. Out of line: they run only for the sampled
+ * launches. */
+int64_t mneme_stats_begin(int idx, int shape, cudaStream_t stream, int ptsz)
     __attribute__((cold, noinline));
-void mneme_stats_end(int slot, int ok, cudaStream_t stream, int ptsz)
+void mneme_stats_end(int64_t token, int ok, cudaStream_t stream, int ptsz)
     __attribute__((cold, noinline));
 int mneme_api_stats_enable(int idx, int nparams, const size_t *sizes);
 int mneme_api_stats_timer(const struct mneme_stats_timer *t);

@@ -112,7 +112,7 @@ static inline cudaError_t forward_launch(const void *func, dim3 grid,
 }
 
 /* stats_forward forwards a launch, bracketed by a pair of the library's
- * events when it is one to time and a pair is free. */
+ * events behind a gate when it is one to time and a pair is free. */
 static inline cudaError_t stats_forward(int idx, const struct launch_stats *st,
                                         const void *func, dim3 grid, dim3 block,
                                         void **args, size_t shared,
@@ -122,10 +122,10 @@ static inline cudaError_t stats_forward(int idx, const struct launch_stats *st,
               !__atomic_load_n(&mneme_stats_timing, __ATOMIC_RELAXED),
           1))
     return forward_launch(func, grid, block, args, shared, stream, ptsz);
-  int slot = mneme_stats_begin(idx, st->shape, stream, ptsz);
+  int64_t token = mneme_stats_begin(idx, st->shape, stream, ptsz);
   cudaError_t e = forward_launch(func, grid, block, args, shared, stream, ptsz);
-  if (slot >= 0)
-    mneme_stats_end(slot, e == mneme_cudaSuccess, stream, ptsz);
+  if (token >= 0)
+    mneme_stats_end(token, e == mneme_cudaSuccess, stream, ptsz);
   return e;
 }
 
@@ -558,13 +558,18 @@ static cudaError_t deploy_launch(const void *func, dim3 grid, dim3 block,
 
 /* counted_launch counts a launch outside a recording (MNEME_LAUNCH_STATS)
  * and times it when it is one of the sample, then runs it as it would run
- * uncounted: the tuned code when deploying, else the application's. */
+ * uncounted: the tuned code when deploying, else the application's. While
+ * the library loads for deployment in the background the launch is counted
+ * without waiting for it (the counts are the shim's; only timing needs the
+ * library), as an uncounted launch does not wait either. */
 static cudaError_t counted_launch(const void *func, dim3 grid, dim3 block,
                                   void **args, size_t shared,
                                   cudaStream_t stream, int ptsz) {
   struct launch_stats st = {0, -1, 0};
   int idx = -1;
-  if (load_runtime(1)) {
+  int loading = mneme_deploying && mneme_rt_ready == 0 &&
+                __atomic_load_n(&mneme_rt_loading, __ATOMIC_ACQUIRE);
+  if (loading || load_runtime(1)) {
     pthread_mutex_lock(&mneme_table_lock);
     idx = kernel_index_locked(func);
     if (idx >= 0) {
@@ -574,16 +579,16 @@ static cudaError_t counted_launch(const void *func, dim3 grid, dim3 block,
     }
     pthread_mutex_unlock(&mneme_table_lock);
   }
-  int slot = -1;
+  int64_t token = -1;
   if (st.timed && st.shape >= 0 &&
       __atomic_load_n(&mneme_stats_timing, __ATOMIC_RELAXED))
-    slot = mneme_stats_begin(idx, st.shape, stream, ptsz);
+    token = mneme_stats_begin(idx, st.shape, stream, ptsz);
   cudaError_t e =
       mneme_deploying
           ? deploy_launch(func, grid, block, args, shared, stream, ptsz)
           : api_launch(func, grid, block, args, shared, stream, ptsz);
-  if (slot >= 0)
-    mneme_stats_end(slot, e == mneme_cudaSuccess, stream, ptsz);
+  if (token >= 0)
+    mneme_stats_end(token, e == mneme_cudaSuccess, stream, ptsz);
   return e;
 }
 

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -43,9 +44,18 @@ void mneme_tracef(const char *format, ...) {
     n = (int)sizeof line - 1;
     line[n - 1] = '\n';
   }
-  int fd = open(trace_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  /* Non-blocking, and a regular file only: a FIFO or a device named as the
+   * trace must not hold up or reach into the application. */
+  int fd = open(trace_path,
+                O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0644);
   if (fd < 0)
     return;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    trace_path = NULL;
+    return;
+  }
   if (write(fd, line, (size_t)n) < 0)
     n = 0; /* tracing must not disturb the application */
   close(fd);

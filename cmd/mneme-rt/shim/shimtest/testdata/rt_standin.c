@@ -39,9 +39,17 @@
  * sizes on its first launch, records the first launch of each shape of
  * _Z4stepPfii itself (timing it at 1 us) and says the shape is covered, and
  * at exit prints the statistics the shim kept. _Z5benchPfiif (the
- * benchmark's kernel) is never wanted.
+ * benchmark's kernel) is never wanted. Its cuLaunchHostFunc runs each gate
+ * on a thread of its own at once (as an idle stream would) and counts what
+ * the shim's gates did: whether each first event followed a gate on its
+ * stream, whether the gate still held when the second event was recorded,
+ * which gates gave up (held the whole timeout, 1 s) and which were
+ * enqueued on the captured stream. MNEME_TEST_STATS=timeout gives the
+ * gates 1 ms and makes recording a first event take 20 ms, so every gate
+ * gives up before its launch is enqueued.
  */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,14 +86,91 @@ static int standin_exchange_capture_mode(int *mode) {
   return 0;
 }
 
-/* Stand-ins for the driver's event calls of launch timing
- * (MNEME_TEST_STATS set): while stats_busy, no event has completed. */
+/* Stand-ins for the driver's calls of launch timing (MNEME_TEST_STATS
+ * set): while stats_busy, no event has completed. events[i] is i + 1, so
+ * a first event is odd and a second even. */
 static int stats_busy, stats_records;
-static int standin_stats_record(void *ev, void *stream) {
-  (void)ev;
-  (void)stream;
-  stats_records++;
+static int gate_timeout_mode;
+
+/* The gates the shim enqueued (cuLaunchHostFunc), each run on a thread. */
+#define MAX_GATES 256
+struct standin_gate {
+  pthread_t thread;
+  void (*fn)(void *);
+  void *data;
+  void *stream;
+  int returned; /* atomic */
+  int gave_up;
+  uint64_t timeout_ns;
+};
+static struct standin_gate gates[MAX_GATES];
+static int ngates, gate_fresh;
+static int gates_ungated, gates_held, gates_early;
+
+static uint64_t standin_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void *run_gate(void *arg) {
+  struct standin_gate *g = arg;
+  uint64_t t0 = standin_now();
+  g->fn(g->data);
+  g->gave_up = standin_now() - t0 >= g->timeout_ns;
+  __atomic_store_n(&g->returned, 1, __ATOMIC_RELEASE);
+  return NULL;
+}
+
+static int standin_launch_host_func(void *stream, void (*fn)(void *),
+                                    void *data) {
+  if (ngates == MAX_GATES)
+    return 1;
+  struct standin_gate *g = &gates[ngates];
+  *g = (struct standin_gate){.fn = fn,
+                             .data = data,
+                             .stream = stream,
+                             .timeout_ns = gate_timeout_mode ? 1000000ull
+                                                             : 1000000000ull};
+  if (pthread_create(&g->thread, NULL, run_gate, g) != 0)
+    return 1;
+  ngates++;
+  gate_fresh = 1;
   return 0;
+}
+
+static int standin_stats_record(void *ev, void *stream) {
+  stats_records++;
+  const struct standin_gate *last = ngates > 0 ? &gates[ngates - 1] : NULL;
+  if ((intptr_t)ev % 2 == 1) {
+    /* A first event: right behind a gate on its stream. */
+    if (!gate_fresh || last->stream != stream)
+      gates_ungated++;
+    gate_fresh = 0;
+    if (gate_timeout_mode) {
+      struct timespec ts = {0, 20000000};
+      nanosleep(&ts, NULL);
+    }
+  } else if (last != NULL) {
+    /* A second event: the launch is enqueued, its gate must still hold. */
+    if (__atomic_load_n(&last->returned, __ATOMIC_ACQUIRE))
+      gates_early++;
+    else
+      gates_held++;
+  }
+  return 0;
+}
+
+/* print_gates waits for every gate and says what they did. */
+static void print_gates(void) {
+  int gave_up = 0, captured = 0;
+  for (int i = 0; i < ngates; i++) {
+    pthread_join(gates[i].thread, NULL);
+    gave_up += gates[i].gave_up;
+    captured += gates[i].stream == (void *)0x99;
+  }
+  printf("stats gates %d ungated=%d held=%d early=%d gave_up=%d captured=%d\n",
+         ngates, gates_ungated, gates_held, gates_early, gave_up, captured);
 }
 static int standin_stats_elapsed(float *ms, void *start, void *end) {
   (void)start;
@@ -160,11 +245,14 @@ static void gated_init(const struct mneme_host_api *a, const char *gate) {
 int mneme_rt_init(const struct mneme_host_api *a) {
   api = a;
   if (getenv("MNEME_TEST_STATS") != NULL) {
+    gate_timeout_mode = strcmp(getenv("MNEME_TEST_STATS"), "timeout") == 0;
     struct mneme_stats_timer t = {
         .event_record = standin_stats_record,
         .event_elapsed = NULL,
         .stream_is_capturing = standin_stream_is_capturing,
-        .exchange_capture_mode = standin_exchange_capture_mode};
+        .exchange_capture_mode = standin_exchange_capture_mode,
+        .launch_host_func = standin_launch_host_func,
+        .gate_timeout_ns = gate_timeout_mode ? 1000000ull : 1000000000ull};
     for (int i = 0; i < 2 * MNEME_STATS_TIMER_SLOTS; i++)
       t.events[i] = (void *)(intptr_t)(i + 1);
     if (!a->stats_timer(&t))
@@ -385,6 +473,7 @@ cudaError_t mneme_rt_launch(const void *func, int index, unsigned gx,
 
 /* print_stats prints what the shim counted of every kernel. */
 static void print_stats(void) {
+  print_gates();
   stats_busy = 1;
   printf("stats in flight %d\n", api->stats_collect());
   stats_busy = 0;
