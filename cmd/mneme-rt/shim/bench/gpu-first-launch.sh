@@ -58,6 +58,7 @@ elif grep -q 'first launch of .* runs its tuned code' "$w/warm.trace"; then ran=
 elif grep -q "ran the application's code while the library loads" "$w/warm.trace"; then ran="the application's code (the library was still loading)"
 else ran="unknown"; fi
 preloaded=$(grep -c ' deploy preloaded ' "$w/warm.trace")
+ongpu=$(grep -c ' deploy loaded .* on the GPU$' "$w/warm.trace")
 # Where the time went in the traced run: every step of the library's start,
 # the preload and the kernel's first launch, from the first launch's entry
 # (each traced step opens and writes the trace file: a few us each).
@@ -84,7 +85,7 @@ if pre:
     print(f"preload ended {(entry - pre[0]) / 1000:.1f} us before the first launch" if pre[0] <= entry
           else f"preload ended {(pre[0] - entry) / 1000:.1f} us after the first launch's entry")
 PY
-python3 - "$w/rounds.txt" "$ran" "$preloaded" "$compiled" <<'PY'
+python3 - "$w/rounds.txt" "$ran" "$preloaded" "$compiled" "$ongpu" <<'PY'
 import statistics, sys
 rows = [l.split() for l in open(sys.argv[1]) if len(l.split()) == 3]
 if not rows:
@@ -95,5 +96,6 @@ print(f"first launch, median of {len(rows)} rounds: plain {plain:.1f} us, wrappe
 d = tuned - plain
 verdict = "PASS" if d <= 50 else "FAIL"
 print(f"== first launch oneshot: {verdict} (tuned from the cache {d:+.1f} us against the plain build, target <= +50 us; "
-      f"traced run: the first launch ran {sys.argv[2]}, {sys.argv[3]} kernel(s) preloaded, {sys.argv[4]} compiled)")
+      f"traced run: the first launch ran {sys.argv[2]}, {sys.argv[3]} kernel(s) preloaded, {sys.argv[5]} put on the GPU by cuFuncLoad, "
+      f"{sys.argv[4]} compiled)")
 PY
