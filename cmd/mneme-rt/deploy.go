@@ -78,6 +78,12 @@ func traceDeploy(format string, args ...any) { record.Trace("deploy", format, ar
 // the cached code of the tuned kernels in the background; it never fails
 // the application: without a usable plan every kernel runs its own code.
 func deployInit(api *C.struct_mneme_host_api) C.int {
+	// Whatever happens below, the kernels no plan covers run the
+	// application's code from their first launch on, decided in the shim:
+	// a tuned file that lists few (or none) of the application's kernels
+	// costs the others nothing, not even one call into this library.
+	var planned deploy.Plans
+	defer func() { forwardUnplanned(planned) }()
 	plans, errs := deploy.Load(os.Getenv(envTunedKernels), os.Getenv(envProteusKernels))
 	for _, err := range errs {
 		warnf("%v; the kernels it lists run the application's own code", err)
@@ -95,6 +101,7 @@ func deployInit(api *C.struct_mneme_host_api) C.int {
 	if len(plans) == 0 {
 		return 0
 	}
+	enabled := plans // forwardUnplanned reads planned once init succeeded
 	p := proc // a recording's, when deploying beside it
 	if p == nil {
 		var err error
@@ -147,6 +154,7 @@ func deployInit(api *C.struct_mneme_host_api) C.int {
 		Warn: func(msg string) { warnf("%s", msg) }, Trace: traceDeploy,
 	}
 	dep = &deployer{rt: rt, cuLaunch: cuLaunch, entries: map[int]*deployEntry{}}
+	planned = enabled
 	traceDeploy("init: %d tuned kernels, cache %s", len(plans), deploy.DefaultCacheDir())
 	// The tuned kernels' cached code loads beside the application, so a
 	// kernel launched once does not pay for it at its launch. Started on a
@@ -178,6 +186,27 @@ func deployInit(api *C.struct_mneme_host_api) C.int {
 		preload()
 	}()
 	return 0
+}
+
+// forwardUnplanned tells the shim that every registered kernel plans does
+// not name runs the application's code (all of them when plans is nil: the
+// tuned kernels are disabled).
+func forwardUnplanned(plans deploy.Plans) {
+	var a C.struct_mneme_deploy_answer
+	a.handled = C.MNEME_LAUNCH_FORWARD_ALWAYS
+	var zero [3]C.unsigned
+	n := 0
+	for i := 0; i < int(C.rth_kernel_count()); i++ {
+		var reg C.struct_mneme_kernel_reg
+		if C.rth_kernel_at(C.int(i), &reg) == 0 {
+			continue
+		}
+		if _, ok := plans[C.GoString(reg.device_name)]; ok {
+			continue
+		}
+		n += int(C.rth_deploy_preloaded(C.int(i), &a, &zero[0], &zero[0], 0))
+	}
+	traceDeploy("init: %d kernels no tuned file lists run the application's code from the shim", n)
 }
 
 // handToShim gives the shim the fast paths of each preloaded kernel

@@ -299,7 +299,9 @@ struct mneme_host_api {
    * never calling the library for them. Returns 0, changing nothing, when
    * it did not take the answer: one that folds arguments or runs the
    * application's code, or a kernel whose launches were decided already
-   * (for every launch, or otherwise than keyed). */
+   * (for every launch, or otherwise than keyed). An answer whose handled is
+   * MNEME_LAUNCH_FORWARD_ALWAYS marks a kernel no tuned file lists: every
+   * launch of it runs the application's code without asking the library. */
   int (*deploy_preloaded)(int kernel_index, const struct mneme_deploy_answer *a,
                           dim3 grid, dim3 block, size_t shared);
 };

@@ -396,6 +396,17 @@ static void remember_variant(struct kernel_entry *k,
 
 int mneme_api_deploy_preloaded(int idx, const struct mneme_deploy_answer *a,
                                dim3 grid, dim3 block, size_t shared) {
+  if (a != NULL && a->handled == MNEME_LAUNCH_FORWARD_ALWAYS) {
+    /* A kernel no tuned file lists: its launches run the application's
+     * code from the first on, never asking the library. */
+    pthread_mutex_lock(&mneme_table_lock);
+    int taken = idx >= 0 && idx < mneme_n_kernels &&
+                mneme_kernels[idx].deploy == DEPLOY_ASK;
+    if (taken)
+      mneme_kernels[idx].deploy = DEPLOY_FORWARD;
+    pthread_mutex_unlock(&mneme_table_lock);
+    return taken;
+  }
   if (a == NULL || a->function == NULL || a->cu_launch == NULL || a->own_code ||
       (a->keyed && a->nfolded != 0))
     return 0;

@@ -528,6 +528,16 @@ func TestDeployFastPath(t *testing.T) {
 	if n := count("asked deploy _Z5otherv"); n != 1 {
 		t.Errorf("the untuned kernel was asked about %d times, want once", n)
 	}
+	// Told before its first launch that no tuned file lists it, the untuned
+	// kernel is never asked about, and its launches still run (the
+	// application's code); the tuned kernel is unaffected.
+	fwd, _ := runProgram(t, app, "MNEME_TUNED_KERNELS=tuned.json", "MNEME_RT_LIB="+lib, "MNEME_TEST_FORWARD=_Z5otherv")
+	if !strings.Contains(fwd, "forwarded _Z5otherv taken=1 again=0") || strings.Contains(fwd, "asked deploy _Z5otherv") {
+		t.Errorf("an unlisted kernel marked before its launches:\n%s", fwd)
+	}
+	if strings.Count(fwd, "launch f=kernel_b") != strings.Count(out, "launch f=kernel_b") || strings.Count(fwd, "asked deploy _Z6kernelPfi") != 1 {
+		t.Errorf("marking the unlisted kernel changed the launches:\n%s\nbefore:\n%s", fwd, out)
+	}
 	var askedBig []string
 	for _, l := range lines {
 		if strings.HasPrefix(l, "asked deploy _Z3big5Large") {

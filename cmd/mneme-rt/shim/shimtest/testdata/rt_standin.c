@@ -261,6 +261,25 @@ int mneme_rt_init(const struct mneme_host_api *a) {
     if (a->stats_timer(&t))
       printf("stats timer on\n");
   }
+  /* MNEME_TEST_FORWARD=NAME: deploying, the kernel NAME is one no tuned
+   * file lists, and the library says so before any launch (twice: the
+   * second finds it decided). */
+  const char *unlisted = getenv("MNEME_TEST_FORWARD");
+  if (a->mode == MNEME_MODE_DEPLOY && unlisted != NULL) {
+    for (int i = 0; i < a->kernel_count(); i++) {
+      struct mneme_kernel_reg reg;
+      if (!a->kernel_at(i, &reg) || strcmp(reg.device_name, unlisted) != 0)
+        continue;
+      struct mneme_deploy_answer ans;
+      memset(&ans, 0, sizeof ans);
+      ans.handled = MNEME_LAUNCH_FORWARD_ALWAYS;
+      dim3 z = {0, 0, 0};
+      int first = a->deploy_preloaded(i, &ans, z, z, 0);
+      int second = a->deploy_preloaded(i, &ans, z, z, 0);
+      printf("forwarded %s taken=%d again=%d\n", reg.device_name, first,
+             second);
+    }
+  }
   const char *gate = getenv("MNEME_TEST_GATE");
   if (a->mode == MNEME_MODE_DEPLOY && gate != NULL)
     gated_init(a, gate);
