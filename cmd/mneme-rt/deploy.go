@@ -102,7 +102,7 @@ func deployInit(api *C.struct_mneme_host_api) C.int {
 		return 0
 	}
 	enabled := plans // forwardUnplanned reads planned once init succeeded
-	p := proc // a recording's, when deploying beside it
+	p := proc        // a recording's, when deploying beside it
 	if p == nil {
 		var err error
 		if p, err = newProcess(); err != nil {
