@@ -117,3 +117,14 @@ func TestReadProteusTunedEmptyValues(t *testing.T) {
 		}
 	}
 }
+
+// A folded argument's label carries its name only when that argument has
+// one: an unnamed folded argument and an argument not folded are numbers.
+func TestFoldedLabelNamesOnlyItsOwnArgument(t *testing.T) {
+	p := &Plan{Folded: []FoldedValues{{Arg: 0}, {Arg: 2, Name: "n"}}}
+	for i, want := range []string{"0", "1", "2 (n)", "3"} {
+		if got := p.foldedLabel(i); got != want {
+			t.Errorf("foldedLabel(%d) = %q, want %q", i, got, want)
+		}
+	}
+}
