@@ -43,6 +43,8 @@ FN(CUresult, cuModuleUnload, (CUmodule));
 FN(CUresult, cuFuncGetAttribute, (int *, int, CUfunction));
 FN(CUresult, cuFuncSetAttribute, (CUfunction, int, int));
 FN(CUresult, cuFuncGetParamInfo, (CUfunction, size_t, size_t *, size_t *));
+FN(CUresult, cuFuncLoad, (CUfunction));
+FN(CUresult, cuFuncIsLoaded, (int *, CUfunction));
 FN(CUresult, cuLaunchKernel,
    (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
     unsigned, CUstream, void **, void **));
@@ -134,6 +136,8 @@ int mn_load_driver(char *err, size_t errlen) {
   R(cuFuncGetAttribute, "cuFuncGetAttribute", NULL);
   R(cuFuncSetAttribute, "cuFuncSetAttribute", NULL);
   R(cuFuncGetParamInfo, "cuFuncGetParamInfo", NULL);
+  R(cuFuncLoad, "cuFuncLoad", NULL);
+  R(cuFuncIsLoaded, "cuFuncIsLoaded", NULL);
   R(cuLaunchKernel, "cuLaunchKernel", NULL);
   R(cuStreamCreate, "cuStreamCreate", NULL);
   R(cuStreamSynchronize, "cuStreamSynchronize", NULL);
@@ -370,6 +374,10 @@ CUresult mn_cuFuncGetAttribute(int *v, int attr, uintptr_t fn) {
 }
 CUresult mn_cuFuncSetAttribute(uintptr_t fn, int attr, int value) {
   CALL(cuFuncSetAttribute, (CUfunction)fn, attr, value);
+}
+CUresult mn_cuFuncLoad(uintptr_t fn) { CTXCALL(cuFuncLoad, (CUfunction)fn); }
+CUresult mn_cuFuncIsLoaded(int *state, uintptr_t fn) {
+  CALL(cuFuncIsLoaded, state, (CUfunction)fn);
 }
 CUresult mn_cuFuncGetParamInfo(uintptr_t fn, size_t index, size_t *offset,
                                size_t *size) {

@@ -103,6 +103,11 @@ CUresult mn_cuModuleGetGlobal(CUdeviceptr *addr, size_t *size, uintptr_t mod,
 CUresult mn_cuModuleUnload(uintptr_t mod);
 CUresult mn_cuFuncGetAttribute(int *v, int attr, uintptr_t fn);
 CUresult mn_cuFuncSetAttribute(uintptr_t fn, int attr, int value);
+// cuFuncLoad and cuFuncIsLoaded (driver 12.4+): under lazy loading (the
+// default since CUDA 12.2) a function is put on the GPU at its first launch
+// unless loaded before; the state is 1 when loaded.
+CUresult mn_cuFuncLoad(uintptr_t fn);
+CUresult mn_cuFuncIsLoaded(int *state, uintptr_t fn);
 CUresult mn_cuFuncGetParamInfo(uintptr_t fn, size_t index, size_t *offset,
                                size_t *size);
 CUresult mn_launch(uintptr_t fn, unsigned gx, unsigned gy, unsigned gz,

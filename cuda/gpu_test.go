@@ -393,6 +393,37 @@ func TestGPULinkOptionsAndPTXModule(t *testing.T) {
 	}
 }
 
+// Load puts a function on the GPU ahead of its first launch: afterwards
+// the driver reports it loaded (a driver without cuFuncLoad reports
+// neither, and its cuModuleGetFunction loads the function itself); loading
+// again is harmless.
+func TestGPUFunctionLoad(t *testing.T) {
+	p := gpu(t)
+	m, _ := loadTestModule(t, p)
+	f, err := m.Function("poke")
+	if err != nil {
+		t.Fatal(err)
+	}
+	loaded, err := f.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	is, known, err := f.IsLoaded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if loaded != known {
+		t.Errorf("cuFuncLoad present %v but cuFuncIsLoaded present %v", loaded, known)
+	}
+	if known && !is {
+		t.Error("the function is not loaded after Load")
+	}
+	if again, err := f.Load(); err != nil || again != loaded {
+		t.Errorf("a second Load: %v, %v", again, err)
+	}
+	t.Logf("driver has cuFuncLoad: %v", loaded)
+}
+
 func TestGPULinkBadPTXReportsLog(t *testing.T) {
 	gpu(t)
 	bad := []byte(".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k() { mov.u32 %r1, 1; ret; }\n")

@@ -177,6 +177,44 @@ func (f *Function) SetMaxDynamicShared(bytes int) error {
 	return nil
 }
 
+// Load puts the function's code on the GPU now (cuFuncLoad). Under lazy
+// loading, the default since CUDA 12.2, cuModuleLoadData and
+// cuModuleGetFunction leave that to the function's first launch, which
+// then pays for it; a caller that loads code ahead of its use calls Load
+// off the launching thread. loaded is false, with no error, on a driver
+// without cuFuncLoad (before 12.4), whose cuModuleGetFunction loads the
+// function itself.
+func (f *Function) Load() (loaded bool, err error) {
+	if err := Init(); err != nil {
+		return false, err
+	}
+	r := C.mn_cuFuncLoad(C.uintptr_t(f.h))
+	if r == errCodeSymbolMissing {
+		return false, nil
+	}
+	if err := check("cuFuncLoad", r); err != nil {
+		return false, fmt.Errorf("%s: %w", f.label(), err)
+	}
+	return true, nil
+}
+
+// IsLoaded tells whether the function's code is on the GPU
+// (cuFuncIsLoaded); known is false on a driver without it.
+func (f *Function) IsLoaded() (loaded, known bool, err error) {
+	if err := Init(); err != nil {
+		return false, false, err
+	}
+	var state C.int
+	r := C.mn_cuFuncIsLoaded(&state, C.uintptr_t(f.h))
+	if r == errCodeSymbolMissing {
+		return false, false, nil
+	}
+	if err := check("cuFuncIsLoaded", r); err != nil {
+		return false, false, fmt.Errorf("%s: %w", f.label(), err)
+	}
+	return state == 1, true, nil // CU_FUNCTION_LOADING_STATE_LOADED
+}
+
 // ParamInfo is one kernel parameter's place in the parameter buffer.
 type ParamInfo struct{ Offset, Size uint64 }
 

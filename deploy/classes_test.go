@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -254,8 +255,24 @@ func TestRuntimePreloadClasses(t *testing.T) {
 		t.Fatalf("%d compiles, want one per class", c.count())
 	}
 	r2 := mk()
-	if n := r2.Preload(); n != 1 {
-		t.Errorf("preloaded %d kernels, want 1", n)
+	pre := r2.Preload()
+	if len(pre) != 1 {
+		t.Fatalf("preloaded %d kernels, want 1", len(pre))
+	}
+	// Each class's code is handed to the shim for its recorded launch's key:
+	// grid, block and shared memory, and its own block rule.
+	var fast []string
+	for _, f := range pre[0].Fast {
+		fast = append(fast, fmt.Sprintf("keyed=%v dims=%v shared=%v grid=%v block=%v shared=%d tuned=%v from=%v",
+			f.Keyed, f.DimsFolded, f.SharedKeyed, f.Grid, f.Block, f.Shared, f.TunedBlock, f.RecordedBlock))
+	}
+	want := []string{}
+	for _, c := range classedPlan().Classes {
+		want = append(want, fmt.Sprintf("keyed=true dims=true shared=true grid=%v block=%v shared=%d tuned=%v from=%v",
+			c.RecordedGrid, c.RecordedBlock, c.SharedMem, c.TunedBlock, c.RecordedBlock))
+	}
+	if strings.Join(fast, "\n") != strings.Join(want, "\n") {
+		t.Errorf("fast paths:\n%s\nwant:\n%s", strings.Join(fast, "\n"), strings.Join(want, "\n"))
 	}
 	if got := r2.Kernel("k").variants.Len(); got != 2 {
 		t.Errorf("%d variants preloaded, want both classes'", got)

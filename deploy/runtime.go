@@ -364,10 +364,12 @@ func (r *Runtime) hotKey(k *Kernel, buf []byte, grid, block mneme.Dim3, shared u
 // keyLayout is what tells k's launches apart: the block always, the grid
 // when a configuration folds dimensions or the kernel has classes, the
 // dynamic shared memory when it has classes, and every argument one of its
-// configurations folds.
+// configurations folds. block: a configuration sets launch bounds, so the
+// code depends on the launch's block (ConfigFor drops bounds a block
+// exceeds); the key's block then matters even when nothing else is keyed.
 type keyLayout struct {
-	dims, shared bool
-	args         []int
+	dims, shared, block bool
+	args                []int
 }
 
 // layout is k's key layout given its facts.
@@ -375,6 +377,7 @@ func (k *Kernel) layout(facts KernelFacts) keyLayout {
 	l := keyLayout{dims: len(k.Plan.Classes) > 0, shared: len(k.Plan.Classes) > 0}
 	for _, p := range k.Plan.served() {
 		l.dims = l.dims || p.Config.SpecializeDims
+		l.block = l.block || p.Config.SetLaunchBounds
 		for _, a := range FoldedArgs(p.Config, facts) {
 			if !slices.Contains(l.args, a) {
 				l.args = append(l.args, a)
@@ -384,6 +387,9 @@ func (k *Kernel) layout(facts KernelFacts) keyLayout {
 	slices.Sort(l.args)
 	return l
 }
+
+// unkeyed: every launch runs the same code.
+func (l keyLayout) unkeyed() bool { return len(l.args) == 0 && !l.dims && !l.shared && !l.block }
 
 // knownLayout is k's key layout when it can be told without its facts:
 // every configuration names the arguments it folds.
@@ -535,7 +541,8 @@ func (r *Runtime) compile(k *Kernel, cfg mneme.Config, args [][]byte) (*CompileR
 
 // fastPath says what the shim may remember of a launch that ran v: v for
 // every launch when nothing is folded; v for the launches with this
-// launch's key when arguments or dimensions are; nothing when the code's
+// launch's key when arguments or dimensions are, or the code depends on the
+// block (launch bounds); nothing when the code's
 // variables must be refreshed before each launch or the key exceeds the
 // limits the shim keys within.
 func (r *Runtime) fastPath(k *Kernel, v *Variant, args [][]byte) FastPath {
@@ -543,7 +550,7 @@ func (r *Runtime) fastPath(k *Kernel, v *Variant, args [][]byte) FastPath {
 		return FastPath{}
 	}
 	l, _ := k.knownLayout() // known: v was built, so were the facts
-	if len(l.args) == 0 && !l.dims && !l.shared {
+	if l.unkeyed() {
 		return FastPath{Variant: v}
 	}
 	f, ok := r.keyedFast(l, args)
@@ -586,6 +593,32 @@ func (r *Runtime) keyedFast(l keyLayout, args [][]byte) (FastPath, bool) {
 	return FastPath{Keyed: true, DimsFolded: l.dims, SharedKeyed: l.shared, Folded: l.args, FoldedSizes: sizes}, true
 }
 
+// Preloaded is a kernel whose tuned code Preload loaded.
+type Preloaded struct {
+	Kernel *Kernel
+	// Fast is what the shim may run from the kernel's first launch on
+	// without asking the runtime: what a launch's fastPath would say, for
+	// each configuration whose code was loaded. A fast path for every launch
+	// (not Keyed) where each launch runs the same code; else one per
+	// configuration, keyed by its recorded launch, where the key needs no
+	// argument values (none folded) and the recorded launch gives what it
+	// holds. None where the code's variables are refreshed before each
+	// launch.
+	Fast []PreloadedFast
+}
+
+// PreloadedFast is one fast path of a preloaded kernel.
+type PreloadedFast struct {
+	FastPath
+	// Grid, Block and Shared are the application's launch whose key
+	// FastPath serves when Keyed (its recorded launch).
+	Grid, Block mneme.Dim3
+	Shared      uint32
+	// TunedBlock and RecordedBlock are the geometry rule's inputs for these
+	// launches (LaunchPlan's).
+	TunedBlock, RecordedBlock mneme.Dim3
+}
+
 // Preload loads, off the application's critical path, the code of every
 // tuned kernel whose first launch is predictable and already compiled: its
 // facts and its variant for the launch it was tuned on are in the store.
@@ -593,83 +626,125 @@ func (r *Runtime) keyedFast(l keyLayout, args [][]byte) (FastPath, bool) {
 // launch) is left to its first launch, as is one whose code is not in the
 // store: Preload never compiles. It holds each kernel while loading it, so
 // a launch that comes meanwhile waits for the code instead of loading it
-// twice. It returns how many kernels it loaded.
-func (r *Runtime) Preload() int {
+// twice. It returns the kernels it loaded, each with the fast path the
+// shim may take from the kernel's first launch on (Preloaded.Fast).
+func (r *Runtime) Preload() []Preloaded {
 	r.mu.Lock()
 	names := make([]string, 0, len(r.Plans))
 	for name := range r.Plans {
 		names = append(names, name)
 	}
 	r.mu.Unlock()
-	n := 0
+	slices.Sort(names) // the trace lists kernels in one order every run
+	var out []Preloaded
 	for _, name := range names {
 		k := r.Kernel(name)
 		if k == nil {
 			continue
 		}
+		r.trace("preload %s: start", name)
 		k.mu.Lock()
-		ok, err := r.preload(k)
+		pre, ok, err := r.preload(k)
 		k.mu.Unlock()
 		if err != nil {
 			r.trace("preload of %s: %v", name, err)
 		}
 		if ok {
-			n++
+			out = append(out, pre)
 		}
+		r.trace("preload %s: end (loaded %v)", name, ok)
 	}
-	return n
+	return out
 }
 
 // preload loads k's variant for its expected launch, or each class's,
-// when it is in the store; true when it loaded any. Called with k.mu held.
-func (r *Runtime) preload(k *Kernel) (bool, error) {
+// when it is in the store; ok when it loaded any. Called with k.mu held.
+func (r *Runtime) preload(k *Kernel) (pre Preloaded, ok bool, err error) {
+	pre.Kernel = k
 	if k.facts == nil {
-		f, ok := r.Store.GetFacts(r.IRHash, k.Name)
-		if !ok {
-			return false, nil
+		f, found := r.Store.GetFacts(r.IRHash, k.Name)
+		if !found {
+			return pre, false, nil
 		}
 		k.facts = f
 	}
-	loaded := false
+	// The key layout is fastPath's (its knownLayout would take k.mu, held
+	// here).
+	l := k.layout(*k.facts)
 	var errs []error
-	for _, p := range k.Plan.served() {
-		ok, err := r.preloadPlan(k, p)
-		loaded = loaded || ok
+	serve := func(p *Plan, shared uint32) {
+		v, err := r.preloadPlan(k, p)
 		if err != nil {
 			errs = append(errs, err)
 		}
+		if v == nil {
+			return
+		}
+		ok = true
+		if f, fast := preloadedFast(l, v, p, shared); fast {
+			pre.Fast = append(pre.Fast, f)
+		}
 	}
-	return loaded, errors.Join(errs...)
+	if len(k.Plan.Classes) == 0 {
+		serve(k.Plan, 0)
+	}
+	for _, c := range k.Plan.Classes {
+		serve(&c.Plan, c.SharedMem)
+	}
+	return pre, ok, errors.Join(errs...)
+}
+
+// preloadedFast is the fast path of v, preloaded for p's launches: for
+// every launch when l keys nothing; else for the launches with the key of
+// p's recorded launch (with shared bytes of dynamic shared memory), when
+// that key needs no argument values and the launch was recorded.
+func preloadedFast(l keyLayout, v *Variant, p *Plan, shared uint32) (PreloadedFast, bool) {
+	f := PreloadedFast{FastPath: FastPath{Variant: v}, TunedBlock: p.TunedBlock, RecordedBlock: p.RecordedBlock}
+	if len(v.Links) > 0 {
+		return f, false
+	}
+	if l.unkeyed() {
+		return f, true
+	}
+	// The recorded launch whole: the variant was built for its geometry.
+	if len(l.args) > 0 || hasZeroDim(p.RecordedBlock) || hasZeroDim(p.RecordedGrid) {
+		return f, false
+	}
+	f.Keyed, f.DimsFolded, f.SharedKeyed = true, l.dims, l.shared
+	f.Grid, f.Block, f.Shared = p.RecordedGrid, p.RecordedBlock, shared
+	return f, true
 }
 
 // preloadPlan loads the variant of p's expected launch when it is in the
-// store. Called with k.mu held and k's facts known.
-func (r *Runtime) preloadPlan(k *Kernel, p *Plan) (bool, error) {
+// store, returning it (nil when not loaded). Called with k.mu held and k's
+// facts known.
+func (r *Runtime) preloadPlan(k *Kernel, p *Plan) (*Variant, error) {
 	grid, block, ok := p.expectedLaunch()
 	if !ok {
-		return false, nil
+		return nil, nil
 	}
 	cfg := p.ConfigFor(block)
 	if len(FoldedArgs(cfg, *k.facts)) > 0 {
-		return false, nil
+		return nil, nil
 	}
 	if cfg.SpecializeDims && (hasZeroDim(grid) || hasZeroDim(block)) {
-		return false, nil
+		return nil, nil
 	}
 	cfg = launchConfig(cfg, grid, block)
 	key := r.key(k, cfg, nil)
-	if _, ok := k.variants.Lookup(key.Hash()); ok {
-		return true, nil
+	if v, ok := k.variants.Lookup(key.Hash()); ok {
+		return v, nil
 	}
 	cubin, _, err := r.Store.Get(key)
 	if cubin == nil {
-		return false, err
+		return nil, err
 	}
-	if _, err := r.install(k, key, cubin, true); err != nil {
-		return false, err
+	v, err := r.install(k, key, cubin, true)
+	if err != nil {
+		return nil, err
 	}
 	r.trace("preloaded %s", k.Name)
-	return true, nil
+	return v, nil
 }
 
 // expectedLaunch is the geometry the plan's kernel is expected to run with:

@@ -364,6 +364,7 @@ func TestRuntimeFastPath(t *testing.T) {
 		{"nothing folded", mneme.Config{}, twoArgs, [][]byte{u32(1), u32(2)}, nil, "all"},
 		{"one folded", mneme.Config{Specialize: true}, twoArgs, [][]byte{u32(1), u32(2)}, nil, "keyed"},
 		{"dims folded", mneme.Config{SpecializeDims: true}, twoArgs, [][]byte{u32(1), u32(2)}, nil, "keyed"},
+		{"launch bounds", mneme.Config{SetLaunchBounds: true, MaxThreads: 64}, twoArgs, [][]byte{u32(1), u32(2)}, nil, "keyed"},
 		{"arg at the size limit", mneme.Config{Specialize: true}, KernelFacts{ScalarArgs: []int{0}, ArgSizes: []int{8}}, [][]byte{make([]byte, 8)}, nil, "keyed"},
 		{"arg over the size limit", mneme.Config{Specialize: true}, KernelFacts{ScalarArgs: []int{0}, ArgSizes: []int{9}}, [][]byte{make([]byte, 9)}, nil, "none"},
 		{"folded at the count limit", mneme.Config{Specialize: true}, KernelFacts{ScalarArgs: []int{0, 1}, ArgSizes: []int{4, 4}}, [][]byte{u32(1), u32(2)}, nil, "keyed"},
@@ -520,8 +521,20 @@ func TestRuntimePreload(t *testing.T) {
 
 	l := &fakeLoader{}
 	r := testRuntime(dir, plans, c, l, &warns)
-	if n := r.Preload(); n != 2 {
-		t.Errorf("preloaded %d kernels, want plain and dims: %q", n, l.loads)
+	pre := r.Preload()
+	var names []string
+	for _, p := range pre {
+		names = append(names, p.Kernel.Name)
+		// plain's code depends on the block (launch bounds), dims' on the
+		// launch's dimensions: each is handed to the shim for its recorded
+		// launch's key only.
+		if len(p.Fast) != 1 || !p.Fast[0].Keyed || p.Fast[0].DimsFolded != (p.Kernel.Name == "dims") ||
+			p.Fast[0].Block != p.Kernel.Plan.RecordedBlock || p.Fast[0].Grid != p.Kernel.Plan.RecordedGrid {
+			t.Errorf("%s: preloaded fast paths %+v, want one keyed by its recorded launch", p.Kernel.Name, p.Fast)
+		}
+	}
+	if strings.Join(names, " ") != "dims plain" {
+		t.Errorf("preloaded %q, want dims and plain: %q", names, l.loads)
 	}
 	if c.count() != compiled {
 		t.Errorf("preload compiled %d variants, want none", c.count()-compiled)
@@ -541,6 +554,76 @@ func TestRuntimePreload(t *testing.T) {
 	launch(t, r, "factsonly", dim(16, 1, 1), dim(64, 1, 1), u32(0), u32(1))
 	if l.count() != loaded+3 || c.count() != compiled+2 {
 		t.Errorf("folds, uncached and factsonly: %d loads and %d compiles, want 3 and 2 (the last two)", l.count()-loaded, c.count()-compiled)
+	}
+}
+
+// Preload hands the shim the fast path a first launch of the recorded shape
+// would: for every launch where each launch runs one code; keyed by the
+// recorded launch where the code depends on the block (launch bounds) or
+// the dimensions (folded), when the launch was recorded; none where a
+// variable is refreshed before each launch. Each input changed alone.
+func TestRuntimePreloadFastPath(t *testing.T) {
+	withConst := KernelFacts{ArgSizes: []int{8, 4}, Globals: []Global{{Name: "table", AddressSpace: 4}}}
+	for _, tc := range []struct {
+		name     string
+		cfg      mneme.Config
+		facts    KernelFacts
+		recorded bool
+		want     string // "all", "keyed", "none"
+	}{
+		{"nothing folded", mneme.Config{Passes: "default<O3>"}, twoArgs, true, "all"},
+		{"nothing folded, launch not recorded", mneme.Config{Passes: "default<O3>"}, twoArgs, false, "all"},
+		{"launch bounds", mneme.Config{Passes: "default<O3>", SetLaunchBounds: true, MaxThreads: 128}, twoArgs, true, "keyed"},
+		{"dims folded", mneme.Config{Passes: "default<O3>", SpecializeDims: true}, twoArgs, true, "keyed"},
+		{"launch bounds, launch not recorded", mneme.Config{Passes: "default<O3>", SetLaunchBounds: true, MaxThreads: 128}, twoArgs, false, "none"},
+		{"a __constant__ refreshed", mneme.Config{Passes: "default<O3>"}, withConst, true, "none"},
+	} {
+		dir := t.TempDir()
+		p := plan("k", tc.cfg)
+		if tc.recorded {
+			p.RecordedBlock, p.RecordedGrid, p.TunedBlock = dim(128, 1, 1), dim(8, 1, 1), dim(64, 1, 1)
+		}
+		c := &fakeCompiler{facts: map[string]KernelFacts{"k": tc.facts}}
+		host := map[string]HostVar{"table": {Addr: 0x100, Size: 64, Constant: true}}
+		var warns []string
+		// The warm run launches what Preload expects: the recorded launch,
+		// or a block of MaxThreads.
+		warm := testRuntime(dir, Plans{"k": p}, c, &fakeLoader{host: host}, &warns)
+		launch(t, warm, "k", dim(8, 1, 1), dim(128, 1, 1), u32(0), u32(1))
+		l := &fakeLoader{host: host}
+		r := testRuntime(dir, Plans{"k": p}, c, l, &warns)
+		pre := r.Preload()
+		if len(pre) != 1 {
+			t.Fatalf("%s: preloaded %d kernels, want 1", tc.name, len(pre))
+		}
+		got := "none"
+		if len(pre[0].Fast) == 1 {
+			got = map[bool]string{false: "all", true: "keyed"}[pre[0].Fast[0].Keyed]
+		}
+		if got != tc.want || len(pre[0].Fast) > 1 {
+			t.Errorf("%s: fast paths %+v, want %s", tc.name, pre[0].Fast, tc.want)
+		}
+		if got == "none" {
+			continue
+		}
+		f := pre[0].Fast[0]
+		if f.TunedBlock != p.TunedBlock || f.RecordedBlock != p.RecordedBlock {
+			t.Errorf("%s: block rule %v from %v, want %v from %v", tc.name, f.TunedBlock, f.RecordedBlock, p.TunedBlock, p.RecordedBlock)
+		}
+		// The recorded launch's first launch runs the preloaded variant,
+		// loads nothing and would leave the shim the same fast path.
+		loads := l.count()
+		lp := launch(t, r, "k", dim(8, 1, 1), dim(128, 1, 1), u32(0), u32(1))
+		if lp.Variant != f.Variant || l.count() != loads {
+			t.Errorf("%s: the first launch ran another variant than the preloaded one, or loaded again", tc.name)
+		}
+		if lp.Fast.Variant != f.Variant || lp.Fast.Keyed != f.Keyed || lp.Fast.DimsFolded != f.DimsFolded ||
+			lp.Fast.SharedKeyed != f.SharedKeyed || len(lp.Fast.Folded) != 0 {
+			t.Errorf("%s: the first launch's fast path %+v differs from the preloaded %+v", tc.name, lp.Fast, f.FastPath)
+		}
+		if f.Keyed && (f.Grid != dim(8, 1, 1) || f.Block != dim(128, 1, 1) || f.Shared != 0) {
+			t.Errorf("%s: keyed by %v x %v shared %d, want the recorded launch", tc.name, f.Grid, f.Block, f.Shared)
+		}
 	}
 }
 
@@ -704,11 +787,12 @@ func TestRuntimeTraces(t *testing.T) {
 	traces = nil
 	r2 := testRuntime(dir, Plans{"p": p}, c, &fakeLoader{fail: map[string]error{"p": errors.New("CUDA_ERROR_OUT_OF_MEMORY")}}, &warns)
 	r2.Trace = r.Trace
-	if n := r2.Preload(); n != 0 {
-		t.Errorf("a failed preload counted %d kernels", n)
+	if pre := r2.Preload(); len(pre) != 0 {
+		t.Errorf("a failed preload counted %d kernels", len(pre))
 	}
-	if len(traces) != 1 || traces[0] != "preload of p: loading its tuned code: CUDA_ERROR_OUT_OF_MEMORY" {
-		t.Errorf("preload traces %q", traces)
+	want = []string{"preload p: start", "preload of p: loading its tuned code: CUDA_ERROR_OUT_OF_MEMORY", "preload p: end (loaded false)"}
+	if strings.Join(traces, "\n") != strings.Join(want, "\n") {
+		t.Errorf("preload traces:\n%s\nwant:\n%s", strings.Join(traces, "\n"), strings.Join(want, "\n"))
 	}
 	if r2.Kernel("p") == nil || len(warns) != 0 {
 		t.Errorf("a failed preload disabled the kernel or warned: %q", warns)

@@ -102,16 +102,95 @@ type Result struct {
 // nothing can be judged.
 var ErrUntunedFails = errors.New("the application fails untuned")
 
+// maxRounds bounds the re-measurements of a shrinking kept set.
+const maxRounds = 3
+
 // Measure runs the application opts.Runs times untuned and tuned,
-// alternating which goes first, and judges every tuned kernel.
+// alternating which goes first, and judges every tuned kernel. When some
+// kernels are dropped, the kernels kept are measured again on their own
+// (their tuned file is what the application will run), until the kept set
+// holds; the last round's end-to-end times then decide whether the kept set
+// helps the application as a whole: tuned slower than untuned beyond the
+// noise of the untuned runs drops every kernel, so a deployment is a
+// measured win or a no-op.
 func Measure(ctx context.Context, r Runner, opts Options) (*Result, error) {
 	if opts.Runs < 2 {
 		return nil, fmt.Errorf("measure: %d runs; at least 2 of each are needed to see noise", opts.Runs)
 	}
+	verdicts := map[string]Verdict{}
+	kernels := append([]string(nil), opts.Kernels...)
+	round := opts
+	var res *Result
+	for n := 1; ; n++ {
+		var err error
+		if res, err = measureRound(ctx, r, round); err != nil {
+			return nil, err
+		}
+		for _, v := range res.Verdicts {
+			verdicts[v.Name] = v
+		}
+		if len(res.Kept) == 0 || len(res.Kept) == len(round.Kernels) || n == maxRounds {
+			break
+		}
+		logf(opts.Log, "measure: %d of %d kernel(s) kept; measuring them on their own", len(res.Kept), len(round.Kernels))
+		file, err := opts.Subset(res.Kept)
+		if err != nil {
+			return nil, err
+		}
+		round.Tuned, round.Kernels = file, res.Kept
+	}
+	kept := res.Kept
+	if len(kept) > 0 {
+		if why := slowerEndToEnd(res); why != "" {
+			logf(opts.Log, "measure: %s; no kernel is kept", why)
+			for _, k := range kept {
+				v := verdicts[k]
+				v.Kept, v.Reason = false, why
+				verdicts[k] = v
+			}
+			kept = nil
+		}
+	}
+	if len(kept) == 0 && len(res.Tuned) > 0 {
+		// What stays deployed is nothing: the application as it is.
+		res.Tuned = nil
+	}
+	res.Kept = kept
+	res.Verdicts = res.Verdicts[:0]
+	for _, k := range kernels {
+		res.Verdicts = append(res.Verdicts, verdicts[k])
+	}
+	sort.SliceStable(res.Verdicts, func(i, j int) bool { return res.Verdicts[i].Name < res.Verdicts[j].Name })
+	return res, nil
+}
+
+// slowerEndToEnd says why the tuned runs of a round count as slower than
+// the untuned ones: their median wall time above the untuned median by more
+// than the untuned runs' own spread (at least 2%); "" when not.
+func slowerEndToEnd(res *Result) string {
+	u, t := Seconds(res.Untuned), Seconds(res.Tuned)
+	if len(u) == 0 || len(t) == 0 {
+		return ""
+	}
+	mu, mt := median(u), median(t)
+	tol := math.Max(0.02, spread(u))
+	if mt > mu*(1+tol) {
+		return fmt.Sprintf("the application ran slower tuned end to end (%.3f s against %.3f s untuned, noise %.1f%%)", mt, mu, 100*tol)
+	}
+	return ""
+}
+
+// measureRound runs one interleaved measurement of opts.Kernels and judges
+// them. A warm-up run of each comes first and is not counted: the first
+// tuned run fills the deployment cache, which every later run reads.
+func measureRound(ctx context.Context, r Runner, opts Options) (*Result, error) {
 	res := &Result{OutputSame: true}
 	failed := map[string]string{} // kernel → why the tuned application failed with it
 	tunedFile := opts.Tuned
 	active := append([]string(nil), opts.Kernels...)
+	if _, err := r.Run(ctx, []string{EnvTunedKernels + "=" + tunedFile}); err != nil {
+		return nil, err
+	}
 	for i := 0; i < opts.Runs; i++ {
 		order := []bool{false, true}
 		if i%2 == 1 {

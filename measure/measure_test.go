@@ -19,7 +19,9 @@ type fakeApp struct {
 	// together: the run fails only when all these kernels are tuned at once.
 	together []string
 	calls    []string // "untuned", or the tuned kernels joined by "+"
-	files    map[string][]string
+	// extraSeconds is added to a run's wall time per tuned kernel named.
+	extraSeconds map[string]float64
+	files        map[string][]string
 }
 
 func (a *fakeApp) Run(_ context.Context, env []string) (Outcome, error) {
@@ -42,6 +44,9 @@ func (a *fakeApp) Run(_ context.Context, env []string) (Outcome, error) {
 			}
 		}
 		o.Kernels[k] = KernelTime{Launches: 10, TimedLaunches: 4, TimedNS: 4 * ns}
+		if slices.Contains(tuned, k) {
+			o.Seconds += a.extraSeconds[k]
+		}
 	}
 	if len(a.together) > 0 && len(tuned) == len(a.together) {
 		o.ExitCode = 2
@@ -101,12 +106,53 @@ func TestKeepsFasterKernelsAndDropsSlowerOnes(t *testing.T) {
 	}
 }
 
+func TestTheKeptSetIsMeasuredOnItsOwnAndMustHelpEndToEnd(t *testing.T) {
+	// A is faster per launch, but loading its code costs the application
+	// more than it saves: the kept set makes the run slower as a whole.
+	a := newApp()
+	a.extraSeconds = map[string]float64{"A": 0.2}
+	r, err := Measure(context.Background(), a, opts(a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Kept) != 0 {
+		t.Errorf("kept %v although the application ran slower tuned", r.Kept)
+	}
+	if v := verdict(t, r, "A"); v.Kept || !strings.Contains(v.Reason, "slower tuned end to end (1.200 s against 1.000 s") {
+		t.Errorf("A: %+v", v)
+	}
+	if v := verdict(t, r, "B"); !strings.Contains(v.Reason, "slower in the application") {
+		t.Errorf("B keeps its own reason: %+v", v)
+	}
+	if len(r.Tuned) != 0 {
+		t.Error("nothing is deployed, yet tuned runs are reported as what the application runs")
+	}
+	// Within the untuned runs' noise (2%) the kept set stays.
+	a = newApp()
+	a.extraSeconds = map[string]float64{"A": 0.015}
+	if r, err = Measure(context.Background(), a, opts(a)); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(r.Kept, []string{"A"}) {
+		t.Errorf("kept %v within noise, want [A]", r.Kept)
+	}
+	// The tuned runs reported are those of the kept set alone.
+	for _, o := range r.Tuned {
+		if o.Seconds != 1.015 {
+			t.Errorf("a tuned run of %v s: not of the kept set alone", o.Seconds)
+		}
+	}
+}
+
 func TestRunsAreInterleavedAlternatingWhichGoesFirst(t *testing.T) {
 	a := newApp()
 	if _, err := Measure(context.Background(), a, opts(a)); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"untuned", "A+B", "A+B", "untuned", "untuned", "A+B"}
+	// A warm-up of the tuned file (not counted), three interleaved pairs;
+	// B is dropped, so A is measured again on its own the same way.
+	want := []string{"A+B", "untuned", "A+B", "A+B", "untuned", "untuned", "A+B",
+		"A", "untuned", "A", "A", "untuned", "untuned", "A"}
 	if !slices.Equal(a.calls, want) {
 		t.Errorf("runs %v, want %v", a.calls, want)
 	}

@@ -540,6 +540,9 @@ func fillReport(rep *report.Report, o Options, all, chosen []*kernel, stats *db.
 	if reused > 0 {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("%d kernel(s) reused their tuning from an earlier run: same IR, GPU, driver, toolchain and launches.", reused))
 	}
+	if len(res.Kept) == 0 && len(chosen) > 0 {
+		rep.Notes = append(rep.Notes, "No tuned kernel helped in the application: the tuned file is empty; run the application as it is, without MNEME_TUNED_KERNELS.")
+	}
 	if stats != nil && !stats.Complete {
 		rep.Notes = append(rep.Notes, "The recording's launch statistics are incomplete: the recorded run did not finish.")
 	}

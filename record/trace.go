@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -19,12 +20,27 @@ var (
 	traceMu   sync.Mutex
 )
 
+// openTrace opens the trace file for appending without blocking, and only
+// when it is a regular file: a FIFO or a device named as the trace would
+// otherwise hold up (or reach into) the process that traces.
+func openTrace(path string) *os.File {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0o644)
+	if err != nil {
+		return nil
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil
+	}
+	return f
+}
+
 // Trace appends event to the trace file when EnvTrace is set. Failures are
 // ignored: tracing must never disturb a recording.
 func Trace(source, format string, args ...any) {
 	traceOnce.Do(func() {
 		if p := os.Getenv(EnvTrace); p != "" {
-			traceFile, _ = os.OpenFile(p, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+			traceFile = openTrace(p)
 		}
 	})
 	if traceFile == nil {

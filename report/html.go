@@ -61,18 +61,56 @@ type pageData struct {
 	Curves                     []curve
 }
 
-// configText is a configuration as "key=value" pairs in a stable order.
+// configText is a configuration as "key=value" pairs in a stable order:
+// launch dimensions as XxYxZ, and switches that are off, zero counts and
+// empty lists left out, so what was chosen stands out.
 func configText(c map[string]any) string {
 	keys := make([]string, 0, len(c))
 	for k := range c {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s=%v", k, c[k])
+	var parts []string
+	for _, k := range keys {
+		if v := valueText(c[k]); v != "" {
+			parts = append(parts, k+"="+v)
+		}
 	}
 	return strings.Join(parts, " ")
+}
+
+// valueText writes one configuration value; "" for one not worth showing.
+func valueText(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return ""
+	case bool:
+		if !x {
+			return ""
+		}
+		return "on"
+	case float64:
+		if x == 0 {
+			return ""
+		}
+		return fmt.Sprint(x)
+	case string:
+		return x
+	case []any:
+		if len(x) == 0 {
+			return ""
+		}
+		parts := make([]string, len(x))
+		for i, e := range x {
+			parts[i] = fmt.Sprint(e)
+		}
+		return strings.Join(parts, ",")
+	case map[string]any:
+		if dx, ok := x["x"]; ok {
+			return fmt.Sprintf("%vx%vx%v", dx, x["y"], x["z"])
+		}
+	}
+	return fmt.Sprint(v)
 }
 
 var pageTemplate = template.Must(template.New("report").Funcs(template.FuncMap{

@@ -43,7 +43,8 @@ func TestHTMLHoldsEveryFigureInline(t *testing.T) {
 	if !strings.Contains(s, "slower in the application (0.97x)") {
 		t.Error("page does not say why the dropped kernel was dropped")
 	}
-	if !strings.Contains(s, "block=128x1x1 passes=default&lt;O3&gt;") {
+	// Switches that are off and zero counts are left out.
+	if !strings.Contains(s, "block=128x1x1 grid=1024x1x1 passes=default&lt;O3&gt; specialize=on specialize_args=2,3</code>") {
 		t.Error("page does not show the chosen configuration, escaped")
 	}
 }

@@ -50,6 +50,11 @@ check(all(len(sh["instances"]) == 1 for sh in triad["shapes"]), "triad: a shape 
 check(all(sh["timed_launches"] >= 5 for sh in triad["shapes"]), "triad: a shape timed fewer than 5 times")
 grids = [sh["grid"]["x"] for sh in triad["shapes"]]
 check(grids[0] == max(grids) and triad["shapes"][0]["kernel_share"] > 0.5, f"triad: the largest size ({max(grids)} blocks) should hold most of its time; shapes by time: {grids}")
+# Kernel time, not the host's launch latency: the smallest size (1/1024 of
+# the largest's work) reads far below the largest (ungated, 17.4 us against
+# 66.3 us on an H200).
+by_size = sorted(triad["shapes"], key=lambda sh: sh["grid"]["x"])
+check(by_size[0]["mean_ns"] < 0.15 * by_size[-1]["mean_ns"], f"triad: {by_size[0]['grid']['x']} blocks read {by_size[0]['mean_ns'] / 1e3:.1f} us against {by_size[-1]['mean_ns'] / 1e3:.1f} us at {by_size[-1]['grid']['x']}: launch latency in the sample")
 check(abs(triad["recorded_share"] - 1) < 1e-6, f"triad: recorded instances cover {triad['recorded_share']:.3f} of its time, want all")
 n = next(a for a in triad["args"] if a["index"] == 3)
 check(n["distinct"] == 6 and not n["more_values"] and all(v["launches"] == 20 for v in n["values"]), f"triad: n took {n['distinct']} values, want 6 of 20 launches each")
@@ -87,6 +92,12 @@ if not s["Complete"]: bad.append("not complete")
 if triad is None or triad["Launches"] != 120 or len(triad["Shapes"]) != 6: bad.append(f"triad {triad and triad['Launches']} launches")
 if adam is None or adam["Launches"] != 300: bad.append(f"adam {adam and adam['Launches']} launches")
 if any(x["TimedLaunches"] == 0 for x in (triad or {"TimedLaunches": 0}, adam or {"TimedLaunches": 0})): bad.append("a kernel was not timed")
+mean_us = lambda sh: sh["TimedNs"] / max(sh["TimedLaunches"], 1) / 1e3
+if triad is not None and len(triad["Shapes"]) == 6:
+    by_size = sorted(triad["Shapes"], key=lambda sh: sh["GridDims"]["x"])
+    sweep = ", ".join(f"{sh['GridDims']['x']} blocks {mean_us(sh):.1f} us" for sh in by_size)
+    print(f"triad per size outside a recording: {sweep}")
+    if not mean_us(by_size[0]) < 0.15 * mean_us(by_size[-1]): bad.append(f"triad: the smallest size reads {mean_us(by_size[0]):.1f} us against {mean_us(by_size[-1]):.1f} us at the largest: launch latency in the sample")
 if bad:
     print("== launch statistics outside a recording: FAIL (" + "; ".join(bad) + ")"); sys.exit(1)
 per = lambda x: x["TimedNs"] / x["TimedLaunches"] / 1e3

@@ -1,10 +1,13 @@
 package toolchain
 
 import (
+	"errors"
 	"fmt"
-	"os"
+	"io/fs"
 	"path/filepath"
 	"strings"
+
+	"github.com/mneme-gpu/mneme/internal/safefile"
 )
 
 // separateValue lists the clang options whose value may follow as the next
@@ -87,8 +90,8 @@ func expandResponseFiles(args []string, depth int) ([]string, error) {
 			out = append(out, a)
 			continue
 		}
-		data, err := os.ReadFile(name)
-		if os.IsNotExist(err) {
+		data, err := safefile.ReadFile(name, safefile.MaxConfig)
+		if errors.Is(err, fs.ErrNotExist) {
 			out = append(out, a)
 			continue
 		}

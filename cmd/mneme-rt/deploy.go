@@ -78,6 +78,12 @@ func traceDeploy(format string, args ...any) { record.Trace("deploy", format, ar
 // the cached code of the tuned kernels in the background; it never fails
 // the application: without a usable plan every kernel runs its own code.
 func deployInit(api *C.struct_mneme_host_api) C.int {
+	// Whatever happens below, the kernels no plan covers run the
+	// application's code from their first launch on, decided in the shim:
+	// a tuned file that lists few (or none) of the application's kernels
+	// costs the others nothing, not even one call into this library.
+	var planned deploy.Plans
+	defer func() { forwardUnplanned(planned) }()
 	plans, errs := deploy.Load(os.Getenv(envTunedKernels), os.Getenv(envProteusKernels))
 	for _, err := range errs {
 		warnf("%v; the kernels it lists run the application's own code", err)
@@ -95,7 +101,8 @@ func deployInit(api *C.struct_mneme_host_api) C.int {
 	if len(plans) == 0 {
 		return 0
 	}
-	p := proc // a recording's, when deploying beside it
+	enabled := plans // forwardUnplanned reads planned once init succeeded
+	p := proc        // a recording's, when deploying beside it
 	if p == nil {
 		var err error
 		if p, err = newProcess(); err != nil {
@@ -147,20 +154,110 @@ func deployInit(api *C.struct_mneme_host_api) C.int {
 		Warn: func(msg string) { warnf("%s", msg) }, Trace: traceDeploy,
 	}
 	dep = &deployer{rt: rt, cuLaunch: cuLaunch, entries: map[int]*deployEntry{}}
+	planned = enabled
 	traceDeploy("init: %d tuned kernels, cache %s", len(plans), deploy.DefaultCacheDir())
 	// The tuned kernels' cached code loads beside the application, so a
-	// kernel launched once does not pay for it at its launch; a launch of a
+	// kernel launched once does not pay for it at its launch. Started on a
+	// thread of its own (the shim's, from the first allocation), the
+	// library loads it before it reports ready: the launches that come
+	// meanwhile run the application's own code without waiting, and the
+	// first launch after finds the code on the GPU and, where every launch
+	// runs the same code, runs it from the shim without calling in here.
+	// Started by a launch, it loads beside the launches, and a launch of a
 	// kernel being loaded waits for it.
+	preload := func() {
+		traceDeploy("preload: start")
+		pre := rt.Preload()
+		handed := dep.handToShim(pre)
+		traceDeploy("preload: end, %d kernels loaded from the cache, %d run from the shim", len(pre), handed)
+	}
+	if api.background != 0 {
+		if err := p.enter(); err == nil {
+			preload()
+		}
+		return 0
+	}
 	go func() {
 		runtime.LockOSThread() // the context made current stays this goroutine's
 		defer runtime.UnlockOSThread()
 		if err := p.enter(); err != nil {
 			return
 		}
-		n := rt.Preload()
-		traceDeploy("preload: %d kernels loaded from the cache", n)
+		preload()
 	}()
 	return 0
+}
+
+// forwardUnplanned tells the shim that every registered kernel plans does
+// not name runs the application's code (all of them when plans is nil: the
+// tuned kernels are disabled).
+func forwardUnplanned(plans deploy.Plans) {
+	var a C.struct_mneme_deploy_answer
+	a.handled = C.MNEME_LAUNCH_FORWARD_ALWAYS
+	var zero [3]C.unsigned
+	n := 0
+	for i := 0; i < int(C.rth_kernel_count()); i++ {
+		var reg C.struct_mneme_kernel_reg
+		if C.rth_kernel_at(C.int(i), &reg) == 0 {
+			continue
+		}
+		if _, ok := plans[C.GoString(reg.device_name)]; ok {
+			continue
+		}
+		n += int(C.rth_deploy_preloaded(C.int(i), &a, &zero[0], &zero[0], 0))
+	}
+	traceDeploy("init: %d kernels no tuned file lists run the application's code from the shim", n)
+}
+
+// handToShim gives the shim the fast paths of each preloaded kernel
+// (deploy.Preloaded.Fast), under every index the kernel is registered at,
+// and returns how many kernels it took any of.
+func (d *deployer) handToShim(pre []deploy.Preloaded) int {
+	indices := map[string][]int{}
+	for _, p := range pre {
+		if len(p.Fast) > 0 {
+			indices[p.Kernel.Name] = nil
+		}
+	}
+	if len(indices) == 0 {
+		return 0
+	}
+	for i := 0; i < int(C.rth_kernel_count()); i++ {
+		var reg C.struct_mneme_kernel_reg
+		if C.rth_kernel_at(C.int(i), &reg) == 0 {
+			continue
+		}
+		name := C.GoString(reg.device_name)
+		if idx, ok := indices[name]; ok {
+			indices[name] = append(idx, i)
+		}
+	}
+	handed := 0
+	for _, p := range pre {
+		took := 0
+		for _, f := range p.Fast {
+			var a C.struct_mneme_deploy_answer
+			a.handled = C.MNEME_LAUNCH_DONE
+			C.rth_set_fast_path(&a, C.uintptr_t(f.Variant.Code.(*loadedCode).fn.Handle()), C.uintptr_t(d.cuLaunch))
+			tb, rb := f.TunedBlock, f.RecordedBlock
+			a.block[0], a.block[1], a.block[2] = C.unsigned(tb.X), C.unsigned(tb.Y), C.unsigned(tb.Z)
+			a.recorded_block[0], a.recorded_block[1], a.recorded_block[2] = C.unsigned(rb.X), C.unsigned(rb.Y), C.unsigned(rb.Z)
+			a.shared_max = C.unsigned(max(f.Variant.SharedMax, policyLimits.DefaultShared))
+			if f.Keyed {
+				setKey(&a, f.FastPath)
+			}
+			grid := [3]C.unsigned{C.unsigned(f.Grid.X), C.unsigned(f.Grid.Y), C.unsigned(f.Grid.Z)}
+			block := [3]C.unsigned{C.unsigned(f.Block.X), C.unsigned(f.Block.Y), C.unsigned(f.Block.Z)}
+			for _, i := range indices[p.Kernel.Name] {
+				took += int(C.rth_deploy_preloaded(C.int(i), &a, &grid[0], &block[0], C.size_t(f.Shared)))
+			}
+		}
+		if took > 0 {
+			handed++
+			traceDeploy("preload %s: the shim runs its launches (%d fast paths)", p.Kernel.Name, took)
+		}
+	}
+	return handed
 }
 
 // driverLoader loads cubins into the application's context through the
@@ -178,6 +275,13 @@ func (driverLoader) Load(kernel string, cubin []byte, links []deploy.GlobalLink)
 	fn, err := mod.Function(kernel)
 	if err != nil {
 		return nil, err
+	}
+	// Lazy loading (CUDA's default) would put the code on the GPU at its
+	// first launch, on the application's critical path: load it now.
+	if loaded, err := fn.Load(); err != nil {
+		return nil, err
+	} else if loaded {
+		traceDeploy("loaded %s on the GPU", kernel)
 	}
 	code := &loadedCode{fn: fn}
 	if len(links) == 0 {
@@ -243,6 +347,7 @@ func (d *deployer) readEntry(index int, fn unsafe.Pointer) *deployEntry {
 		e.err = fmt.Errorf("kernel %d is not registered", index)
 		return e
 	}
+	traceDeploy("first launch of %s: entered the library", C.GoString(reg.device_name))
 	if e.k = d.rt.Kernel(C.GoString(reg.device_name)); e.k == nil {
 		return e
 	}
@@ -316,9 +421,9 @@ func mneme_rt_deploy_launch(fn unsafe.Pointer, index C.int, gx, gy, gz, bx, by, 
 		tb, rb := lp.TunedBlock, lp.RecordedBlock
 		answer.block[0], answer.block[1], answer.block[2] = C.unsigned(tb.X), C.unsigned(tb.Y), C.unsigned(tb.Z)
 		answer.recorded_block[0], answer.recorded_block[1], answer.recorded_block[2] = C.unsigned(rb.X), C.unsigned(rb.Y), C.unsigned(rb.Z)
+		answer.shared_max = C.unsigned(max(f.Variant.SharedMax, policyLimits.DefaultShared))
 		if f.Keyed {
 			setKey(answer, f)
-			answer.shared_max = C.unsigned(max(f.Variant.SharedMax, policyLimits.DefaultShared))
 		}
 	}
 	return 0

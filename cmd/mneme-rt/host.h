@@ -38,4 +38,10 @@ void rth_set_fast_path(struct mneme_deploy_answer *a, uintptr_t function,
 int rth_throttle_on(const uintptr_t entries[4], const uintptr_t *events, int n,
                     unsigned every);
 void rth_throttle_off(void);
+/* rth_deploy_preloaded hands the shim a kernel's preloaded tuned code (the
+ * host API's deploy_preloaded) for the launches a says, keyed by grid,
+ * block and shared when a is keyed; 0 when it declined. */
+int rth_deploy_preloaded(int kernel_index, const struct mneme_deploy_answer *a,
+                         const unsigned grid[3], const unsigned block[3],
+                         size_t shared);
 #endif

@@ -27,6 +27,12 @@ import (
 // application runs, so a run that dies leaves recent counts.
 const statsInterval = 2 * time.Second
 
+// statsGateTimeout bounds how long a sampled launch's gate holds its
+// stream (see struct mneme_stats_timer): far above any launch call's
+// latency, short enough that a launch that waits for the GPU itself (a full
+// queue behind the gate) costs the application little.
+const statsGateTimeout = 20 * time.Millisecond
+
 // statsLimits are the shim's caps, recorded with the statistics.
 var statsLimits = record.StatsLimits{
 	MaxShapes:    C.MNEME_STATS_MAX_SHAPES,
@@ -44,6 +50,7 @@ var launchStats struct {
 	events []*cuda.Event // the shim's timer pool, while timing is on
 	// launchStart and launchEnd time the recorder's own launches.
 	launchStart, launchEnd *cuda.Event
+	timing                 sync.Mutex // held while one of them times a launch
 	stop                   chan struct{}
 	done                   chan struct{}
 
@@ -103,6 +110,10 @@ func statsTimerOn() error {
 	if elapsed == 0 {
 		return fmt.Errorf("the CUDA driver has no cuEventElapsedTime")
 	}
+	hostFunc := C.rts_launch_host_func_entry()
+	if hostFunc == 0 {
+		return fmt.Errorf("the CUDA driver has no cuLaunchHostFunc")
+	}
 	n := 2 * C.MNEME_STATS_TIMER_SLOTS
 	events := make([]*cuda.Event, 0, n+2)
 	fail := func(err error) error {
@@ -118,12 +129,12 @@ func statsTimerOn() error {
 		}
 		events = append(events, e)
 	}
-	entries := [4]C.uintptr_t{C.uintptr_t(ep.EventRecord), elapsed, C.uintptr_t(ep.StreamIsCapturing), C.uintptr_t(ep.ExchangeCaptureMode)}
+	entries := [5]C.uintptr_t{C.uintptr_t(ep.EventRecord), elapsed, C.uintptr_t(ep.StreamIsCapturing), C.uintptr_t(ep.ExchangeCaptureMode), hostFunc}
 	handles := make([]C.uintptr_t, n)
 	for i := range handles {
 		handles[i] = C.uintptr_t(events[i].Handle())
 	}
-	if C.rts_timer_on(&entries[0], &handles[0], C.int(n)) == 0 {
+	if C.rts_timer_on(&entries[0], &handles[0], C.int(n), C.uint64_t(statsGateTimeout.Nanoseconds())) == 0 {
 		return fail(fmt.Errorf("the shim refused the launch timer"))
 	}
 	launchStats.mu.Lock()
@@ -241,9 +252,12 @@ func statsEnable(index int, sizes []uint64) {
 }
 
 // timeLaunch runs launch, the recorder's own launch of kernel index,
-// between two events on its stream and adds its GPU time to the launch's
-// shape. The recorder waits for the launch right after (for the
-// snapshot), so waiting for the second event costs nothing more.
+// between two events on its stream, behind a gate as the shim's samples
+// are (the stream is idle after the prologue's snapshot, so the first
+// event would otherwise fire before the launch reaches the GPU), and adds
+// its GPU time to the launch's shape. The recorder waits for the launch
+// right after (for the snapshot), so waiting for the second event costs
+// nothing more.
 func timeLaunch(n *nativeLaunch, l *record.Launch, launch func() error) error {
 	launchStats.mu.Lock()
 	start, end := launchStats.launchStart, launchStats.launchEnd
@@ -251,17 +265,32 @@ func timeLaunch(n *nativeLaunch, l *record.Launch, launch func() error) error {
 	if start == nil || n.index < 0 {
 		return launch()
 	}
+	// One timed launch at a time: the pair of events and the gate are one.
+	launchStats.timing.Lock()
+	defer launchStats.timing.Unlock()
 	s := cuda.Stream(uintptr(n.stream))
 	if s == 0 && n.ptsz != 0 {
 		s = cuda.Stream(2) // CU_STREAM_PER_THREAD
 	}
+	gate := C.rts_gate_hold(C.uintptr_t(s))
+	if gate == 0 {
+		return launch()
+	}
 	if start.Record(s) != nil {
+		C.rts_gate_open(gate)
 		return launch()
 	}
 	if err := launch(); err != nil {
+		C.rts_gate_open(gate)
 		return err
 	}
-	if end.Record(s) != nil || end.Synchronize() != nil {
+	recorded := end.Record(s) == nil
+	C.rts_gate_open(gate)
+	if !recorded || end.Synchronize() != nil {
+		return nil
+	}
+	if C.rts_gate_expired(gate) != 0 {
+		record.Trace("runtime", "a recorded launch's gate gave up; its time is dropped")
 		return nil
 	}
 	d, err := cuda.Elapsed(start, end)
@@ -284,6 +313,10 @@ func statsBeforeReset() {
 	if proc.enter() == nil && proc.Synchronize() == nil {
 		C.rts_collect()
 	}
+	// A launch of the recorder's being timed finishes with the events
+	// and the gate's entries first.
+	launchStats.timing.Lock()
+	defer launchStats.timing.Unlock()
 	C.rts_timer_off()
 	launchStats.events = nil
 	launchStats.launchStart, launchStats.launchEnd = nil, nil

@@ -176,6 +176,9 @@ func splitComma(s string) []string {
 	return out
 }
 
+// recordedPerKernel bounds the instances recorded per kernel.
+const recordedPerKernel = 4
+
 // commandTools runs mneme's own commands as child processes, so a crash in
 // one stage leaves the others' results in place.
 type commandTools struct {
@@ -186,7 +189,10 @@ type commandTools struct {
 }
 
 func (t *commandTools) Record(ctx context.Context, dbDir string, app []string) error {
-	args := append([]string{"record", "-rdb", dbDir, "--"}, app...)
+	// A few instances per kernel cover its launch shapes (record keeps the
+	// shapes that take the most time once a kernel is full); tuning replays
+	// every one of them per trial.
+	args := append([]string{"record", "-rdb", dbDir, "--max-recordings", strconv.Itoa(recordedPerKernel), "--"}, app...)
 	return t.run(ctx, args)
 }
 

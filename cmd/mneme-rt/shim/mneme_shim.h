@@ -47,7 +47,7 @@ enum {
 
 /* Bumped whenever a structure or signature below changes; the library
  * refuses a shim of another version instead of misreading it. */
-#define MNEME_RT_ABI_VERSION 8
+#define MNEME_RT_ABI_VERSION 10
 
 /* One __cudaRegisterFunction call. */
 struct mneme_kernel_reg {
@@ -128,9 +128,10 @@ struct mneme_launch_throttle {
  * per parameter of at most MNEME_STATS_MAX_ARG_BYTES the distinct values it
  * took (up to MNEME_STATS_MAX_VALUES), and the GPU time of a sample of
  * launches, bracketed by two of the library's events on the launch's
- * stream: a shape's launches 2 to 1 + MNEME_STATS_TIMED_FIRST (the first
- * pays for loading the kernel's code), then every MNEME_STATS_TIMED_EVERY-th,
- * while one of MNEME_STATS_TIMER_SLOTS pairs of events is free. */
+ * stream behind a gate (see struct mneme_stats_timer): a shape's launches 2
+ * to 1 + MNEME_STATS_TIMED_FIRST (the first pays for loading the kernel's
+ * code), then every MNEME_STATS_TIMED_EVERY-th, while one of
+ * MNEME_STATS_TIMER_SLOTS pairs of events is free. */
 #define MNEME_STATS_MAX_SHAPES 32
 #define MNEME_STATS_MAX_VALUES 16
 #define MNEME_STATS_MAX_ARG_BYTES 8
@@ -173,9 +174,22 @@ struct mneme_kernel_stats {
   struct mneme_stats_arg args[MNEME_STATS_MAX_ARGS];
 };
 
+/* How long a sampled launch's gate holds its stream at most when the
+ * library gives no timeout (gate_timeout_ns 0). */
+#define MNEME_STATS_GATE_TIMEOUT_NS 20000000ull
+
 /* The library's events and driver entries for timing launches (the
  * driver's, like the throttle's, so the application's runtime error state
- * is never touched): events[2 i] and events[2 i + 1] bracket a launch. */
+ * is never touched): events[2 i] and events[2 i + 1] bracket a launch.
+ *
+ * A sampled launch is enqueued behind a gate: a host function
+ * (launch_host_func, the driver's cuLaunchHostFunc) enqueued before the
+ * first event holds the stream until the shim has enqueued the launch and
+ * the second event, so the pair brackets the kernel and not the host's
+ * launch latency (on an idle stream the first event would fire at once and
+ * the kernel follow microseconds later). The gate gives up after
+ * gate_timeout_ns (a launch that waits for the GPU itself cannot hang it),
+ * and a sample whose gate gave up is dropped. */
 struct mneme_stats_timer {
   int (*event_record)(void *event, void *stream); /* cuEventRecord */
   int (*event_elapsed)(float *ms, void *start,
@@ -184,8 +198,13 @@ struct mneme_stats_timer {
                              int *status); /* cuStreamIsCapturing */
   int (*exchange_capture_mode)(
       int *mode); /* cuThreadExchangeStreamCaptureMode */
+  int (*launch_host_func)(void *stream, void (*fn)(void *),
+                          void *data); /* cuLaunchHostFunc */
+  uint64_t gate_timeout_ns;            /* 0: MNEME_STATS_GATE_TIMEOUT_NS */
   void *events[2 * MNEME_STATS_TIMER_SLOTS];
 };
+
+struct mneme_deploy_answer; /* below */
 
 /* What the shim offers the library: the embedded IR, the registration tables
  * and the real CUDA runtime calls (the library must never call a wrapped
@@ -204,6 +223,11 @@ struct mneme_host_api {
   /* Seconds spent in dlopen of the library (its dependencies and the Go
    * runtime's start included), for the recording overhead report. */
   double load_seconds;
+  /* Non-zero when the library is started on a thread of its own, beside
+   * the application (deployment, from its first allocation): launches that
+   * come before init returns run the application's own code without
+   * waiting, so init may load the tuned kernels' cached code itself. */
+  int background;
   const char *ir_start; /* __start_mneme_ir, or NULL when absent */
   size_t ir_size;
   /* The annotate("jit") kernels (section mneme_jit), or NULL when none. */
@@ -265,6 +289,21 @@ struct mneme_host_api {
   int (*stats_read)(int kernel_index, struct mneme_kernel_stats *out);
   void (*stats_add_time)(int kernel_index, dim3 grid, dim3 block, size_t shared,
                          uint64_t ns);
+
+  /* deploy_preloaded: the library loaded kernel kernel_index's tuned code
+   * before its first launch: a's function and cu_launch, for every launch
+   * (not keyed) or for the launches with the key of this grid, block and
+   * dynamic shared memory (keyed, as a launch's answer keys it, folding no
+   * argument); block, recorded_block and shared_max as a launch's answer
+   * has them. The shim then runs those launches itself from the first on,
+   * never calling the library for them. Returns 0, changing nothing, when
+   * it did not take the answer: one that folds arguments or runs the
+   * application's code, or a kernel whose launches were decided already
+   * (for every launch, or otherwise than keyed). An answer whose handled is
+   * MNEME_LAUNCH_FORWARD_ALWAYS marks a kernel no tuned file lists: every
+   * launch of it runs the application's code without asking the library. */
+  int (*deploy_preloaded)(int kernel_index, const struct mneme_deploy_answer *a,
+                          dim3 grid, dim3 block, size_t shared);
 };
 
 enum {

@@ -146,4 +146,5 @@ struct mneme_host_api mneme_host_api_table = {
     .stats_collect = mneme_api_stats_collect,
     .stats_read = mneme_api_stats_read,
     .stats_add_time = mneme_api_stats_add_time,
+    .deploy_preloaded = mneme_api_deploy_preloaded,
 };

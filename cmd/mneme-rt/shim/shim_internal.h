@@ -132,8 +132,11 @@ extern int mneme_counting;
  * launch tests. */
 extern int mneme_launch_hook;
 
-/* mneme_trace appends a timed event to the MNEME_TRACE file, if any. */
+/* mneme_trace appends a timed event to the MNEME_TRACE file, if any;
+ * mneme_tracef formats it first. */
 void mneme_trace(const char *event);
+void mneme_tracef(const char *format, ...)
+    __attribute__((format(printf, 1, 2)));
 
 /* ---- registration tables (shim_registry.c) ---- */
 
@@ -152,6 +155,10 @@ struct kernel_entry {
   int forward_always;
   int deploy;   /* DEPLOY_ASK, _FORWARD, _FAST or _KEYED */
   void *jit_fn; /* CUfunction of the tuned code (DEPLOY_FAST) */
+  /* DEPLOY_FAST: the dynamic shared memory jit_fn accepts; a launch asking
+   * for more (beyond the default) asks the library, which opens it up. */
+  unsigned jit_shared_max;
+  int deploy_launched; /* a launch of it was seen deploying (traced once) */
   struct variant_table *variants; /* owned; DEPLOY_KEYED: code by launch key */
   unsigned jit_block[3];          /* tuned block, zero: the launch's own */
   unsigned jit_recorded[3];       /* the block tuning started from */
@@ -285,6 +292,9 @@ static inline struct memo_slot *memo_find(struct launch_memo *m, uint64_t h,
 void mneme_memo_insert(struct launch_memo *m, uint64_t h,
                        const unsigned char *key, int repeat);
 int mneme_api_memo_enable(int idx, int nparams, const size_t *sizes);
+/* The host API's deploy_preloaded (shim_launch.c). */
+int mneme_api_deploy_preloaded(int idx, const struct mneme_deploy_answer *a,
+                               dim3 grid, dim3 block, size_t shared);
 int mneme_api_memo_drain(struct mneme_launch_count *out, int cap);
 
 /* ---- launch statistics (shim_stats.c; see MNEME_STATS_* in mneme_shim.h)
@@ -409,14 +419,16 @@ static inline int stats_count(struct kernel_entry *k, dim3 grid, dim3 block,
 
 /* Non-zero while the library has launch timing on. */
 extern int mneme_stats_timing;
-/* mneme_stats_begin takes a free pair of events and records the first on
- * the launch's stream; it returns the slot, or -1 (none free, the stream is
- * being captured, or the record failed). mneme_stats_end records the
- * second after the launch (ok) or gives the slot back. Out of line: they
- * run only for the sampled launches. */
-int mneme_stats_begin(int idx, int shape, cudaStream_t stream, int ptsz)
+/* mneme_stats_begin takes a free pair of events and enqueues the gate and
+ * the first event on the launch's stream; it returns a token for
+ * mneme_stats_end, or -1 (none free, the stream is being captured, or the
+ * driver refused). mneme_stats_end records the second event after the
+ * launch (ok) or gives the pair back, and opens the gate either way: every
+ * token must reach it. Out of line: they run only for the sampled
+ * launches. */
+int64_t mneme_stats_begin(int idx, int shape, cudaStream_t stream, int ptsz)
     __attribute__((cold, noinline));
-void mneme_stats_end(int slot, int ok, cudaStream_t stream, int ptsz)
+void mneme_stats_end(int64_t token, int ok, cudaStream_t stream, int ptsz)
     __attribute__((cold, noinline));
 int mneme_api_stats_enable(int idx, int nparams, const size_t *sizes);
 int mneme_api_stats_timer(const struct mneme_stats_timer *t);

@@ -112,7 +112,7 @@ static inline cudaError_t forward_launch(const void *func, dim3 grid,
 }
 
 /* stats_forward forwards a launch, bracketed by a pair of the library's
- * events when it is one to time and a pair is free. */
+ * events behind a gate when it is one to time and a pair is free. */
 static inline cudaError_t stats_forward(int idx, const struct launch_stats *st,
                                         const void *func, dim3 grid, dim3 block,
                                         void **args, size_t shared,
@@ -122,10 +122,10 @@ static inline cudaError_t stats_forward(int idx, const struct launch_stats *st,
               !__atomic_load_n(&mneme_stats_timing, __ATOMIC_RELAXED),
           1))
     return forward_launch(func, grid, block, args, shared, stream, ptsz);
-  int slot = mneme_stats_begin(idx, st->shape, stream, ptsz);
+  int64_t token = mneme_stats_begin(idx, st->shape, stream, ptsz);
   cudaError_t e = forward_launch(func, grid, block, args, shared, stream, ptsz);
-  if (slot >= 0)
-    mneme_stats_end(slot, e == mneme_cudaSuccess, stream, ptsz);
+  if (token >= 0)
+    mneme_stats_end(token, e == mneme_cudaSuccess, stream, ptsz);
   return e;
 }
 
@@ -394,6 +394,48 @@ static void remember_variant(struct kernel_entry *k,
     free(key);
 }
 
+int mneme_api_deploy_preloaded(int idx, const struct mneme_deploy_answer *a,
+                               dim3 grid, dim3 block, size_t shared) {
+  if (a != NULL && a->handled == MNEME_LAUNCH_FORWARD_ALWAYS) {
+    /* A kernel no tuned file lists: its launches run the application's
+     * code from the first on, never asking the library. */
+    pthread_mutex_lock(&mneme_table_lock);
+    int taken = idx >= 0 && idx < mneme_n_kernels &&
+                mneme_kernels[idx].deploy == DEPLOY_ASK;
+    if (taken)
+      mneme_kernels[idx].deploy = DEPLOY_FORWARD;
+    pthread_mutex_unlock(&mneme_table_lock);
+    return taken;
+  }
+  if (a == NULL || a->function == NULL || a->cu_launch == NULL || a->own_code ||
+      (a->keyed && a->nfolded != 0))
+    return 0;
+  pthread_mutex_lock(&mneme_table_lock);
+  int taken = 0;
+  struct kernel_entry *k =
+      idx >= 0 && idx < mneme_n_kernels ? &mneme_kernels[idx] : NULL;
+  if (k != NULL && !a->keyed && k->deploy == DEPLOY_ASK) {
+    deploy_cu_launch = (cu_launch_fn)a->cu_launch;
+    memcpy(k->jit_block, a->block, sizeof k->jit_block);
+    memcpy(k->jit_recorded, a->recorded_block, sizeof k->jit_recorded);
+    k->jit_fn = a->function;
+    k->jit_shared_max = a->shared_max;
+    k->deploy = DEPLOY_FAST;
+    taken = 1;
+  } else if (k != NULL && a->keyed &&
+             (k->deploy == DEPLOY_ASK || k->deploy == DEPLOY_KEYED)) {
+    deploy_cu_launch = (cu_launch_fn)a->cu_launch;
+    remember_variant(k, a, grid, block, shared, NULL);
+    const struct variant_slot *s =
+        k->variants != NULL && k->deploy == DEPLOY_KEYED
+            ? variant_lookup(k->variants, grid, block, NULL, shared)
+            : NULL;
+    taken = s != NULL && s->fn == a->function;
+  }
+  pthread_mutex_unlock(&mneme_table_lock);
+  return taken;
+}
+
 static cudaError_t deploy_launch(const void *func, dim3 grid, dim3 block,
                                  void **args, size_t shared,
                                  cudaStream_t stream, int ptsz) {
@@ -402,12 +444,24 @@ static cudaError_t deploy_launch(const void *func, dim3 grid, dim3 block,
   int state = DEPLOY_FORWARD;
   void *fn = NULL;
   unsigned tb[3] = {0, 0, 0}, rb[3] = {0, 0, 0};
+  /* A kernel's first launch is traced step by step (MNEME_TRACE): entry,
+   * decision, driver launch; gpu-first-launch.sh reads the steps. */
+  int first = 0;
+  const char *name = NULL; /* the application's string: valid unlocked */
   if (idx >= 0) {
     struct kernel_entry *k = &mneme_kernels[idx];
+    first = !k->deploy_launched;
+    k->deploy_launched = 1;
+    name = k->reg.device_name;
     state = k->deploy;
     fn = k->jit_fn;
     memcpy(tb, k->jit_block, sizeof tb);
     memcpy(rb, k->jit_recorded, sizeof rb);
+    /* More dynamic shared memory than the code accepts: the library opens
+     * it up. */
+    if (state == DEPLOY_FAST && shared > MNEME_DEPLOY_DEFAULT_SHARED &&
+        shared > k->jit_shared_max)
+      state = DEPLOY_ASK;
     if (state == DEPLOY_KEYED) {
       const struct variant_slot *s =
           variant_lookup(k->variants, grid, block, args, shared);
@@ -422,10 +476,28 @@ static cudaError_t deploy_launch(const void *func, dim3 grid, dim3 block,
     }
   }
   pthread_mutex_unlock(&mneme_table_lock);
-  if (state == DEPLOY_FORWARD)
-    return api_launch(func, grid, block, args, shared, stream, ptsz);
+  if (__builtin_expect(first, 0))
+    mneme_tracef("deploy: first launch of %s: entered the shim (%s)", name,
+                 state == DEPLOY_FAST      ? "its tuned code is known"
+                 : state == DEPLOY_FORWARD ? "the application's code"
+                                           : "asking the library");
+  if (state == DEPLOY_FORWARD) {
+    if (!__builtin_expect(first, 0))
+      return api_launch(func, grid, block, args, shared, stream, ptsz);
+    cudaError_t e = api_launch(func, grid, block, args, shared, stream, ptsz);
+    mneme_tracef("deploy: first launch of %s: runtime launch returned %d", name,
+                 e);
+    return e;
+  }
   if (state == DEPLOY_FAST) {
+    if (__builtin_expect(first, 0))
+      mneme_tracef("deploy: first launch of %s runs its tuned code, "
+                   "preloaded, from the shim",
+                   name);
     int r = fast_launch(fn, tb, rb, grid, block, args, shared, stream, ptsz);
+    if (__builtin_expect(first, 0))
+      mneme_tracef("deploy: first launch of %s: driver launch returned %d",
+                   name, r);
     if (__builtin_expect(r == 0, 1))
       return mneme_cudaSuccess;
     fprintf(stderr,
@@ -443,7 +515,11 @@ static cudaError_t deploy_launch(const void *func, dim3 grid, dim3 block,
       __atomic_load_n(&mneme_rt_loading, __ATOMIC_ACQUIRE)) {
     mneme_trace("deploy: a launch ran the application's code while the "
                 "library loads");
-    return api_launch(func, grid, block, args, shared, stream, ptsz);
+    cudaError_t e = api_launch(func, grid, block, args, shared, stream, ptsz);
+    if (__builtin_expect(first, 0))
+      mneme_tracef("deploy: first launch of %s: runtime launch returned %d",
+                   name, e);
+    return e;
   }
   if (!load_runtime(1)) {
     if (idx >= 0) {
@@ -459,6 +535,10 @@ static cudaError_t deploy_launch(const void *func, dim3 grid, dim3 block,
   cudaError_t e =
       mneme_rt.deploy_launch(func, idx, grid.x, grid.y, grid.z, block.x,
                              block.y, block.z, args, shared, stream, ptsz, &a);
+  if (__builtin_expect(first, 0))
+    mneme_tracef("deploy: first launch of %s: the library answered (%s)", name,
+                 a.handled == MNEME_LAUNCH_DONE ? "it launched the tuned code"
+                                                : "the application's code");
   if (idx >= 0 && (a.handled == MNEME_LAUNCH_FORWARD_ALWAYS ||
                    (a.function != NULL && a.cu_launch != NULL) ||
                    (a.own_code && a.keyed))) {
@@ -476,6 +556,7 @@ static cudaError_t deploy_launch(const void *func, dim3 grid, dim3 block,
         remember_variant(k, &a, grid, block, shared, args);
       } else {
         k->jit_fn = a.function;
+        k->jit_shared_max = a.shared_max;
         k->deploy = DEPLOY_FAST;
       }
     }
@@ -488,13 +569,18 @@ static cudaError_t deploy_launch(const void *func, dim3 grid, dim3 block,
 
 /* counted_launch counts a launch outside a recording (MNEME_LAUNCH_STATS)
  * and times it when it is one of the sample, then runs it as it would run
- * uncounted: the tuned code when deploying, else the application's. */
+ * uncounted: the tuned code when deploying, else the application's. While
+ * the library loads for deployment in the background the launch is counted
+ * without waiting for it (the counts are the shim's; only timing needs the
+ * library), as an uncounted launch does not wait either. */
 static cudaError_t counted_launch(const void *func, dim3 grid, dim3 block,
                                   void **args, size_t shared,
                                   cudaStream_t stream, int ptsz) {
   struct launch_stats st = {0, -1, 0};
   int idx = -1;
-  if (load_runtime(1)) {
+  int loading = mneme_deploying && mneme_rt_ready == 0 &&
+                __atomic_load_n(&mneme_rt_loading, __ATOMIC_ACQUIRE);
+  if (loading || load_runtime(1)) {
     pthread_mutex_lock(&mneme_table_lock);
     idx = kernel_index_locked(func);
     if (idx >= 0) {
@@ -504,16 +590,16 @@ static cudaError_t counted_launch(const void *func, dim3 grid, dim3 block,
     }
     pthread_mutex_unlock(&mneme_table_lock);
   }
-  int slot = -1;
+  int64_t token = -1;
   if (st.timed && st.shape >= 0 &&
       __atomic_load_n(&mneme_stats_timing, __ATOMIC_RELAXED))
-    slot = mneme_stats_begin(idx, st.shape, stream, ptsz);
+    token = mneme_stats_begin(idx, st.shape, stream, ptsz);
   cudaError_t e =
       mneme_deploying
           ? deploy_launch(func, grid, block, args, shared, stream, ptsz)
           : api_launch(func, grid, block, args, shared, stream, ptsz);
-  if (slot >= 0)
-    mneme_stats_end(slot, e == mneme_cudaSuccess, stream, ptsz);
+  if (token >= 0)
+    mneme_stats_end(token, e == mneme_cudaSuccess, stream, ptsz);
   return e;
 }
 

@@ -93,9 +93,13 @@ static void start_runtime(void *lib, const char *path, int init_cuda) {
     atexit(finish_at_exit);
 }
 
-int mneme_load_runtime_once(int init_cuda) {
+/* load_once loads and starts the library unless done; background: from
+ * the thread started beside the application (the library then learns it
+ * may take its time). */
+static int load_once(int init_cuda, int background) {
   pthread_mutex_lock(&load_lock);
   if (mneme_rt_ready == 0) {
+    mneme_host_api_table.background = background;
     mneme_trace("load runtime library");
     const char *path = getenv("MNEME_RT_LIB");
     void *lib = NULL;
@@ -127,6 +131,8 @@ int mneme_load_runtime_once(int init_cuda) {
   return mneme_rt_ready > 0;
 }
 
+int mneme_load_runtime_once(int init_cuda) { return load_once(init_cuda, 0); }
+
 int mneme_rt_loading;
 static int background_started;
 static int background_device;
@@ -137,7 +143,7 @@ static void *load_in_background(void *arg) {
    * the application's. */
   cudaSetDevice(background_device);
   mneme_trace("deploy: loading the runtime library in the background");
-  mneme_load_runtime_once(1);
+  load_once(1, 1);
   __atomic_store_n(&mneme_rt_loading, 0, __ATOMIC_RELEASE);
   mneme_trace("deploy: runtime library ready");
   return NULL;

@@ -3,7 +3,9 @@
 #include "shim_internal.h"
 
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -19,16 +21,42 @@ static const char *trace_path;
 void mneme_trace(const char *event) {
   if (trace_path == NULL)
     return;
-  int fd = open(trace_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0)
+  mneme_tracef("%s", event);
+}
+
+void mneme_tracef(const char *format, ...) {
+  if (trace_path == NULL)
     return;
-  struct timespec t;
+  struct timespec t; /* the event's time, before the file is opened */
   clock_gettime(CLOCK_REALTIME, &t);
-  char line[160];
+  char event[384];
+  va_list ap;
+  va_start(ap, format);
+  vsnprintf(event, sizeof event, format, ap);
+  va_end(ap);
+  char line[448];
   int n = snprintf(line, sizeof line, "%lld %d shim %s\n",
                    (long long)t.tv_sec * 1000000000LL + t.tv_nsec,
                    (int)getpid(), event);
-  if (n > 0 && write(fd, line, (size_t)n) < 0)
+  if (n <= 0)
+    return;
+  if ((size_t)n >= sizeof line) {
+    n = (int)sizeof line - 1;
+    line[n - 1] = '\n';
+  }
+  /* Non-blocking, and a regular file only: a FIFO or a device named as the
+   * trace must not hold up or reach into the application. */
+  int fd = open(trace_path,
+                O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0644);
+  if (fd < 0)
+    return;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    trace_path = NULL;
+    return;
+  }
+  if (write(fd, line, (size_t)n) < 0)
     n = 0; /* tracing must not disturb the application */
   close(fd);
 }

@@ -8,8 +8,19 @@
  * a slot is free, begun (its first event recorded, the launch under way) or
  * ended (both recorded, waiting to be collected). Turning timing off bumps
  * a generation, so a launch that began before it records nothing more on
- * events the library is about to destroy. */
+ * events the library is about to destroy.
+ *
+ * Each sampled launch is enqueued behind a gate (struct mneme_stats_timer):
+ * gate_hold, a host function on the launch's stream, spins until the
+ * launch's ticket is opened (after the launch and its second event are
+ * enqueued, or at once when the launch failed) or its timeout passes. A
+ * slot's tickets only grow and its gate is never reset, so a gate still
+ * queued behind other work when its slot is reused opens as soon as it
+ * runs, and a gate that gave up marks its ticket expired: that sample is
+ * dropped at collection (its events bracket the host's latency too). */
 #include "shim_internal.h"
+
+#include <time.h>
 
 int mneme_stats_timing;
 
@@ -19,6 +30,7 @@ struct timer_slot {
   int state;
   int kernel, shape;
   unsigned generation;
+  uint64_t ticket; /* the gate's ticket of the launch it times */
 };
 
 static pthread_mutex_t timer_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -26,6 +38,17 @@ static struct mneme_stats_timer timer;
 static struct timer_slot slots[MNEME_STATS_TIMER_SLOTS];
 static unsigned generation;
 static int next_slot;
+
+/* A slot's gate: the highest ticket opened and the highest that expired
+ * (atomics: gate_hold runs on the driver's thread). tickets: the last
+ * ticket given out per slot, under timer_lock. Never reset. */
+struct gate {
+  uint64_t opened;
+  uint64_t expired;
+};
+static struct gate gates[MNEME_STATS_TIMER_SLOTS];
+static uint64_t tickets[MNEME_STATS_TIMER_SLOTS];
+static uint64_t gate_timeout_ns = MNEME_STATS_GATE_TIMEOUT_NS;
 
 /* CUstreamCaptureStatus and CUstreamCaptureMode values, and
  * CUDA_ERROR_NOT_READY (cuda.h). */
@@ -117,36 +140,115 @@ void mneme_api_stats_add_time(int idx, dim3 grid, dim3 block, size_t shared,
 int mneme_api_stats_timer(const struct mneme_stats_timer *t) {
   if (t != NULL &&
       (t->event_record == NULL || t->event_elapsed == NULL ||
-       t->stream_is_capturing == NULL || t->exchange_capture_mode == NULL))
+       t->stream_is_capturing == NULL || t->exchange_capture_mode == NULL ||
+       t->launch_host_func == NULL))
     return 0;
   pthread_mutex_lock(&timer_lock);
   generation++;
   memset(slots, 0, sizeof slots);
-  if (t != NULL)
+  if (t != NULL) {
     timer = *t;
+    __atomic_store_n(&gate_timeout_ns,
+                     t->gate_timeout_ns ? t->gate_timeout_ns
+                                        : MNEME_STATS_GATE_TIMEOUT_NS,
+                     __ATOMIC_RELAXED);
+  }
   __atomic_store_n(&mneme_stats_timing, t != NULL, __ATOMIC_RELAXED);
   pthread_mutex_unlock(&timer_lock);
   return 1;
 }
 
-/* record_on records event on the launch's stream in relaxed capture mode,
- * unless the stream is being captured into a graph (its launches do not
- * run now). Called with timer_lock held. */
-static int record_on(void *event, cudaStream_t stream, int ptsz) {
-  void *s = stream == NULL && ptsz ? STATS_PER_THREAD_STREAM : stream;
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* A gate's data: its slot and ticket in one pointer-sized value. */
+static void *gate_data(int slot, uint64_t ticket) {
+  return (void *)(uintptr_t)(ticket * MNEME_STATS_TIMER_SLOTS + (unsigned)slot);
+}
+
+/* gate_hold is the gate's host function: it returns once its ticket is
+ * opened, or marks it expired when the timeout passes first. It runs on a
+ * thread of the driver, so it calls nothing of CUDA's. */
+static void gate_hold(void *data) {
+  uintptr_t v = (uintptr_t)data;
+  int slot = (int)(v % MNEME_STATS_TIMER_SLOTS);
+  uint64_t ticket = v / MNEME_STATS_TIMER_SLOTS;
+  struct gate *g = &gates[slot];
+  if (__atomic_load_n(&g->opened, __ATOMIC_ACQUIRE) >= ticket)
+    return;
+  uint64_t until =
+      now_ns() + __atomic_load_n(&gate_timeout_ns, __ATOMIC_RELAXED);
+  while (__atomic_load_n(&g->opened, __ATOMIC_ACQUIRE) < ticket) {
+    if (now_ns() >= until) {
+      uint64_t e = __atomic_load_n(&g->expired, __ATOMIC_RELAXED);
+      while (e < ticket &&
+             !__atomic_compare_exchange_n(&g->expired, &e, ticket, 0,
+                                          __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+        ;
+      return;
+    }
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
+}
+
+/* gate_open lets the gate of ticket (and any older one of the slot) go. */
+static void gate_open(int slot, uint64_t ticket) {
+  struct gate *g = &gates[slot];
+  uint64_t o = __atomic_load_n(&g->opened, __ATOMIC_RELAXED);
+  while (o < ticket &&
+         !__atomic_compare_exchange_n(&g->opened, &o, ticket, 0,
+                                      __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+    ;
+}
+
+static void *driver_stream(cudaStream_t stream, int ptsz) {
+  return stream == NULL && ptsz ? STATS_PER_THREAD_STREAM : stream;
+}
+
+/* gated_start enqueues slot's gate (ticket) and its first event on the
+ * launch's stream in relaxed capture mode, unless the stream is being
+ * captured into a graph (its launches do not run now). On failure nothing
+ * holds the stream. Called with timer_lock held. */
+static int gated_start(int slot, uint64_t ticket, cudaStream_t stream,
+                       int ptsz) {
+  void *s = driver_stream(stream, ptsz);
+  int mode = STATS_CAPTURE_RELAXED, status = STATS_CAPTURE_NONE, ok = 0;
+  if (timer.exchange_capture_mode(&mode) != 0)
+    return 0;
+  if (timer.stream_is_capturing(s, &status) == 0 &&
+      status == STATS_CAPTURE_NONE &&
+      timer.launch_host_func(s, gate_hold, gate_data(slot, ticket)) == 0) {
+    ok = timer.event_record(timer.events[2 * slot], s) == 0;
+    if (!ok)
+      gate_open(slot, ticket);
+  }
+  timer.exchange_capture_mode(&mode);
+  return ok;
+}
+
+/* record_end records slot's second event, as gated_start the first.
+ * Called with timer_lock held. */
+static int record_end(int slot, cudaStream_t stream, int ptsz) {
+  void *s = driver_stream(stream, ptsz);
   int mode = STATS_CAPTURE_RELAXED, status = STATS_CAPTURE_NONE, ok = 0;
   if (timer.exchange_capture_mode(&mode) != 0)
     return 0;
   if (timer.stream_is_capturing(s, &status) == 0 &&
       status == STATS_CAPTURE_NONE)
-    ok = timer.event_record(event, s) == 0;
+    ok = timer.event_record(timer.events[2 * slot + 1], s) == 0;
   timer.exchange_capture_mode(&mode);
   return ok;
 }
 
-int mneme_stats_begin(int idx, int shape, cudaStream_t stream, int ptsz) {
+int64_t mneme_stats_begin(int idx, int shape, cudaStream_t stream, int ptsz) {
   pthread_mutex_lock(&timer_lock);
   int slot = -1;
+  int64_t token = -1;
   if (mneme_stats_timing) {
     for (int n = 0; n < MNEME_STATS_TIMER_SLOTS; n++) {
       int i = (next_slot + n) % MNEME_STATS_TIMER_SLOTS;
@@ -157,28 +259,35 @@ int mneme_stats_begin(int idx, int shape, cudaStream_t stream, int ptsz) {
     }
   }
   if (slot >= 0) {
-    if (record_on(timer.events[2 * slot], stream, ptsz)) {
-      slots[slot] = (struct timer_slot){SLOT_BEGUN, idx, shape, generation};
+    uint64_t ticket = ++tickets[slot];
+    if (gated_start(slot, ticket, stream, ptsz)) {
+      slots[slot] =
+          (struct timer_slot){SLOT_BEGUN, idx, shape, generation, ticket};
       next_slot = (slot + 1) % MNEME_STATS_TIMER_SLOTS;
-    } else {
-      slot = -1;
+      token = (int64_t)(uintptr_t)gate_data(slot, ticket);
     }
   }
   pthread_mutex_unlock(&timer_lock);
-  return slot;
+  return token;
 }
 
-void mneme_stats_end(int slot, int ok, cudaStream_t stream, int ptsz) {
-  if (slot < 0 || slot >= MNEME_STATS_TIMER_SLOTS)
+void mneme_stats_end(int64_t token, int ok, cudaStream_t stream, int ptsz) {
+  if (token < 0)
     return;
+  int slot = (int)((uint64_t)token % MNEME_STATS_TIMER_SLOTS);
+  uint64_t ticket = (uint64_t)token / MNEME_STATS_TIMER_SLOTS;
   pthread_mutex_lock(&timer_lock);
   struct timer_slot *s = &slots[slot];
-  if (s->state == SLOT_BEGUN && s->generation == generation) {
-    if (ok && record_on(timer.events[2 * slot + 1], stream, ptsz))
+  if (s->state == SLOT_BEGUN && s->generation == generation &&
+      s->ticket == ticket) {
+    if (ok && record_end(slot, stream, ptsz))
       s->state = SLOT_ENDED;
     else
       s->state = SLOT_FREE;
   }
+  /* Whatever became of the launch, its stream goes on: a failed launch, a
+   * failed record, or timing turned off meanwhile. */
+  gate_open(slot, ticket);
   pthread_mutex_unlock(&timer_lock);
 }
 
@@ -198,7 +307,13 @@ int mneme_api_stats_collect(void) {
       left++;
       continue;
     }
-    if (r == 0 && ms >= 0) {
+    /* A gate that gave up let the first event fire before the launch
+     * reached the GPU: the pair holds more than the kernel. */
+    int expired =
+        __atomic_load_n(&gates[i].expired, __ATOMIC_ACQUIRE) == s->ticket;
+    if (expired)
+      mneme_trace("stats: a sampled launch's gate gave up; sample dropped");
+    if (r == 0 && ms >= 0 && !expired) {
       dim3 none = {0, 0, 0};
       pthread_mutex_lock(&mneme_table_lock);
       add_time(s->kernel, s->shape, none, none, 0,

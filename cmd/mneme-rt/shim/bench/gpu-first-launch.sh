@@ -7,9 +7,13 @@
 # rounds: the plain build, the wrapped build with run-time JIT off, and
 # the wrapped build with the tuned file and a warm cache; prints each
 # variant's median first launch in microseconds, the tuned-minus-plain
-# difference and a verdict line starting with "== ". A traced run then says
-# whether the tuned code ran at the first launch or the library was still
-# loading (the application's code then runs: no penalty, no speedup).
+# difference and a verdict line starting with "== ". A traced run
+# (MNEME_TRACE) then says whether the tuned code ran at the first launch,
+# from the shim (preloaded) or decided by the library, or whether the
+# library was still loading (the application's code then runs: no penalty,
+# no speedup), and prints where the time went: each step of the library's
+# start, the preload of each kernel and the first launch (entry, decision,
+# driver launch), in microseconds from the first launch's entry.
 # Usage: gpu-first-launch.sh [WORKDIR] (default /tmp/gpu-first-launch);
 # ROUNDS (default 15). Needs an NVIDIA GPU, CUDA 13 at $CUDA_PATH,
 # clang++-22 and mneme on PATH (or MNEME_PREFIX_DIR, default build/).
@@ -49,11 +53,39 @@ for r in $(seq "${ROUNDS:-15}"); do
 done >"$w/rounds.txt"
 MNEME_TUNED_KERNELS=$w/tuned.json MNEME_CACHE_DIR=$cache MNEME_TRACE=$w/warm.trace "$wrapped" >/dev/null 2>&1
 compiled=$(grep -c ' deploy compiled ' "$w/warm.trace")
-if grep -q 'first launch of .* runs its tuned code' "$w/warm.trace"; then ran="its tuned code"
+if grep -q 'first launch of .* runs its tuned code, preloaded, from the shim' "$w/warm.trace"; then ran="its tuned code, from the shim (preloaded)"
+elif grep -q 'first launch of .* runs its tuned code' "$w/warm.trace"; then ran="its tuned code, decided by the library"
 elif grep -q "ran the application's code while the library loads" "$w/warm.trace"; then ran="the application's code (the library was still loading)"
 else ran="unknown"; fi
 preloaded=$(grep -c ' deploy preloaded ' "$w/warm.trace")
-python3 - "$w/rounds.txt" "$ran" "$preloaded" "$compiled" <<'PY'
+ongpu=$(grep -c ' deploy loaded .* on the GPU$' "$w/warm.trace")
+# Where the time went in the traced run: every step of the library's start,
+# the preload and the kernel's first launch, from the first launch's entry
+# (each traced step opens and writes the trace file: a few us each).
+python3 - "$w/warm.trace" <<'PY'
+import re, sys
+steps = re.compile(r"background|load runtime|loaded|context ready|init|preload|on the GPU|the shim runs|runtime library ready|first launch|while the library loads")
+rows = []
+for line in open(sys.argv[1]):
+    f = line.rstrip("\n").split(" ", 3)
+    if len(f) == 4 and f[0].isdigit() and steps.search(f[3]):
+        rows.append((int(f[0]), f[2], f[3]))
+entry = next((t for t, _, e in rows if "first launch of" in e and "entered" in e), None)
+if entry is None:
+    print("traced run: no first launch was traced")
+    sys.exit(0)
+print("traced run, us from the first launch's entry:")
+for t, src, e in rows:
+    print(f"  {(t - entry) / 1000:+10.1f}  {src:6} {e}")
+done = [t for t, _, e in rows if "first launch of" in e and ("returned" in e or "answered" in e)]
+pre = [t for t, _, e in rows if e.startswith("preload: end")]
+if done:
+    print(f"first launch: entry to the driver's return {(done[0] - entry) / 1000:.1f} us")
+if pre:
+    print(f"preload ended {(entry - pre[0]) / 1000:.1f} us before the first launch" if pre[0] <= entry
+          else f"preload ended {(pre[0] - entry) / 1000:.1f} us after the first launch's entry")
+PY
+python3 - "$w/rounds.txt" "$ran" "$preloaded" "$compiled" "$ongpu" <<'PY'
 import statistics, sys
 rows = [l.split() for l in open(sys.argv[1]) if len(l.split()) == 3]
 if not rows:
@@ -64,5 +96,6 @@ print(f"first launch, median of {len(rows)} rounds: plain {plain:.1f} us, wrappe
 d = tuned - plain
 verdict = "PASS" if d <= 50 else "FAIL"
 print(f"== first launch oneshot: {verdict} (tuned from the cache {d:+.1f} us against the plain build, target <= +50 us; "
-      f"traced run: the first launch ran {sys.argv[2]}, {sys.argv[3]} kernel(s) preloaded, {sys.argv[4]} compiled)")
+      f"traced run: the first launch ran {sys.argv[2]}, {sys.argv[3]} kernel(s) preloaded, {sys.argv[5]} put on the GPU by cuFuncLoad, "
+      f"{sys.argv[4]} compiled)")
 PY

@@ -279,6 +279,26 @@ func BenchmarkRecordingLaunchStats(b *testing.B) {
 	b.ReportMetric(w-p, "ns/added")
 }
 
+// BenchmarkCountedLaunchStats reports what the shim adds to a launch
+// outside a recording with MNEME_LAUNCH_STATS set (`mneme deploy
+// measure`'s runs): the count by shape and the gated timing sample with
+// stand-in events and gates, against the same program linked without it.
+// Target: at most 100 ns a launch.
+func BenchmarkCountedLaunchStats(b *testing.B) {
+	bd := newBuild(b)
+	lib := filepath.Join(bd.dir, "librt_standin.so")
+	bd.run(bd.cc, "-O2", "-fPIC", "-shared", "-Wall", "-Werror", "-o", lib, "testdata/rt_standin.c")
+	plain := bd.link("stats_plain", "../bench/stats_bench.c", false)
+	wrapped := bd.link("stats_wrapped", "../bench/stats_bench.c", true)
+	n := max(b.N, 1000000)
+	b.ResetTimer()
+	p := measure(b, plain, n)
+	w := measure(b, wrapped, n, "MNEME_LAUNCH_STATS="+filepath.Join(bd.dir, "stats"), "MNEME_RT_LIB="+lib, "MNEME_TEST_STATS=1")
+	b.ReportMetric(p, "ns/plain-launch")
+	b.ReportMetric(w, "ns/counted-launch")
+	b.ReportMetric(w-p, "ns/added")
+}
+
 // BenchmarkLaunchStatsUpdate reports the launch statistics' own cost per
 // launch: the shim's inline update (shape, four argument values, the
 // timing decision) called in a loop, without the table lock the launch
@@ -508,6 +528,16 @@ func TestDeployFastPath(t *testing.T) {
 	if n := count("asked deploy _Z5otherv"); n != 1 {
 		t.Errorf("the untuned kernel was asked about %d times, want once", n)
 	}
+	// Told before its first launch that no tuned file lists it, the untuned
+	// kernel is never asked about, and its launches still run (the
+	// application's code); the tuned kernel is unaffected.
+	fwd, _ := runProgram(t, app, "MNEME_TUNED_KERNELS=tuned.json", "MNEME_RT_LIB="+lib, "MNEME_TEST_FORWARD=_Z5otherv")
+	if !strings.Contains(fwd, "forwarded _Z5otherv taken=1 again=0") || strings.Contains(fwd, "asked deploy _Z5otherv") {
+		t.Errorf("an unlisted kernel marked before its launches:\n%s", fwd)
+	}
+	if strings.Count(fwd, "launch f=kernel_b") != strings.Count(out, "launch f=kernel_b") || strings.Count(fwd, "asked deploy _Z6kernelPfi") != 1 {
+		t.Errorf("marking the unlisted kernel changed the launches:\n%s\nbefore:\n%s", fwd, out)
+	}
 	var askedBig []string
 	for _, l := range lines {
 		if strings.HasPrefix(l, "asked deploy _Z3big5Large") {
@@ -553,6 +583,45 @@ func TestDeployFastPath(t *testing.T) {
 		if n := strings.Count("\n"+both, "\n"+prefix); n != want {
 			t.Errorf("recording with tuned kernels: %d lines %q, want %d:\n%s", n, prefix, want, both)
 		}
+	}
+	if stderr != "" {
+		t.Errorf("stderr: %q", stderr)
+	}
+
+	// Counted and deploying (`mneme deploy measure`'s tuned runs): every
+	// launch is counted and the sample timed behind gates, whichever code
+	// runs it (the tuned fast path, a remembered variant, the library's
+	// answer or the application's own), and each runs the code it runs
+	// uncounted.
+	counted, stderr := runProgram(t, app, "MNEME_TUNED_KERNELS=tuned.json", "MNEME_RT_LIB="+lib,
+		"MNEME_LAUNCH_STATS="+filepath.Join(b.dir, "deploy-stats"), "MNEME_TEST_STATS=1")
+	for prefix, want := range map[string]int{"jit launch tuned_kernel grid=2 block=16": 11, "jit launch specialized": 6, "launch f=kernel_b": 5, "launch ": 5} {
+		if n := strings.Count("\n"+counted, "\n"+prefix); n != want {
+			t.Errorf("counted: %d lines %q, want %d:\n%s", n, prefix, want, counted)
+		}
+	}
+	var stats []string
+	for _, l := range strings.Split(counted, "\n") {
+		if strings.HasPrefix(l, "stats _Z") || strings.HasPrefix(l, "stats gates") {
+			stats = append(stats, strings.TrimPrefix(l, "stats "))
+		}
+	}
+	wantStats := []string{
+		// 4 + 4 + 3 + 1 launches of the sample (a shape's 2nd to 5th);
+		// the untuned kernel's reach the stand-in runtime, which fails
+		// grid 1: no second event, and no time.
+		"gates 12 ungated=0 held=8 early=0 gave_up=0 captured=0",
+		"_Z6kernelPfi launches=12 other=0 params=-1",
+		"_Z6kernelPfi shape grid=1 block=32 shared=0 launches=11 timed=4 ns=8000 covered=0",
+		"_Z6kernelPfi shape grid=2 block=32 shared=0 launches=1 timed=0 ns=0 covered=0",
+		"_Z5otherv launches=5 other=0 params=-1",
+		"_Z5otherv shape grid=1 block=32 shared=0 launches=5 timed=0 ns=0 covered=0",
+		"_Z3big5Large launches=6 other=0 params=-1",
+		"_Z3big5Large shape grid=1 block=32 shared=0 launches=4 timed=3 ns=6000 covered=0",
+		"_Z3big5Large shape grid=1 block=32 shared=65536 launches=2 timed=1 ns=2000 covered=0",
+	}
+	if strings.Join(stats, "\n") != strings.Join(wantStats, "\n") {
+		t.Errorf("counted while deploying:\n%s\nwant:\n%s", strings.Join(stats, "\n"), strings.Join(wantStats, "\n"))
 	}
 	if stderr != "" {
 		t.Errorf("stderr: %q", stderr)
@@ -689,9 +758,11 @@ func TestDeployFindsTheRuntimeOfAMovedInstallation(t *testing.T) {
 // counted by shape and argument value, selected or not; the library is
 // asked once per shape of a kernel whose shapes it covers; a shape's
 // launches 2 to 5 and every 256th are timed with a pair of events, except on
-// a stream being captured; the launches the library recorded carry the
-// time it measured; and a step counter fills the value table, then stops
-// being watched.
+// a stream being captured, each behind a gate enqueued just before its
+// first event and still holding when its second is recorded (none on the
+// captured stream; a failed launch opens its gate at once and is not
+// timed); the launches the library recorded carry the time it measured;
+// and a step counter fills the value table, then stops being watched.
 func TestLaunchStatistics(t *testing.T) {
 	b := newBuild(t)
 	lib := filepath.Join(b.dir, "librt_standin.so")
@@ -717,8 +788,8 @@ func TestLaunchStatistics(t *testing.T) {
 	if strings.Join(asked, "\n") != strings.Join(wantAsked, "\n") {
 		t.Errorf("the library was asked about:\n%s\nwant:\n%s", strings.Join(asked, "\n"), strings.Join(wantAsked, "\n"))
 	}
-	if launches != 615 {
-		t.Errorf("%d launches reached CUDA, want all 615", launches)
+	if launches != 621 {
+		t.Errorf("%d launches reached CUDA, want all 621", launches)
 	}
 	steps := ""
 	for i := range 16 {
@@ -727,11 +798,13 @@ func TestLaunchStatistics(t *testing.T) {
 	want := []string{
 		"timer refused without elapsed",
 		"timer on",
-		// 10 sampled launches of the step kernel and 4 of the other are
-		// waiting for their events, then collected.
+		// 10 sampled launches of the step kernel and 8 of the other (4
+		// of them failed: no second event, their gates opened at once).
+		"gates 18 ungated=0 held=14 early=0 gave_up=0 captured=0",
+		// The 14 that launched are waiting for their events, then collected.
 		"in flight 14",
 		"in flight 0",
-		"records 28",
+		"records 32",
 		"_Z4stepPfii launches=610 other=0 params=3",
 		// The library's own launch (1 us) and launches 2-5 and 256 (2 us).
 		"_Z4stepPfii shape grid=7 block=128 shared=0 launches=300 timed=6 ns=11000 covered=1",
@@ -741,9 +814,10 @@ func TestLaunchStatistics(t *testing.T) {
 		"_Z4stepPfii arg 0 size=8 tracked=1 more=0 values=1 7f0000001000:610",
 		"_Z4stepPfii arg 1 size=4 tracked=1 more=1 values=16" + steps,
 		"_Z4stepPfii arg 2 size=4 tracked=1 more=0 values=3 380:300 700:300 a80:10",
-		"_Z5otherv launches=5 other=0 params=1",
+		"_Z5otherv launches=11 other=0 params=1",
 		"_Z5otherv shape grid=7 block=128 shared=0 launches=5 timed=4 ns=8000 covered=0",
-		"_Z5otherv arg 0 size=4 tracked=1 more=0 values=1 0:5",
+		"_Z5otherv shape grid=8 block=128 shared=0 launches=6 timed=0 ns=0 covered=0",
+		"_Z5otherv arg 0 size=4 tracked=1 more=0 values=1 0:11",
 	}
 	if strings.Join(stats, "\n") != strings.Join(want, "\n") {
 		t.Errorf("statistics:\n%s\nwant:\n%s", strings.Join(stats, "\n"), strings.Join(want, "\n"))
@@ -754,40 +828,137 @@ func TestLaunchStatistics(t *testing.T) {
 }
 
 // TestDeployStartsInTheBackground: deploying, the application's first
-// allocation starts the runtime library on a thread of its own, so the
-// tuned kernels' cached code can load before their first launch; a launch
-// that comes while it loads runs the application's own code instead of
-// waiting, and the launches after it run the tuned code.
+// allocation starts the runtime library on a thread of its own (and tells
+// it so), so the tuned kernels' cached code can load before their first
+// launch; a launch that comes while it loads runs the application's own
+// code instead of waiting. Without a preload the next launch asks the
+// library and the one after runs the tuned code from the shim; with the
+// code preloaded and handed to the shim, for every launch or for the
+// launch's key (an answer folding an argument is declined), no launch
+// asks: the first after the start runs the tuned code from the shim. Either way a launch asking for more dynamic shared
+// memory than the code accepts asks the library, which opens it up.
 func TestDeployStartsInTheBackground(t *testing.T) {
 	b := newBuild(t)
 	lib := filepath.Join(b.dir, "librt_standin.so")
 	b.run(b.cc, "-O2", "-fPIC", "-shared", "-Wall", "-Werror", "-o", lib, "testdata/rt_standin.c")
 	app := b.link("deploy_bg_app", "testdata/deploy_bg_app.c", true)
-	gate := filepath.Join(t.TempDir(), "gate")
-	out, stderr := runProgram(t, app, "MNEME_TUNED_KERNELS=tuned.json", "MNEME_RT_LIB="+lib, "MNEME_TEST_GATE="+gate)
-	var got []string
-	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
-		if i := strings.Index(l, " grid="); i > 0 {
-			l = l[:i]
+	for _, tc := range []struct {
+		name string
+		env  []string
+		want []string
+	}{
+		{"asked at the first launch", nil, []string{"init deploy thread=background background=1", "launch f=kernel_a",
+			"asked deploy _Z6kernelPfi", "jit launch tuned_kernel", "jit launch tuned_kernel",
+			"asked deploy _Z6kernelPfi", "jit launch tuned_kernel"}},
+		{"preloaded", []string{"MNEME_TEST_PRELOAD=all"}, []string{"init deploy thread=background background=1", "launch f=kernel_a",
+			"preloaded folded taken=0", "preloaded _Z6kernelPfi all taken=1", "jit launch tuned_kernel", "jit launch tuned_kernel",
+			"asked deploy _Z6kernelPfi", "jit launch tuned_kernel"}},
+		{"preloaded for its recorded launch", []string{"MNEME_TEST_PRELOAD=keyed"}, []string{"init deploy thread=background background=1", "launch f=kernel_a",
+			"preloaded folded taken=0", "preloaded _Z6kernelPfi keyed taken=1", "jit launch tuned_kernel", "jit launch tuned_kernel",
+			"asked deploy _Z6kernelPfi", "jit launch tuned_kernel"}},
+	} {
+		gate := filepath.Join(t.TempDir(), "gate")
+		env := append([]string{"MNEME_TUNED_KERNELS=tuned.json", "MNEME_RT_LIB=" + lib, "MNEME_TEST_GATE=" + gate}, tc.env...)
+		out, stderr := runProgram(t, app, env...)
+		var got []string
+		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+			if i := strings.Index(l, " grid="); i > 0 {
+				l = l[:i]
+			}
+			got = append(got, l)
 		}
-		got = append(got, l)
+		// The library's start and the first launch run side by side: either
+		// may print first.
+		if len(got) >= 2 && got[0] > got[1] {
+			got[0], got[1] = got[1], got[0]
+		}
+		if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
+			t.Errorf("%s: the program's calls:\n%s\nwant:\n%s", tc.name, strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+		}
+		// The tuned launches keep the block rule: grid 1 x block 32 becomes
+		// grid 2 x block 16, whoever launches.
+		if n := strings.Count(out, "jit launch tuned_kernel grid=2 block=16"); n != 3 {
+			t.Errorf("%s: %d tuned launches with grid 2 block 16, want 3:\n%s", tc.name, n, out)
+		}
+		if stderr != "" {
+			t.Errorf("%s: stderr: %q", tc.name, stderr)
+		}
 	}
-	// The library's start and the first launch run side by side: either
-	// may print first.
-	if len(got) >= 2 && got[0] > got[1] {
-		got[0], got[1] = got[1], got[0]
-	}
-	want := []string{"init deploy thread=background", "launch f=kernel_a", "asked deploy _Z6kernelPfi", "jit launch tuned_kernel", "jit launch tuned_kernel"}
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("the program's calls:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
-	if stderr != "" {
-		t.Errorf("stderr: %q", stderr)
+	// Counted too (`mneme deploy measure`'s tuned runs), the launch made
+	// while the library loads neither waits for it nor goes uncounted.
+	counted, stderr := runProgram(t, app, "MNEME_TUNED_KERNELS=tuned.json", "MNEME_RT_LIB="+lib, "MNEME_TEST_GATE="+filepath.Join(t.TempDir(), "gate-counted"),
+		"MNEME_LAUNCH_STATS="+filepath.Join(b.dir, "bg-stats"), "MNEME_TEST_STATS=1")
+	if !strings.Contains(counted, "stats _Z6kernelPfi launches=4 ") || strings.Count(counted, "jit launch tuned_kernel") != 3 ||
+		strings.Count(counted, "launch f=kernel_a") != 1 || stderr != "" {
+		t.Errorf("deploying and counted, with the library loading in the background:\n%s\nstderr: %s", counted, stderr)
 	}
 	// Not deploying, the allocation starts nothing.
 	plain, _ := runProgram(t, app, "MNEME_RT_LIB="+lib)
-	if strings.Contains(plain, "init") || strings.Count(plain, "launch f=kernel_a") != 3 {
+	if strings.Contains(plain, "init") || strings.Count(plain, "launch f=kernel_a") != 4 {
 		t.Errorf("without a tuned file the library was started or a launch changed:\n%s", plain)
+	}
+}
+
+// TestDeployFirstLaunchTrace: with MNEME_TRACE set, the first launch of a
+// tuned kernel is traced step by step, with timestamps in order: its entry
+// into the shim, the decision and the driver's launch. A kernel whose code
+// was preloaded and handed to the shim is decided there, never asking the
+// library; one launched while the library loads runs the application's
+// code, and says so.
+func TestDeployFirstLaunchTrace(t *testing.T) {
+	b := newBuild(t)
+	lib := filepath.Join(b.dir, "librt_standin.so")
+	b.run(b.cc, "-O2", "-fPIC", "-shared", "-Wall", "-Werror", "-o", lib, "testdata/rt_standin.c")
+	app := b.link("deploy_bg_app", "testdata/deploy_bg_app.c", true)
+	for _, tc := range []struct {
+		name string
+		env  []string
+		want []string
+	}{
+		{"preloaded", []string{"MNEME_TEST_PRELOAD=all", "MNEME_TEST_WAIT_FIRST=1"}, []string{
+			"deploy: first launch of _Z6kernelPfi: entered the shim (its tuned code is known)",
+			"deploy: first launch of _Z6kernelPfi runs its tuned code, preloaded, from the shim",
+			"deploy: first launch of _Z6kernelPfi: driver launch returned 0"}},
+		{"preloaded for its recorded launch", []string{"MNEME_TEST_PRELOAD=keyed", "MNEME_TEST_WAIT_FIRST=1"}, []string{
+			"deploy: first launch of _Z6kernelPfi: entered the shim (its tuned code is known)",
+			"deploy: first launch of _Z6kernelPfi runs its tuned code, preloaded, from the shim",
+			"deploy: first launch of _Z6kernelPfi: driver launch returned 0"}},
+		{"asked", []string{"MNEME_TEST_WAIT_FIRST=1"}, []string{
+			"deploy: first launch of _Z6kernelPfi: entered the shim (asking the library)",
+			"deploy: first launch of _Z6kernelPfi: the library answered (it launched the tuned code)"}},
+		{"while the library loads", []string{"MNEME_TEST_PRELOAD=all"}, []string{
+			"deploy: first launch of _Z6kernelPfi: entered the shim (asking the library)",
+			"deploy: a launch ran the application's code while the library loads",
+			"deploy: first launch of _Z6kernelPfi: runtime launch returned 1"}},
+	} {
+		dir := t.TempDir()
+		trace := filepath.Join(dir, "trace")
+		env := append([]string{"MNEME_TUNED_KERNELS=tuned.json", "MNEME_RT_LIB=" + lib, "MNEME_TEST_GATE=" + filepath.Join(dir, "gate"), "MNEME_TRACE=" + trace}, tc.env...)
+		out, _ := runProgram(t, app, env...)
+		text, err := os.ReadFile(trace)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		last := int64(0)
+		for _, l := range strings.Split(strings.TrimSpace(string(text)), "\n") {
+			f := strings.SplitN(l, " ", 4)
+			if len(f) != 4 || f[2] != "shim" || !strings.Contains(f[3], "launch") {
+				continue
+			}
+			ns, err := strconv.ParseInt(f[0], 10, 64)
+			if err != nil || ns < last {
+				t.Errorf("%s: trace line without a timestamp in order: %q", tc.name, l)
+			}
+			last = ns
+			got = append(got, f[3])
+		}
+		if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
+			t.Errorf("%s: traced:\n%s\nwant:\n%s", tc.name, strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+		}
+		if asked := strings.Contains(out, "asked deploy _Z6kernelPfi grid=1 arg0=3 shared=0"); asked != (tc.name == "asked") {
+			t.Errorf("%s: the library was asked about a launch without shared memory: %v\n%s", tc.name, asked, out)
+		}
 	}
 }
 
@@ -881,54 +1052,78 @@ func writeTuned(t *testing.T, dir, name, text string) string {
 // TestLaunchStatisticsOutsideRecording: with MNEME_LAUNCH_STATS set and no
 // recording (`mneme deploy measure`'s runs), the shim loads the library,
 // counts every launch by shape without asking it anything, times the same
-// sample (never a launch on a stream being captured), and finishes the
-// library at exit so it can write the file; the launches run as they
-// would uncounted.
+// sample behind gates (never a launch on a stream being captured, never a
+// failed one), and finishes the library at exit so it can write the file;
+// the launches run as they would uncounted. Where every gate gives up
+// before its launch is enqueued (the stand-in's timeout mode), the program
+// still runs through and no sample is kept: their events would hold the
+// host's latency.
 func TestLaunchStatisticsOutsideRecording(t *testing.T) {
 	b := newBuild(t)
 	lib := filepath.Join(b.dir, "librt_standin.so")
 	b.run(b.cc, "-O2", "-fPIC", "-shared", "-Wall", "-Werror", "-o", lib, "testdata/rt_standin.c")
 	app := b.link("stats_app", "testdata/stats_app.c", true)
-	out, stderr := runProgram(t, app, "MNEME_LAUNCH_STATS="+filepath.Join(b.dir, "stats"), "MNEME_RT_LIB="+lib, "MNEME_TEST_STATS=1")
-	var stats []string
-	launches, asked, finishes := 0, 0, 0
-	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		switch {
-		case strings.HasPrefix(line, "asked"):
-			asked++
-		case line == "finish":
-			finishes++
-		case strings.HasPrefix(line, "stats "):
-			stats = append(stats, strings.TrimPrefix(line, "stats "))
-		case strings.HasPrefix(line, "launch "):
-			launches++
-		}
-	}
-	if asked != 0 || launches != 615 || finishes != 1 {
-		t.Errorf("the library was asked %d times (want 0), %d launches reached CUDA (want 615), finished %d times (want 1)", asked, launches, finishes)
-	}
-	want := []string{
-		"timer refused without elapsed",
-		"timer on",
-		"in flight 14",
-		"in flight 0",
-		"records 28",
-		// The parameters are not learnt outside a recording.
-		"_Z4stepPfii launches=610 other=0 params=-1",
-		"_Z4stepPfii shape grid=7 block=128 shared=0 launches=300 timed=5 ns=10000 covered=0",
-		"_Z4stepPfii shape grid=14 block=128 shared=0 launches=300 timed=5 ns=10000 covered=0",
-		"_Z4stepPfii shape grid=21 block=128 shared=256 launches=10 timed=0 ns=0 covered=0",
-		"_Z5otherv launches=5 other=0 params=-1",
-		"_Z5otherv shape grid=7 block=128 shared=0 launches=5 timed=4 ns=8000 covered=0",
-	}
-	if strings.Join(stats, "\n") != strings.Join(want, "\n") {
-		t.Errorf("statistics:\n%s\nwant:\n%s", strings.Join(stats, "\n"), strings.Join(want, "\n"))
-	}
-	if stderr != "" {
-		t.Errorf("stderr: %q", stderr)
+	for _, tc := range []struct {
+		mode        string
+		gates       string
+		timed, ns   [2]int // the step kernel's two sizes; the other kernel
+		otherTimed  int
+		otherTimeNs int
+	}{
+		{"1", "gates 18 ungated=0 held=14 early=0 gave_up=0 captured=0", [2]int{5, 5}, [2]int{10000, 10000}, 4, 8000},
+		{"timeout", "gates 18 ungated=0 held=0 early=14 gave_up=18 captured=0", [2]int{0, 0}, [2]int{0, 0}, 0, 0},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			trace := filepath.Join(t.TempDir(), "trace")
+			out, stderr := runProgram(t, app, "MNEME_LAUNCH_STATS="+filepath.Join(b.dir, "stats"), "MNEME_RT_LIB="+lib, "MNEME_TEST_STATS="+tc.mode, "MNEME_TRACE="+trace)
+			// Each sample dropped because its gate gave up is traced.
+			traced, _ := os.ReadFile(trace)
+			if n, want := strings.Count(string(traced), "gate gave up; sample dropped"), 14-tc.timed[0]-tc.timed[1]-tc.otherTimed; n != want {
+				t.Errorf("%d samples traced as dropped for their gate, want %d", n, want)
+			}
+			var stats []string
+			launches, asked, finishes := 0, 0, 0
+			for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+				switch {
+				case strings.HasPrefix(line, "asked"):
+					asked++
+				case line == "finish":
+					finishes++
+				case strings.HasPrefix(line, "stats "):
+					stats = append(stats, strings.TrimPrefix(line, "stats "))
+				case strings.HasPrefix(line, "launch "):
+					launches++
+				}
+			}
+			if asked != 0 || launches != 621 || finishes != 1 {
+				t.Errorf("the library was asked %d times (want 0), %d launches reached CUDA (want 621), finished %d times (want 1)", asked, launches, finishes)
+			}
+			want := []string{
+				"timer refused without elapsed",
+				"timer on",
+				tc.gates,
+				"in flight 14",
+				"in flight 0",
+				"records 32",
+				// The parameters are not learnt outside a recording.
+				"_Z4stepPfii launches=610 other=0 params=-1",
+				fmt.Sprintf("_Z4stepPfii shape grid=7 block=128 shared=0 launches=300 timed=%d ns=%d covered=0", tc.timed[0], tc.ns[0]),
+				fmt.Sprintf("_Z4stepPfii shape grid=14 block=128 shared=0 launches=300 timed=%d ns=%d covered=0", tc.timed[1], tc.ns[1]),
+				"_Z4stepPfii shape grid=21 block=128 shared=256 launches=10 timed=0 ns=0 covered=0",
+				"_Z5otherv launches=11 other=0 params=-1",
+				fmt.Sprintf("_Z5otherv shape grid=7 block=128 shared=0 launches=5 timed=%d ns=%d covered=0", tc.otherTimed, tc.otherTimeNs),
+				"_Z5otherv shape grid=8 block=128 shared=0 launches=6 timed=0 ns=0 covered=0",
+			}
+			if strings.Join(stats, "\n") != strings.Join(want, "\n") {
+				t.Errorf("statistics:\n%s\nwant:\n%s", strings.Join(stats, "\n"), strings.Join(want, "\n"))
+			}
+			if stderr != "" {
+				t.Errorf("stderr: %q", stderr)
+			}
+		})
 	}
 	// Without the variable nothing is counted: the library is not loaded.
-	out, _ = runProgram(t, app, "MNEME_RT_LIB="+lib, "MNEME_TEST_STATS=1")
+	out, _ := runProgram(t, app, "MNEME_RT_LIB="+lib, "MNEME_TEST_STATS=1")
 	if strings.Contains(out, "stats ") || strings.Contains(out, "finish") {
 		t.Errorf("without MNEME_LAUNCH_STATS the library was loaded:\n%s", out)
 	}

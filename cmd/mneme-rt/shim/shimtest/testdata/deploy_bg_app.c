@@ -2,7 +2,9 @@
  * A program whose first allocation starts the runtime library loading in
  * the background while deploying: it launches a tuned kernel while the
  * stand-in library's start is held (MNEME_TEST_GATE), lets it go, waits
- * until it is ready and launches twice more.
+ * until it is ready and launches twice more, then once with more dynamic
+ * shared memory than the default. With MNEME_TEST_WAIT_FIRST set it makes
+ * no launch while the library loads: its first launch comes after.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,7 +37,8 @@ int main(void) {
   dim3 g = {1, 1, 1}, b = {32, 1, 1};
   int v = 3;
   void *args[] = {&v};
-  cudaLaunchKernel(kernel_a, g, b, args, 0, 0); /* while the library loads */
+  if (getenv("MNEME_TEST_WAIT_FIRST") == NULL)
+    cudaLaunchKernel(kernel_a, g, b, args, 0, 0); /* while the library loads */
   FILE *f = gate ? fopen(gate, "w") : NULL;
   if (f != NULL)
     fclose(f);
@@ -45,5 +48,6 @@ int main(void) {
   sleep_ms(200); /* the shim marks the library ready after its init returns */
   cudaLaunchKernel(kernel_a, g, b, args, 0, 0);
   cudaLaunchKernel(kernel_a, g, b, args, 0, 0);
+  cudaLaunchKernel(kernel_a, g, b, args, 65536, 0);
   return 0;
 }

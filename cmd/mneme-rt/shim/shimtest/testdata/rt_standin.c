@@ -22,8 +22,12 @@
  * is answered with the application's own code, which the shim remembers.
  *
  * With MNEME_TEST_GATE=PATH set, deploying, it says whether it was started
- * on a thread of its own, waits until PATH exists and creates PATH.ready
- * before returning (deploy_bg_app.c drives it).
+ * on a thread of its own (and whether the shim says so), waits until PATH
+ * exists and creates PATH.ready before returning (deploy_bg_app.c drives
+ * it). With MNEME_TEST_PRELOAD set too it plays a preload that found
+ * _Z6kernelPfi's code in the cache: before returning it hands the shim
+ * that code (block rule 16 from 32; see preload) and prints what the shim
+ * said.
  *
  * With MNEME_TEST_THROTTLE set it turns the launch throttle on at init with
  * stand-ins for the driver's calls, which print what they are called with,
@@ -35,9 +39,17 @@
  * sizes on its first launch, records the first launch of each shape of
  * _Z4stepPfii itself (timing it at 1 us) and says the shape is covered, and
  * at exit prints the statistics the shim kept. _Z5benchPfiif (the
- * benchmark's kernel) is never wanted.
+ * benchmark's kernel) is never wanted. Its cuLaunchHostFunc runs each gate
+ * on a thread of its own at once (as an idle stream would) and counts what
+ * the shim's gates did: whether each first event followed a gate on its
+ * stream, whether the gate still held when the second event was recorded,
+ * which gates gave up (held the whole timeout, 1 s) and which were
+ * enqueued on the captured stream. MNEME_TEST_STATS=timeout gives the
+ * gates 1 ms and makes recording a first event take 20 ms, so every gate
+ * gives up before its launch is enqueued.
  */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,14 +86,91 @@ static int standin_exchange_capture_mode(int *mode) {
   return 0;
 }
 
-/* Stand-ins for the driver's event calls of launch timing
- * (MNEME_TEST_STATS set): while stats_busy, no event has completed. */
+/* Stand-ins for the driver's calls of launch timing (MNEME_TEST_STATS
+ * set): while stats_busy, no event has completed. events[i] is i + 1, so
+ * a first event is odd and a second even. */
 static int stats_busy, stats_records;
-static int standin_stats_record(void *ev, void *stream) {
-  (void)ev;
-  (void)stream;
-  stats_records++;
+static int gate_timeout_mode;
+
+/* The gates the shim enqueued (cuLaunchHostFunc), each run on a thread. */
+#define MAX_GATES 256
+struct standin_gate {
+  pthread_t thread;
+  void (*fn)(void *);
+  void *data;
+  void *stream;
+  int returned; /* atomic */
+  int gave_up;
+  uint64_t timeout_ns;
+};
+static struct standin_gate gates[MAX_GATES];
+static int ngates, gate_fresh;
+static int gates_ungated, gates_held, gates_early;
+
+static uint64_t standin_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void *run_gate(void *arg) {
+  struct standin_gate *g = arg;
+  uint64_t t0 = standin_now();
+  g->fn(g->data);
+  g->gave_up = standin_now() - t0 >= g->timeout_ns;
+  __atomic_store_n(&g->returned, 1, __ATOMIC_RELEASE);
+  return NULL;
+}
+
+static int standin_launch_host_func(void *stream, void (*fn)(void *),
+                                    void *data) {
+  if (ngates == MAX_GATES)
+    return 1;
+  struct standin_gate *g = &gates[ngates];
+  *g = (struct standin_gate){.fn = fn,
+                             .data = data,
+                             .stream = stream,
+                             .timeout_ns = gate_timeout_mode ? 1000000ull
+                                                             : 1000000000ull};
+  if (pthread_create(&g->thread, NULL, run_gate, g) != 0)
+    return 1;
+  ngates++;
+  gate_fresh = 1;
   return 0;
+}
+
+static int standin_stats_record(void *ev, void *stream) {
+  stats_records++;
+  const struct standin_gate *last = ngates > 0 ? &gates[ngates - 1] : NULL;
+  if ((intptr_t)ev % 2 == 1) {
+    /* A first event: right behind a gate on its stream. */
+    if (!gate_fresh || last->stream != stream)
+      gates_ungated++;
+    gate_fresh = 0;
+    if (gate_timeout_mode) {
+      struct timespec ts = {0, 20000000};
+      nanosleep(&ts, NULL);
+    }
+  } else if (last != NULL) {
+    /* A second event: the launch is enqueued, its gate must still hold. */
+    if (__atomic_load_n(&last->returned, __ATOMIC_ACQUIRE))
+      gates_early++;
+    else
+      gates_held++;
+  }
+  return 0;
+}
+
+/* print_gates waits for every gate and says what they did. */
+static void print_gates(void) {
+  int gave_up = 0, captured = 0;
+  for (int i = 0; i < ngates; i++) {
+    pthread_join(gates[i].thread, NULL);
+    gave_up += gates[i].gave_up;
+    captured += gates[i].stream == (void *)0x99;
+  }
+  printf("stats gates %d ungated=%d held=%d early=%d gave_up=%d captured=%d\n",
+         ngates, gates_ungated, gates_held, gates_early, gave_up, captured);
 }
 static int standin_stats_elapsed(float *ms, void *start, void *end) {
   (void)start;
@@ -92,17 +181,60 @@ static int standin_stats_elapsed(float *ms, void *start, void *end) {
   return 0;
 }
 
+static int standin_cu_launch(void *f, unsigned gx, unsigned gy, unsigned gz,
+                             unsigned bx, unsigned by, unsigned bz,
+                             unsigned shared, void *stream, void **params,
+                             void **extra);
+static char tuned_code[] = "tuned_kernel";
+
+/* preload hands the shim _Z6kernelPfi's code, as the library's preload
+ * does: with MNEME_TEST_PRELOAD=keyed for the launches keyed by grid 1 x
+ * block 32 (dimensions folded), else for every launch; first an answer
+ * folding an argument, which the shim must decline (no launch's values are
+ * known at preload). */
+static void preload(const struct mneme_host_api *a, int keyed) {
+  for (int i = 0; i < a->kernel_count(); i++) {
+    struct mneme_kernel_reg reg;
+    if (!a->kernel_at(i, &reg) || strcmp(reg.device_name, "_Z6kernelPfi") != 0)
+      continue;
+    struct mneme_deploy_answer ans;
+    memset(&ans, 0, sizeof ans);
+    ans.handled = MNEME_LAUNCH_DONE;
+    ans.function = tuned_code;
+    ans.cu_launch = (void *)standin_cu_launch;
+    ans.block[0] = 16;
+    ans.block[1] = ans.block[2] = 1;
+    ans.recorded_block[0] = 32;
+    ans.recorded_block[1] = ans.recorded_block[2] = 1;
+    ans.shared_max = 49152;
+    dim3 g = {1, 1, 1}, b = {32, 1, 1};
+    ans.keyed = 1;
+    ans.nfolded = 1;
+    ans.folded_size[0] = sizeof(int);
+    printf("preloaded folded taken=%d\n",
+           a->deploy_preloaded(i, &ans, g, b, 0));
+    ans.nfolded = 0;
+    ans.keyed = keyed;
+    ans.dims_folded = keyed;
+    printf("preloaded %s %s taken=%d\n", reg.device_name,
+           keyed ? "keyed" : "all", a->deploy_preloaded(i, &ans, g, b, 0));
+  }
+}
+
 /* gated_init holds the start of the library until the test program lets
  * it go (MNEME_TEST_GATE). */
-static void gated_init(const char *gate) {
-  printf("init deploy thread=%s\n",
-         gettid() == getpid() ? "application" : "background");
+static void gated_init(const struct mneme_host_api *a, const char *gate) {
+  printf("init deploy thread=%s background=%d\n",
+         gettid() == getpid() ? "application" : "background", a->background);
   fflush(stdout);
   struct stat st;
   for (int i = 0; i < 2000 && stat(gate, &st) != 0; i++) {
     struct timespec ts = {0, 5000000};
     nanosleep(&ts, NULL);
   }
+  const char *mode = getenv("MNEME_TEST_PRELOAD");
+  if (mode != NULL)
+    preload(a, strcmp(mode, "keyed") == 0);
   char ready[4096];
   snprintf(ready, sizeof ready, "%s.ready", gate);
   FILE *f = fopen(ready, "w");
@@ -113,11 +245,14 @@ static void gated_init(const char *gate) {
 int mneme_rt_init(const struct mneme_host_api *a) {
   api = a;
   if (getenv("MNEME_TEST_STATS") != NULL) {
+    gate_timeout_mode = strcmp(getenv("MNEME_TEST_STATS"), "timeout") == 0;
     struct mneme_stats_timer t = {
         .event_record = standin_stats_record,
         .event_elapsed = NULL,
         .stream_is_capturing = standin_stream_is_capturing,
-        .exchange_capture_mode = standin_exchange_capture_mode};
+        .exchange_capture_mode = standin_exchange_capture_mode,
+        .launch_host_func = standin_launch_host_func,
+        .gate_timeout_ns = gate_timeout_mode ? 1000000ull : 1000000000ull};
     for (int i = 0; i < 2 * MNEME_STATS_TIMER_SLOTS; i++)
       t.events[i] = (void *)(intptr_t)(i + 1);
     if (!a->stats_timer(&t))
@@ -126,9 +261,28 @@ int mneme_rt_init(const struct mneme_host_api *a) {
     if (a->stats_timer(&t))
       printf("stats timer on\n");
   }
+  /* MNEME_TEST_FORWARD=NAME: deploying, the kernel NAME is one no tuned
+   * file lists, and the library says so before any launch (twice: the
+   * second finds it decided). */
+  const char *unlisted = getenv("MNEME_TEST_FORWARD");
+  if (a->mode == MNEME_MODE_DEPLOY && unlisted != NULL) {
+    for (int i = 0; i < a->kernel_count(); i++) {
+      struct mneme_kernel_reg reg;
+      if (!a->kernel_at(i, &reg) || strcmp(reg.device_name, unlisted) != 0)
+        continue;
+      struct mneme_deploy_answer ans;
+      memset(&ans, 0, sizeof ans);
+      ans.handled = MNEME_LAUNCH_FORWARD_ALWAYS;
+      dim3 z = {0, 0, 0};
+      int first = a->deploy_preloaded(i, &ans, z, z, 0);
+      int second = a->deploy_preloaded(i, &ans, z, z, 0);
+      printf("forwarded %s taken=%d again=%d\n", reg.device_name, first,
+             second);
+    }
+  }
   const char *gate = getenv("MNEME_TEST_GATE");
   if (a->mode == MNEME_MODE_DEPLOY && gate != NULL)
-    gated_init(gate);
+    gated_init(a, gate);
   else if (a->mode == MNEME_MODE_DEPLOY)
     printf("init deploy\n");
   if (getenv("MNEME_TEST_THROTTLE") != NULL) {
@@ -165,7 +319,6 @@ static int standin_cu_launch(void *f, unsigned gx, unsigned gy, unsigned gz,
   return 0;
 }
 
-static char tuned_code[] = "tuned_kernel";
 static char specialized_code[] = "specialized";
 static char class_a[] = "class_a", class_b[] = "class_b";
 
@@ -339,6 +492,7 @@ cudaError_t mneme_rt_launch(const void *func, int index, unsigned gx,
 
 /* print_stats prints what the shim counted of every kernel. */
 static void print_stats(void) {
+  print_gates();
   stats_busy = 1;
   printf("stats in flight %d\n", api->stats_collect());
   stats_busy = 0;

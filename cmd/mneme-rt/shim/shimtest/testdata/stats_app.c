@@ -3,8 +3,8 @@
  * second argument counts launches, at two problem sizes interleaved (300
  * launches each), then 10 at a third size on a stream being captured into a
  * graph (0x99 to the stand-in driver); and 5 launches of a kernel the
- * recorder does not select. Grids are multiples of 7, for which the
- * stand-in runtime's launch succeeds.
+ * recorder does not select, then 6 of it that fail. Grids that are
+ * multiples of 7 launch; the stand-in runtime fails the others.
  */
 #include <stddef.h>
 
@@ -43,5 +43,8 @@ int main(void) {
   dim3 one = {7, 1, 1};
   for (int i = 0; i < 5; i++)
     cudaLaunchKernel(kernel_other, one, b, args, 0, 0);
+  dim3 failing = {8, 1, 1};
+  for (int i = 0; i < 6; i++)
+    cudaLaunchKernel(kernel_other, failing, b, args, 0, (void *)0x10);
   return 0;
 }
