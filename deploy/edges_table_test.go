@@ -117,3 +117,38 @@ func TestReadProteusTunedEmptyValues(t *testing.T) {
 		}
 	}
 }
+
+// A folded argument's label carries its name only when that argument has
+// one: an unnamed folded argument and an argument not folded are numbers.
+func TestFoldedLabelNamesOnlyItsOwnArgument(t *testing.T) {
+	p := &Plan{Folded: []FoldedValues{{Arg: 0}, {Arg: 2, Name: "n"}}}
+	for i, want := range []string{"0", "1", "2 (n)", "3"} {
+		if got := p.foldedLabel(i); got != want {
+			t.Errorf("foldedLabel(%d) = %q, want %q", i, got, want)
+		}
+	}
+}
+
+// A class that folds its launch dimensions and no recorded launch of its
+// shape still compiles, for its own recorded shape; one that also folds
+// argument values compiles nothing (the values are unknown); one that
+// folds values alone with no launch compiles nothing either.
+func TestPrecompileClassesWithoutLaunches(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		dims, vals bool
+		jobs       int
+	}{{"dimensions", true, false, 1}, {"dimensions and values", true, true, 0}, {"values", false, true, 0}, {"nothing", false, false, 1}} {
+		p := classedPlan()
+		p.Classes = p.Classes[:1]
+		p.Classes[0].Config.SpecializeDims, p.Classes[0].Config.Specialize = c.dims, c.vals
+		jobs := PrecompileJobs(Plans{"k": p}, []string{"k"}, nil)
+		if len(jobs) != c.jobs {
+			t.Errorf("%s: %d jobs %+v, want %d", c.name, len(jobs), jobs, c.jobs)
+			continue
+		}
+		if c.dims && c.jobs == 1 && (jobs[0].Config.Grid != dim(4, 1, 1) || jobs[0].Config.Block != dim(256, 1, 1)) {
+			t.Errorf("%s: job for grid %s block %s, want the class's recorded 4,1,1 and 256,1,1", c.name, jobs[0].Config.Grid, jobs[0].Config.Block)
+		}
+	}
+}
