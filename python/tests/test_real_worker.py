@@ -13,7 +13,6 @@ import pytest
 from mneme.async_executor import AsyncReplayExecutor, WorkerStartupError
 from mneme.binary import MnemeNotFoundError, find_mneme_binary
 from mneme.mneme_types import ExperimentConfiguration
-from conftest import INSTANCE
 
 
 def real_binary() -> str:
