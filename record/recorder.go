@@ -142,9 +142,8 @@ type Recorder struct {
 
 	repeats []repeatRef // Memo.Repeat-1 indexes it
 
-	// chunks maps the fingerprint of every chunk stored with its data in
-	// this recording to where it is, for later snapshots to reference.
-	chunks map[fingerprint.Sum]db.ChunkRef
+	// chunks is the content store later snapshots reference.
+	chunks chunkStore
 	// writer writes shadowed snapshots in the background; pending are the
 	// instances waiting for them, by snapshot file name.
 	writer  *backgroundWriter
@@ -155,9 +154,6 @@ type Recorder struct {
 	// fingerprintsPrepared: the reader was asked to get its fingerprint
 	// kernel ready, once the live memory reached stagedMin.
 	fingerprintsPrepared bool
-	// planned names every snapshot file planned from fingerprints, written
-	// or not: a name other snapshots may reference is never reused.
-	planned map[string]bool
 	// statsFailed: writing the launch statistics failed, and was reported.
 	statsFailed bool
 }
@@ -202,7 +198,7 @@ func New(cfg Config, p Process, vm arena.Backend) (*Recorder, error) {
 	if err := os.MkdirAll(cfg.DB, 0o755); err != nil {
 		return nil, fmt.Errorf("recording database %s: %w", cfg.DB, err)
 	}
-	r := &Recorder{cfg: cfg, proc: p, vm: vm, kernels: map[kernelKey]*kernelState{}, chunks: map[fingerprint.Sum]db.ChunkRef{}, pending: map[string]*pendingInstance{}, stagedMin: minStagedBytes, deviceShadowMin: deviceShadowMin, planned: map[string]bool{}}
+	r := &Recorder{cfg: cfg, proc: p, vm: vm, kernels: map[kernelKey]*kernelState{}, chunks: newChunkStore(), pending: map[string]*pendingInstance{}, stagedMin: minStagedBytes, deviceShadowMin: deviceShadowMin}
 	r.status.PID = os.Getpid()
 	r.status.ArenaBase = db.FormatVAddr(cfg.VABase)
 	r.status.ArenaSize = cfg.VASize
@@ -699,7 +695,7 @@ func (r *Recorder) recordInstance(ks *kernelState, l *Launch, dh string) (Decisi
 		Occurrences: 1,
 		RecordedAt:  time.Now().UTC().Format(time.RFC3339Nano),
 	}
-	if r.planned[inst.Prologue] || r.planned[inst.Epilogue] {
+	if r.chunks.isPlanned(inst.Prologue) || r.chunks.isPlanned(inst.Epilogue) {
 		// An earlier attempt at this instance was lost after its snapshots
 		// were planned; other snapshots may reference their chunks, so the
 		// files must not be written again with other contents.
@@ -882,7 +878,7 @@ func (r *Recorder) writeOrQueue(dr DeviceReader, p *snapshotPlan, pend *pendingI
 		r.writer.wait()
 		r.collect()
 		if err := r.writer.failedReference(p.refs); err != nil {
-			r.forgetChunks(p)
+			r.chunks.forget(p)
 			return err
 		}
 	}
@@ -892,7 +888,7 @@ func (r *Recorder) writeOrQueue(dr DeviceReader, p *snapshotPlan, pend *pendingI
 	r.status.addCopies(st)
 	r.status.CopySeconds += time.Since(start).Seconds() // the copies overlap the writing: one figure for both
 	if err != nil {
-		r.forgetChunks(p)
+		r.chunks.forget(p)
 		return err
 	}
 	r.status.SnapshotBytes += n
@@ -982,7 +978,7 @@ func (r *Recorder) collect() {
 		r.status.addCopies(j.stats)
 		r.status.BackgroundSeconds += j.seconds
 		if j.err != nil {
-			r.forgetChunks(j.plan)
+			r.chunks.forget(j.plan)
 		} else {
 			r.status.SnapshotBytes += j.size
 		}
