@@ -29,7 +29,7 @@ C_FILES  = $$(git ls-files --cached --others --exclude-standard '*.c' '*.h' '*.c
 # How long `make test` runs each fuzz target.
 FUZZTIME ?= 3s
 # Packages whose code runs goroutines, tested again under the race detector.
-RACE_PKGS := ./tune ./db ./record ./record/arena ./deploy
+RACE_PKGS := ./tune ./db ./record ./record/arena ./record/llvmir ./record/session ./jit ./deploy
 # Packages whose tests build inputs in a subprocess that go test's cache does
 # not see: the runtime library built from cmd/mneme-rt and its Go imports
 # (shimtest), the shim's C sources (toolchain), the tuner's test worker
@@ -78,14 +78,16 @@ $(GREMLINS):
 	mv $(TOOLS)/gremlins $@
 
 # go vet, staticcheck (staticcheck.conf), the format of every Go file (gofmt)
-# and C, C++ and CUDA file (clang-format, .clang-format), and that every file
-# the sources and documents refer to exists.
+# and C, C++ and CUDA file (clang-format, .clang-format), that every file
+# the sources and documents refer to exists, and ruff and mypy on python/.
 lint: $(STATICCHECK)
 	$(GO) vet ./...
 	$(STATICCHECK) ./...
 	@files=$$(gofmt -l $(GO_FILES)); if [ -n "$$files" ]; then echo "gofmt -w these files:"; echo "$$files"; exit 1; fi
 	$(CLANG_FORMAT) --dry-run --Werror $(C_FILES)
 	./scripts/check-refs.sh
+	# the Python package: ruff and mypy --strict (python/pyproject.toml), from .venv
+	cd python && ../.venv/bin/python -m ruff check . && ../.venv/bin/python -m mypy
 
 test: lint
 	m=$$($(GO) list -m) && $(GO) test $$($(GO) list ./... | grep -v -x -F $(UNCACHED_PKGS:./%=-e $$m/%))

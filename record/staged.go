@@ -135,7 +135,7 @@ type snapshotPlan struct {
 // planSnapshot fingerprints the live allocations and plans the snapshot of
 // launch l to file name. The chunks it will store enter r.chunks at once,
 // so that snapshots planned before this one is written can reference them;
-// forgetChunks takes them back if the file is never written.
+// r.chunks.forget takes them back if the file is never written.
 func (r *Recorder) planSnapshot(dr DeviceReader, l *Launch, name string) (*snapshotPlan, error) {
 	cs := uint64(db.DefaultChunkSize)
 	p := &snapshotPlan{name: name, skel: &db.Snapshot{Args: l.Args}, refs: map[string]bool{}}
@@ -171,7 +171,7 @@ func (r *Recorder) planSnapshot(dr DeviceReader, l *Launch, name string) (*snaps
 	}
 	// From here on the plan's chunks enter the content store: the name is
 	// taken for good.
-	r.planned[name] = true
+	r.chunks.plan(name)
 	k := 0
 	for bi := range p.blobs {
 		b := &p.blobs[bi]
@@ -180,7 +180,7 @@ func (r *Recorder) planSnapshot(dr DeviceReader, l *Launch, name string) (*snaps
 		for i := 0; i < n; i++ {
 			sum := sums[k]
 			k++
-			switch ref, known := r.chunks[sum]; {
+			switch ref, known := r.chunks.lookup(sum); {
 			case sum.Zero:
 				b.kinds[i] = chunkZero
 				r.status.ChunksZero++
@@ -191,7 +191,7 @@ func (r *Recorder) planSnapshot(dr DeviceReader, l *Launch, name string) (*snaps
 			default:
 				b.kinds[i] = chunkCopy
 				r.status.ChunksCopied++
-				r.chunks[sum] = db.ChunkRef{File: name, Chunk: db.ChunkIndex(globalSizes, blobSizes, bi, i, int(cs))}
+				r.chunks.add(sum, db.ChunkRef{File: name, Chunk: db.ChunkIndex(globalSizes, blobSizes, bi, i, int(cs))})
 				p.added = append(p.added, sum)
 				addr, size := b.addr+uint64(i)*cs, min(cs, b.size-uint64(i)*cs)
 				last := len(p.runs) - 1
@@ -212,16 +212,6 @@ func (r *Recorder) planSnapshot(dr DeviceReader, l *Launch, name string) (*snaps
 		p.raw += b.size
 	}
 	return p, nil
-}
-
-// forgetChunks takes a plan's chunks out of the content store: its file
-// will not exist.
-func (r *Recorder) forgetChunks(p *snapshotPlan) {
-	for _, sum := range p.added {
-		if ref, ok := r.chunks[sum]; ok && ref.File == p.name {
-			delete(r.chunks, sum)
-		}
-	}
 }
 
 // writePlan writes a planned snapshot to dir, its runs' bytes coming from

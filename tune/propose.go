@@ -111,8 +111,17 @@ type proposeAnswer struct {
 		Feasible *int64        `json:"feasible"`
 		Baseline *mneme.Config `json:"baseline"`
 	} `json:"space,omitempty"`
+	// Points, in an open answer, are every proposal at once (exhaustive and
+	// random): no ask or tell follows.
+	Points []proposal `json:"points,omitempty"`
 	// ask
-	Done   bool          `json:"done,omitempty"`
+	Done bool `json:"done,omitempty"`
+	proposal
+}
+
+// proposal is one proposed point: an ask answer, or one of an open
+// answer's points.
+type proposal struct {
 	ID     int           `json:"id,omitempty"`
 	Point  Point         `json:"params,omitempty"`
 	Config *mneme.Config `json:"config,omitempty"`
@@ -161,6 +170,10 @@ type ProposerSampler struct {
 	// ids are the proposer's ids of the points asked and not yet told.
 	ids map[string][]int
 	err error
+	// batch holds the proposals the open answer gave all at once; batched
+	// is set when it did, and then nothing is asked or told.
+	batch   []proposal
+	batched bool
 }
 
 // Name implements Sampler.
@@ -175,12 +188,8 @@ func (s *ProposerSampler) Err() error { return s.err }
 // one asked.
 func (s *ProposerSampler) Ask() (Point, bool) {
 	for s.err == nil {
-		a, err := s.p.call(proposeRequest{Op: "ask"})
-		if err != nil {
-			s.err = err
-			return nil, false
-		}
-		if a.Done {
+		a, ok := s.next()
+		if !ok {
 			return nil, false
 		}
 		if a.Point == nil {
@@ -200,6 +209,25 @@ func (s *ProposerSampler) Ask() (Point, bool) {
 	return nil, false
 }
 
+// next is the next proposal: from the batch when the open answer gave one,
+// else asked of the proposer.
+func (s *ProposerSampler) next() (proposal, bool) {
+	if s.batched {
+		if len(s.batch) == 0 {
+			return proposal{}, false
+		}
+		a := s.batch[0]
+		s.batch = s.batch[1:]
+		return a, true
+	}
+	a, err := s.p.call(proposeRequest{Op: "ask"})
+	if err != nil {
+		s.err = err
+		return proposal{}, false
+	}
+	return a.proposal, !a.Done
+}
+
 // Tell implements Sampler.
 func (s *ProposerSampler) Tell(pt Point, loss float64, status mneme.Status) {
 	k := pt.Key()
@@ -212,7 +240,7 @@ func (s *ProposerSampler) Tell(pt Point, loss float64, status mneme.Status) {
 }
 
 func (s *ProposerSampler) tell(id int, loss float64, status mneme.Status) {
-	if s.err != nil {
+	if s.err != nil || s.batched {
 		return
 	}
 	req := proposeRequest{Op: "tell", ID: id, Status: string(status)}
@@ -277,7 +305,8 @@ func openProposer(conn *ProposerConn, opts Options, t *target, space *Space) (*P
 		}
 		space = s
 	}
-	return &ProposerSampler{p: p, space: space, name: canonicalSampler(opts.Sampler) + " (Python)", ids: map[string][]int{}}, space, conn.Close, nil
+	return &ProposerSampler{p: p, space: space, name: canonicalSampler(opts.Sampler) + " (Python)", ids: map[string][]int{},
+		batch: a.Points, batched: a.Points != nil}, space, conn.Close, nil
 }
 
 // kernelFile is the recording's kernel JSON, which the Python side loads.

@@ -117,9 +117,9 @@ const maxLine = 16 << 20
 func Serve(in io.Reader, out io.Writer, s Session) error {
 	br := bufio.NewReaderSize(in, 64<<10)
 	enc := json.NewEncoder(out)
-	opened := false
+	sv := &server{s: s}
 	defer func() {
-		if opened {
+		if sv.opened {
 			_ = s.Close()
 		}
 	}()
@@ -153,59 +153,7 @@ func Serve(in io.Reader, out io.Writer, s Session) error {
 			}
 			continue
 		}
-		resp := Response{ID: req.ID}
-		closing := false
-		switch req.Op {
-		case OpOpen:
-			switch {
-			case opened:
-				resp.Error = "open: the session is already open"
-			case req.Open == nil:
-				resp.Error = "open: missing \"open\" parameters"
-			default:
-				if err := req.Open.Validate(); err != nil {
-					resp.Error = err.Error()
-					break
-				}
-				info, err := s.Open(*req.Open)
-				if err != nil {
-					resp.Error = "open: " + err.Error()
-					resp.NoGPU = errors.Is(err, mneme.ErrNoGPU)
-					break
-				}
-				opened = true
-				resp.OK, resp.Device, resp.Kernel = true, info.Device, info.Kernel
-			}
-		case OpCompile, OpRun:
-			switch {
-			case !opened:
-				resp.Error = req.Op + ": the session is not open (send \"open\" first)"
-			case req.Config == nil:
-				resp.Error = req.Op + ": missing \"config\""
-			default:
-				var r mneme.Result
-				if req.Op == OpRun {
-					r = s.Run(*req.Config)
-				} else {
-					r = s.Compile(*req.Config)
-				}
-				resp.OK, resp.Result = true, &r
-				if u, ok := s.(UnusableSession); ok && u.Unusable() {
-					resp.Closing = true
-				}
-			}
-		case OpClose:
-			closing = true
-			resp.OK = true
-			if opened {
-				opened = false
-				if err := s.Close(); err != nil {
-					resp.OK, resp.Error = false, "close: "+err.Error()
-				}
-			}
-		default:
-			resp.Error = fmt.Sprintf("unknown op %q (want open, compile, run or close)", req.Op)
-		}
+		resp, closing := sv.handle(req)
 		if err := enc.Encode(resp); err != nil {
 			return err
 		}
@@ -214,6 +162,78 @@ func Serve(in io.Reader, out io.Writer, s Session) error {
 		}
 		if closing {
 			return nil
+		}
+	}
+}
+
+// server is Serve's side of one session: whether it is open.
+type server struct {
+	s      Session
+	opened bool
+}
+
+// handle answers one well-formed request; closing is set for "close".
+func (sv *server) handle(req Request) (resp Response, closing bool) {
+	resp = Response{ID: req.ID}
+	switch req.Op {
+	case OpOpen:
+		sv.open(req, &resp)
+	case OpCompile, OpRun:
+		sv.replay(req, &resp)
+	case OpClose:
+		closing = true
+		resp.OK = true
+		if sv.opened {
+			sv.opened = false
+			if err := sv.s.Close(); err != nil {
+				resp.OK, resp.Error = false, "close: "+err.Error()
+			}
+		}
+	default:
+		resp.Error = fmt.Sprintf("unknown op %q (want open, compile, run or close)", req.Op)
+	}
+	return resp, closing
+}
+
+func (sv *server) open(req Request, resp *Response) {
+	switch {
+	case sv.opened:
+		resp.Error = "open: the session is already open"
+	case req.Open == nil:
+		resp.Error = "open: missing \"open\" parameters"
+	default:
+		if err := req.Open.Validate(); err != nil {
+			resp.Error = err.Error()
+			return
+		}
+		info, err := sv.s.Open(*req.Open)
+		if err != nil {
+			resp.Error = "open: " + err.Error()
+			resp.NoGPU = errors.Is(err, mneme.ErrNoGPU)
+			return
+		}
+		sv.opened = true
+		resp.OK, resp.Device, resp.Kernel = true, info.Device, info.Kernel
+	}
+}
+
+// replay answers compile and run.
+func (sv *server) replay(req Request, resp *Response) {
+	switch {
+	case !sv.opened:
+		resp.Error = req.Op + ": the session is not open (send \"open\" first)"
+	case req.Config == nil:
+		resp.Error = req.Op + ": missing \"config\""
+	default:
+		var r mneme.Result
+		if req.Op == OpRun {
+			r = sv.s.Run(*req.Config)
+		} else {
+			r = sv.s.Compile(*req.Config)
+		}
+		resp.OK, resp.Result = true, &r
+		if u, ok := sv.s.(UnusableSession); ok && u.Unusable() {
+			resp.Closing = true
 		}
 	}
 }

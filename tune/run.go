@@ -80,8 +80,9 @@ func Run(ctx context.Context, ro RunOptions) error {
 	if err := CheckWorkers(opts.Workers, len(opts.GPUs), ro.CompileWorkers); err != nil {
 		return err
 	}
-	// Python starts while the recording loads: its start-up is most of
-	// what proposing from Python costs.
+	// Python starts while the recording loads, and the workers while it
+	// opens the space (earlyExecutor): its start-up is most of what
+	// proposing from Python costs.
 	var conn *ProposerConn
 	if opts.UsesPython() {
 		var err error
@@ -93,6 +94,12 @@ func Run(ctx context.Context, ro RunOptions) error {
 	target, err := loadTarget(&opts)
 	if err != nil {
 		return err
+	}
+	trialTimeout, timeoutErr := parseTrialTimeout(opts)
+	var early *earlyExecutor
+	if opts.UsesPython() && !ro.PrintSpace && !ro.DryRun && !ro.Resume && ro.Factory != nil && timeoutErr == nil {
+		early = startEarly(ctx, ro, opts, target, trialTimeout)
+		defer early.abandon()
 	}
 	var sampler Sampler
 	propose := func() error {
@@ -146,11 +153,8 @@ func Run(ctx context.Context, ro RunOptions) error {
 	if ro.DryRun {
 		return printDryRun(ro.Stdout, opts, target, sampler, desc, geo)
 	}
-	var trialTimeout time.Duration
-	if opts.TrialTimeout != "" {
-		if trialTimeout, err = time.ParseDuration(opts.TrialTimeout); err != nil || trialTimeout <= 0 {
-			return mneme.BadInput(fmt.Errorf("--trial-timeout %q: want a positive duration like 30s", opts.TrialTimeout))
-		}
+	if timeoutErr != nil {
+		return timeoutErr
 	}
 	res, prior, err := createOrResume(opts, ro.Resume)
 	if err != nil {
@@ -169,8 +173,14 @@ func Run(ctx context.Context, ro RunOptions) error {
 		time.Now().Format(time.RFC3339), opts.Instance, spaceKind(opts), target.space.Name, desc.Size, opts.Sampler, opts.Trials, opts.AdaptiveInvalidBan)
 	fmt.Fprintf(logFile, "%s %s\n", time.Now().Format(time.RFC3339), geo.Note)
 
-	ex := newExecutor(ro, opts, target, trialTimeout, logFile)
-	if err := ex.Start(ctx); err != nil {
+	var ex *Executor
+	if early != nil {
+		ex, err = early.take(logFile)
+	} else {
+		ex = newExecutor(ro, opts, target, trialTimeout, logFile)
+		err = ex.Start(ctx)
+	}
+	if err != nil {
 		if !ro.Resume {
 			// Nothing ran: leave no empty run behind that would refuse a retry.
 			res.Close()
@@ -185,6 +195,18 @@ func Run(ctx context.Context, ro RunOptions) error {
 	study := &Study{Space: target.space, Sampler: sampler, Exec: ex, Results: res, Opts: opts, Prior: prior,
 		BaselineConfigs: target.baselines(), Geometry: &geo, Log: logFile}
 	return runTrials(ctx, ro, study, target, desc)
+}
+
+// parseTrialTimeout reads --trial-timeout; zero when not given.
+func parseTrialTimeout(opts Options) (time.Duration, error) {
+	if opts.TrialTimeout == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(opts.TrialTimeout)
+	if err != nil || d <= 0 {
+		return 0, mneme.BadInput(fmt.Errorf("--trial-timeout %q: want a positive duration like 30s", opts.TrialTimeout))
+	}
+	return d, nil
 }
 
 // probe replays one block shape other than the recorded one, before the

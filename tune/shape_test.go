@@ -173,8 +173,19 @@ func TestStudyFailFastAndTimeout(t *testing.T) {
 // fakeProposer speaks the proposer's side of the protocol in Go: a space of
 // three points with their configurations; it records the tells.
 type fakeProposer struct {
+	// batch makes the open answer carry every point, as the Python proposer
+	// does for exhaustive and random sampling.
+	batch bool
 	mu    sync.Mutex
 	tells []proposeRequest
+	asks  int
+}
+
+// fakePoint is the fake's proposal number n (1-based): block 64·n.
+func fakePoint(n int) map[string]any {
+	bx := 64 * n
+	cfg := mneme.Baseline(mneme.Dim3{X: 8, Y: 1, Z: 1}, mneme.Dim3{X: uint32(bx), Y: 1, Z: 1}, 0)
+	return map[string]any{"id": n, "params": map[string]any{"bx": bx}, "config": cfg}
 }
 
 func (f *fakeProposer) StartProposer(ctx context.Context) (*ProposerConn, error) {
@@ -193,18 +204,25 @@ func (f *fakeProposer) StartProposer(ctx context.Context) (*ProposerConn, error)
 			}
 			switch req.Op {
 			case "open":
-				enc.Encode(map[string]any{"ok": true, "space": map[string]any{
+				a := map[string]any{"ok": true, "space": map[string]any{
 					"name": "fake", "size": 3, "feasible": 3,
-					"params": []Param{IntRange("bx", 64, 192, 64)}}})
+					"params": []Param{IntRange("bx", 64, 192, 64)}}}
+				if f.batch {
+					a["points"] = []map[string]any{fakePoint(1), fakePoint(2), fakePoint(3)}
+				}
+				enc.Encode(a)
 			case "ask":
+				f.mu.Lock()
+				f.asks++
+				f.mu.Unlock()
 				if next == 3 {
 					enc.Encode(map[string]any{"ok": true, "done": true})
 					continue
 				}
 				next++
-				bx := 64 * next
-				cfg := mneme.Baseline(mneme.Dim3{X: 8, Y: 1, Z: 1}, mneme.Dim3{X: uint32(bx), Y: 1, Z: 1}, 0)
-				enc.Encode(map[string]any{"ok": true, "id": next, "params": map[string]any{"bx": bx}, "config": cfg})
+				a := fakePoint(next)
+				a["ok"] = true
+				enc.Encode(a)
 			case "tell":
 				f.mu.Lock()
 				f.tells = append(f.tells, req)
@@ -218,12 +236,19 @@ func (f *fakeProposer) StartProposer(ctx context.Context) (*ProposerConn, error)
 
 // TestProposerSamplerRunsTheProposedConfigurations runs a study whose
 // points and configurations come from the proposer: each becomes one trial,
-// and each outcome is told back under its id.
+// and each outcome is told back under its id. Proposals the open answer
+// carries all at once run the same trials with no ask or tell.
 func TestProposerSamplerRunsTheProposedConfigurations(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: runs the test worker")
 	}
-	fp := &fakeProposer{}
+	for _, batch := range []bool{false, true} {
+		t.Run(fmt.Sprintf("batch=%v", batch), func(t *testing.T) { testProposerSampler(t, batch) })
+	}
+}
+
+func testProposerSampler(t *testing.T, batch bool) {
+	fp := &fakeProposer{batch: batch}
 	// The recorded launch (block 256) is none of the proposed ones, which
 	// would otherwise be the baseline's trial, reused.
 	base := mneme.Baseline(mneme.Dim3{X: 4, Y: 1, Z: 1}, mneme.Dim3{X: 256, Y: 1, Z: 1}, 0)
@@ -271,6 +296,12 @@ func TestProposerSamplerRunsTheProposedConfigurations(t *testing.T) {
 	}
 	fp.mu.Lock()
 	defer fp.mu.Unlock()
+	if batch {
+		if fp.asks != 0 || len(fp.tells) != 0 {
+			t.Errorf("batched proposals: %d asks and %d tells, want none", fp.asks, len(fp.tells))
+		}
+		return
+	}
 	ids := map[int]bool{}
 	for _, tl := range fp.tells {
 		ids[tl.ID] = true

@@ -219,17 +219,66 @@ func (s *Study) Run(ctx context.Context) error {
 	if s.started.IsZero() {
 		s.started = time.Now()
 	}
-	done := map[string]Trial{}
-	number := 1 // trial 0 is the baseline
 	s.banned = map[string]mneme.Status{}
+	r := &studyRun{s: s, done: map[string]Trial{}, inflight: map[int]pendingTrial{}, inflightKeys: map[string]bool{},
+		number: 1, budget: s.Opts.Trials} // trial 0 is the baseline
+	if err := r.restore(); err != nil {
+		return err
+	}
+	r.report()
+	for {
+		r.submit(ctx)
+		if len(r.inflight) == 0 {
+			return nil
+		}
+		var jr JobResult
+		select {
+		case jr = <-s.Exec.Results():
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if err := r.finish(jr); err != nil {
+			return err
+		}
+		if err := s.Exec.Err(); err != nil && allWorkersBroken(err) {
+			return err
+		}
+	}
+}
+
+// studyRun is the state of one Study.Run: the configurations finished and in
+// flight, the next trial number, and the figures the progress display shows.
+type studyRun struct {
+	s            *Study
+	done         map[string]Trial // by configuration key
+	inflight     map[int]pendingTrial
+	inflightKeys map[string]bool
+	number       int
+	budget       int
+	exhausted    bool
+	skips        int
+	failures     int
+	best         float64
+}
+
+// pendingTrial is a submitted trial's point and configuration key.
+type pendingTrial struct {
+	pt  Point
+	key string
+}
+
+// restore counts the baseline just run and the resumed trials as done, and
+// tells the sampler the resumed ones.
+func (r *studyRun) restore() error {
+	s := r.s
 	for _, t := range s.trials { // the baseline, run just now
-		done[t.ConfigKey] = t
+		r.done[t.ConfigKey] = t
 	}
 	for _, t := range s.Prior {
 		if t.IsBaseline() {
-			done[t.ConfigKey] = t
+			r.done[t.ConfigKey] = t
 			s.trials = append(s.trials, t)
-			number = max(number, t.Number+1)
+			r.number = max(r.number, t.Number+1)
 			continue
 		}
 		s.noteBan(t)
@@ -238,114 +287,106 @@ func (s *Study) Run(ctx context.Context) error {
 			return fmt.Errorf("--resume: trial %d: %v", t.Number, err)
 		}
 		t.Params = pt
-		done[t.ConfigKey] = t
+		r.done[t.ConfigKey] = t
 		s.trials = append(s.trials, t)
 		s.Sampler.Tell(pt, t.Loss(), t.Status)
-		number = max(number, t.Number+1)
+		r.number = max(r.number, t.Number+1)
 	}
-	budget := s.Opts.Trials
-	type pending struct {
-		pt  Point
-		key string
-	}
-	inflight := map[int]pending{}
-	inflightKeys := map[string]bool{}
-	exhausted := false
-	failures := 0
-	best := 0.0
 	for _, t := range s.trials {
 		if !t.OK() {
-			failures++
+			r.failures++
 		}
-		best = math.Max(best, t.Speedup)
+		r.best = math.Max(r.best, t.Speedup)
 	}
-	report := func() {
-		if s.Progress != nil {
-			s.Progress(Progress{Done: len(s.trials), Budget: budget, Failures: failures, BestSpeedup: best})
-		}
+	return nil
+}
+
+func (r *studyRun) report() {
+	if r.s.Progress != nil {
+		r.s.Progress(Progress{Done: len(r.s.trials), Budget: r.budget, Failures: r.failures, BestSpeedup: r.best})
 	}
-	report()
-	skips := 0
-	for {
-		for !exhausted && !s.stopping() && len(inflight) < s.Exec.Capacity() && (budget == 0 || len(s.trials)+len(inflight) < budget) {
-			if ctx.Err() != nil {
-				break
-			}
-			pt, ok := s.Sampler.Ask()
-			if !ok {
-				exhausted = true
-				break
-			}
-			cfg, err := s.Space.Evaluate(pt)
-			if err != nil { // samplers return feasible points; be safe anyway
-				s.Sampler.Tell(pt, math.Inf(1), mneme.StatusInvalidConfig)
-				continue
-			}
-			key := ConfigKey(cfg)
-			if t, ok := done[key]; ok || inflightKeys[key] {
-				// Another point derives a configuration already tried: reuse it.
-				if ok {
-					s.Sampler.Tell(pt, t.Loss(), t.Status)
-				}
-				if skips++; skips > maxSkips {
-					exhausted = true
-				}
-				continue
-			}
-			if st, ok := s.banned[cfg.Block.String()]; ok {
-				// A banned block shape is not run; the sampler learns it as
-				// a failure of the status that banned it.
-				s.Sampler.Tell(pt, math.Inf(1), st)
-				s.bannedSkips++
-				if skips++; skips > maxSkips {
-					exhausted = true
-				}
-				continue
-			}
-			skips = 0
-			inflight[number] = pending{pt: pt, key: key}
-			inflightKeys[key] = true
-			s.Exec.Submit(Job{ID: number, Config: cfg})
-			number++
+}
+
+// submit asks the sampler for points and submits their configurations until
+// every worker has one, the budget is spent or the sampler has none left.
+// A configuration already run or in flight is not run again; a banned block
+// shape is not run at all.
+func (r *studyRun) submit(ctx context.Context) {
+	s := r.s
+	for !r.exhausted && !s.stopping() && len(r.inflight) < s.Exec.Capacity() && (r.budget == 0 || len(s.trials)+len(r.inflight) < r.budget) {
+		if ctx.Err() != nil {
+			return
 		}
-		if len(inflight) == 0 {
-			break
-		}
-		var r JobResult
-		select {
-		case r = <-s.Exec.Results():
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		p, ok := inflight[r.Job.ID]
+		pt, ok := s.Sampler.Ask()
 		if !ok {
-			return fmt.Errorf("internal error: result for unknown trial %d", r.Job.ID)
+			r.exhausted = true
+			return
 		}
-		delete(inflight, r.Job.ID)
-		delete(inflightKeys, p.key)
-		t := s.trialOf(r.Job.ID, p.pt, r)
-		if s.Results != nil {
-			if err := s.Results.AppendTrial(t); err != nil {
-				return err
+		cfg, err := s.Space.Evaluate(pt)
+		if err != nil { // samplers return feasible points; be safe anyway
+			s.Sampler.Tell(pt, math.Inf(1), mneme.StatusInvalidConfig)
+			continue
+		}
+		key := ConfigKey(cfg)
+		if t, ok := r.done[key]; ok || r.inflightKeys[key] {
+			// Another point derives a configuration already tried: reuse it.
+			if ok {
+				s.Sampler.Tell(pt, t.Loss(), t.Status)
 			}
+			r.skip()
+			continue
 		}
-		done[p.key] = t
-		s.trials = append(s.trials, t)
-		s.noteBan(t)
-		s.Sampler.Tell(p.pt, t.Loss(), t.Status)
-		if !t.OK() {
-			failures++
-			if s.Opts.FailFast && s.stopped == "" {
-				s.stopped = StopFailFast
-				s.logf("--fail-fast: trial %d ended %s; no more trials are submitted", t.Number, t.Status)
-			}
+		if st, ok := s.banned[cfg.Block.String()]; ok {
+			// A banned block shape is not run; the sampler learns it as
+			// a failure of the status that banned it.
+			s.Sampler.Tell(pt, math.Inf(1), st)
+			s.bannedSkips++
+			r.skip()
+			continue
 		}
-		best = math.Max(best, t.Speedup)
-		report()
-		if err := s.Exec.Err(); err != nil && allWorkersBroken(err) {
+		r.skips = 0
+		r.inflight[r.number] = pendingTrial{pt: pt, key: key}
+		r.inflightKeys[key] = true
+		s.Exec.Submit(Job{ID: r.number, Config: cfg})
+		r.number++
+	}
+}
+
+// skip counts a proposal not run; too many in a row exhaust the sampler.
+func (r *studyRun) skip() {
+	if r.skips++; r.skips > maxSkips {
+		r.exhausted = true
+	}
+}
+
+// finish records a finished job as its trial and tells the sampler.
+func (r *studyRun) finish(jr JobResult) error {
+	s := r.s
+	p, ok := r.inflight[jr.Job.ID]
+	if !ok {
+		return fmt.Errorf("internal error: result for unknown trial %d", jr.Job.ID)
+	}
+	delete(r.inflight, jr.Job.ID)
+	delete(r.inflightKeys, p.key)
+	t := s.trialOf(jr.Job.ID, p.pt, jr)
+	if s.Results != nil {
+		if err := s.Results.AppendTrial(t); err != nil {
 			return err
 		}
 	}
+	r.done[p.key] = t
+	s.trials = append(s.trials, t)
+	s.noteBan(t)
+	s.Sampler.Tell(p.pt, t.Loss(), t.Status)
+	if !t.OK() {
+		r.failures++
+		if s.Opts.FailFast && s.stopped == "" {
+			s.stopped = StopFailFast
+			s.logf("--fail-fast: trial %d ended %s; no more trials are submitted", t.Number, t.Status)
+		}
+	}
+	r.best = math.Max(r.best, t.Speedup)
+	r.report()
 	return nil
 }
 

@@ -8,6 +8,8 @@ those runs the engine starts `python -m mneme.propose` and speaks JSON lines
 with it on stdin/stdout (tune/PROTOCOL.md, "Proposals from Python"):
 
     {"op": "open", ...}  -> {"ok": true, "space": {...}}
+                            (exhaustive and random: also "points": [...],
+                            every proposal at once; no ask or tell follows)
     {"op": "ask"}        -> {"ok": true, "id": N, "params": {...}, "config": {...}}
                             or {"ok": true, "done": true}
     {"op": "tell", "id": N, "loss": ns_or_absent, "status": "..."} -> {"ok": true}
@@ -51,6 +53,10 @@ MAX_REQUEST = 1 << 20
 MAX_COUNT_FEASIBLE = 200_000
 # Trials when the run gives none and the space is not finite.
 DEFAULT_TRIALS = 100
+# Exhaustive and random proposals up to this many are all sent in the open
+# answer: one round trip instead of two per trial (answers stay well under
+# the engine's 16 MiB line bound at ~300 bytes a point).
+MAX_BATCH = 10_000
 
 
 class ProposeError(Exception):
@@ -240,7 +246,14 @@ class Proposer:
             for p in dims.values():
                 size *= p.size()
             feasible: int | None = None
-            if math.isfinite(size) and size <= MAX_COUNT_FEASIBLE and not self.engine_derives:
+            batch: list[dict[str, Any]] | None = None
+            if sampler == "exhaustive" and not self._uses_optuna(req) and math.isfinite(size) and size <= MAX_BATCH:
+                # The exhaustive order is the feasible points: derive each once.
+                self.points = self._exhaustive(space)
+                batch = self._take_all()
+                if not self.engine_derives:
+                    feasible = len(batch)
+            elif math.isfinite(size) and size <= MAX_COUNT_FEASIBLE and not self.engine_derives:
                 feasible = sum(1 for _ in ExhaustiveSamplingStrategy(space).points())
             baseline = None
             if not self.engine_derives:
@@ -254,15 +267,21 @@ class Proposer:
             raise ProposeError(f"--space-module {spec}: {type(space).__name__}: {type(e).__name__}: {e}") from None
         if trials <= 0:
             trials = feasible if feasible is not None else (int(size) if math.isfinite(size) else DEFAULT_TRIALS)
-        if sampler == "tpe" or req.get("study_name") or req.get("optuna_storage"):
+        if batch is not None:
+            pass
+        elif self._uses_optuna(req):
             self.study = _open_study(req)
             self.points = self._optuna(space, trials)
         elif sampler == "random":
             seed = req.get("seed")
             self.points = self._random(space, trials, int(seed) if seed else None)
+            if trials <= MAX_BATCH:
+                batch = self._take_all()
         else:
             self.points = self._exhaustive(space)
         answer: dict[str, Any] = {"ok": True}
+        if batch is not None:
+            answer["points"] = batch
         if not self.engine_derives:
             answer["space"] = {
                 "name": f"{type(space).__name__} ({spec})",
@@ -272,6 +291,20 @@ class Proposer:
                 "baseline": baseline,
             }
         return answer
+
+    @staticmethod
+    def _uses_optuna(req: Mapping[str, Any]) -> bool:
+        return bool(req.get("sampler") == "tpe" or req.get("study_name") or req.get("optuna_storage"))
+
+    def _take_all(self) -> list[dict[str, Any]]:
+        """Every remaining proposal, as ask answers; asks after it are done."""
+        out: list[dict[str, Any]] = []
+        while True:
+            a = self.ask()
+            if a.get("done"):
+                return out
+            del a["ok"]
+            out.append(a)
 
     def _derive(self, params: Mapping[str, Any]) -> tuple[ExperimentConfiguration | None, str]:
         assert self.space is not None

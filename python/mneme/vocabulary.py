@@ -10,12 +10,20 @@ check the classes against it, so the two languages cannot drift apart.
 from __future__ import annotations
 
 import json
-from pathlib import Path
+import os
 from typing import Any
 
 __all__ = ["VOCABULARY", "CONFIG_KEYS", "STATUSES", "PRESETS", "SAMPLERS", "PRUNERS", "SUMMARY_KEYS"]
 
-VOCABULARY: dict[str, Any] = json.loads(Path(__file__).with_name("vocabulary.json").read_text(encoding="utf-8"))
+
+def _read(path: str) -> str:
+    # os.path, not pathlib: importing pathlib is a noticeable part of the
+    # proposer's start-up.
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+VOCABULARY: dict[str, Any] = json.loads(_read(os.path.join(os.path.dirname(__file__), "vocabulary.json")))
 
 CONFIG_KEYS: tuple[str, ...] = tuple(f["key"] for f in VOCABULARY["config"])
 STATUSES: tuple[str, ...] = tuple(VOCABULARY["statuses"])

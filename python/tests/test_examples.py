@@ -31,7 +31,7 @@ def run(args: list[str], env: dict[str, str], cwd: Path) -> str:
 
 def test_exhaustive_example(recording: Path, fake_mneme: dict[str, str], tmp_path: Path) -> None:
     out = run([str(EXAMPLES / "tune_vecadd.py"), "--record-db", str(recording), "--record-id", INSTANCE], fake_mneme, tmp_path)
-    lines = [l for l in out.splitlines() if l.startswith("[")]
+    lines = [line for line in out.splitlines() if line.startswith("[")]
     assert len(lines) == 80
     assert lines[0].startswith("[0] block 64 default<O1>: mean 64 ns")
     assert lines[79].startswith("[79] block 1024 default<Oz>")

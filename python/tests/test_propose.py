@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from conftest import INSTANCE
+from mneme import propose
 from mneme.propose import serve
 
 USER_SPACE = '''
@@ -75,7 +76,7 @@ def open_module(space_file: Path, recording: Path, **kw: Any) -> dict[str, Any]:
 
 
 def test_exhaustive_user_space(space_file: Path, recording: Path) -> None:
-    answers = converse([open_module(space_file, recording)] + [{"op": "ask"}] * 81)
+    answers = converse([open_module(space_file, recording), {"op": "ask"}])
     opened = answers[0]
     assert opened["ok"], opened
     space = opened["space"]
@@ -83,29 +84,44 @@ def test_exhaustive_user_space(space_file: Path, recording: Path) -> None:
     assert [p["name"] for p in space["params"]] == ["block_dim_x", "passes"]
     assert space["params"][0] == {"name": "block_dim_x", "kind": "int", "low": 64, "high": 1024, "step": 64}
     assert space["baseline"]["grid"] == {"x": 4096, "y": 1, "z": 1} and space["baseline"]["block"]["x"] == 256
-    points = answers[1:81]
+    # The whole exhaustive order comes with the open answer: one round trip.
+    points = opened["points"]
+    assert len(points) == 80
     # Product order, the last dimension fastest, each with the class's configuration.
     assert points[0]["params"] == {"block_dim_x": 64, "passes": "default<O1>"}
     assert points[1]["params"] == {"block_dim_x": 64, "passes": "default<O2>"}
     assert points[5]["params"]["block_dim_x"] == 128
     assert points[0]["config"]["block"] == {"x": 64, "y": 1, "z": 1} and points[0]["config"]["grid"]["x"] == 16384
     assert len({p["id"] for p in points}) == 80
+    assert answers[1] == {"ok": True, "done": True}
+
+
+def test_exhaustive_beyond_the_batch_is_asked(space_file: Path, recording: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A space larger than one open answer may carry is proposed one ask at a
+    # time, in the same order.
+    monkeypatch.setattr(propose, "MAX_BATCH", 79)
+    answers = converse([open_module(space_file, recording)] + [{"op": "ask"}] * 81)
+    assert "points" not in answers[0] and answers[0]["space"]["feasible"] == 80
+    assert answers[1]["params"] == {"block_dim_x": 64, "passes": "default<O1>"}
+    assert answers[6]["params"]["block_dim_x"] == 128 and answers[6]["config"]["block"]["x"] == 128
+    assert len({a["id"] for a in answers[1:81]}) == 80
     assert answers[81] == {"ok": True, "done": True}
 
 
 def test_failing_derivation_is_reported_not_fatal(space_file: Path, recording: Path) -> None:
-    answers = converse([open_module(space_file, recording, space_args=["fail_at=64"])] + [{"op": "ask"}] * 6)
-    assert all(a["ok"] for a in answers)
-    for a in answers[1:6]:
+    opened = converse([open_module(space_file, recording, space_args=["fail_at=64"])])[0]
+    assert opened["ok"], opened
+    points = opened["points"]
+    for a in points[0:5]:
         assert "config" not in a and "RuntimeError: no configuration here" in a["reason"]
-    assert answers[6]["params"]["block_dim_x"] == 128 and "config" in answers[6]
+    assert points[5]["params"]["block_dim_x"] == 128 and "config" in points[5]
 
 
 def test_random_is_seeded_and_distinct(space_file: Path, recording: Path) -> None:
     def draw(seed: int) -> list[Any]:
-        answers = converse([open_module(space_file, recording, sampler="random", trials=10, seed=seed)] + [{"op": "ask"}] * 11)
+        answers = converse([open_module(space_file, recording, sampler="random", trials=10, seed=seed), {"op": "ask"}])
         assert answers[-1] == {"ok": True, "done": True}
-        return [a["params"] for a in answers[1:11]]
+        return [a["params"] for a in answers[0]["points"]]
 
     a, b, c = draw(7), draw(7), draw(8)
     assert a == b and a != c
@@ -187,4 +203,7 @@ def test_mneme_tune_entry_point_runs_the_engine(tmp_path: Path) -> None:
     # The engine's own exit code and output, the arguments unchanged.
     assert p.returncode == 3
     assert "argv: tune --record-database db.json --space-preset quick" in p.stdout
-    assert f"python: {sys.executable}" in p.stdout
+    # The interpreter that ran the entry point, however its path was spelled
+    # (`python/../.venv/bin/python` comes back as `.venv/bin/python`).
+    python = next(line.removeprefix("python: ") for line in p.stdout.splitlines() if line.startswith("python: "))
+    assert os.path.abspath(python) == os.path.abspath(sys.executable)

@@ -13,7 +13,6 @@ import pytest
 from mneme.async_executor import AsyncReplayExecutor, WorkerStartupError
 from mneme.binary import MnemeNotFoundError, find_mneme_binary
 from mneme.mneme_types import ExperimentConfiguration
-from conftest import INSTANCE
 
 
 def real_binary() -> str:
@@ -24,14 +23,16 @@ def real_binary() -> str:
 
 
 def test_open_errors_of_the_real_worker_reach_the_caller(recording: Path, tmp_path: Path) -> None:
-    # The Go reader checks each instance's dynamic hash; the placeholder
-    # database of these tests does not pass, so open fails with that reason.
-    ex = AsyncReplayExecutor(recording, INSTANCE, 3, tmp_path / "results", 1, mneme_bin=real_binary())
+    # An instance the recording does not hold: the Go worker's open fails
+    # with its own reason (whatever the machine has), and that reason reaches
+    # the caller and the worker's log.
+    missing = "0" * 16
+    ex = AsyncReplayExecutor(recording, missing, 3, tmp_path / "results", 1, mneme_bin=real_binary())
     with ex:
         config = ExperimentConfiguration.from_dict({"grid": {"x": 1}, "block": {"x": 32}})
-        with pytest.raises(WorkerStartupError, match="DynamicHash"):
+        with pytest.raises(WorkerStartupError, match=f"no such instance \"{missing}\""):
             ex.evaluate(config)
-    assert "DynamicHash" in (tmp_path / "results" / "Worker-0.log").read_text()
+    assert missing in (tmp_path / "results" / "Worker-0.log").read_text()
 
 
 def test_find_binary_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import math
 import random
-from typing import Any, Mapping
+from typing import Mapping
 
 import pytest
 
-from mneme.mneme_types import ExperimentConfiguration
 from mneme.tuning.sample_strategy import ExhaustiveSamplingStrategy
 from mneme.tuning.search_space import (
     BoolParam,

@@ -1,0 +1,123 @@
+package record
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/mneme-gpu/mneme"
+	"github.com/mneme-gpu/mneme/db"
+)
+
+// describeKernel builds the kernel's database entry and writes its IR.
+func (r *Recorder) describeKernel(l *Launch) (*db.Kernel, error) {
+	start := time.Now()
+	ir, err := r.proc.KernelIR(l.Kernel.Name)
+	r.status.IRSeconds += time.Since(start).Seconds()
+	if err != nil {
+		return nil, err
+	}
+	sizes := make([]uint64, len(l.Args))
+	for i, a := range l.Args {
+		sizes[i] = uint64(len(a))
+	}
+	names, kinds, specs, err := argMeta(ir, sizes)
+	if err != nil {
+		return nil, err
+	}
+	if r.device == nil {
+		dev, err := r.proc.Device()
+		if err != nil {
+			return nil, fmt.Errorf("describe the GPU: %w", err)
+		}
+		r.device = &dev
+		r.toolchain = r.proc.Toolchain()
+	}
+	sh := db.StaticHash(l.Kernel.Name, ir.Bitcode)
+	k := &db.Kernel{
+		StaticHash:    sh,
+		VAddr:         db.FormatVAddr(r.cfg.VABase),
+		VASize:        r.reservation(),
+		KernelName:    l.Kernel.Name,
+		DemangledName: l.Kernel.Demangled,
+		Modules:       []string{db.IRFileName(sh)},
+		Device:        *r.device,
+		Toolchain:     r.toolchain,
+		FormatVersion: db.FormatVersion,
+		Instances:     map[string]*db.Instance{},
+	}
+	k.ArgNames, k.ArgKinds, k.ArgSizes, k.Specializations = names, kinds, sizes, specs
+	if r.cfg.Rank != nil {
+		rank := *r.cfg.Rank
+		k.Rank = &rank
+	}
+	if err := db.ReplaceFile(filepath.Join(r.cfg.DB, db.IRFileName(sh)), ir.Bitcode); err != nil {
+		return nil, err
+	}
+	k.DeviceCode = r.saveDeviceCode(l.Kernel)
+	k.CompileFlags = ir.Flags
+	return k, nil
+}
+
+// saveDeviceCode writes the fat binary that registered the kernel into the
+// database, once per distinct image, and returns its file name; "" when the
+// process cannot provide it (the recording is still complete: replay then
+// recompiles its baseline).
+func (r *Recorder) saveDeviceCode(k Kernel) string {
+	dc, ok := r.proc.(DeviceCoder)
+	if !ok {
+		return ""
+	}
+	code, err := dc.DeviceCode(k.Module)
+	if err != nil || len(code) == 0 {
+		r.reportError(fmt.Sprintf("kernel %s: its device code is not recorded (%v); replay will recompile the baseline from IR", k.Name, err))
+		return ""
+	}
+	name := db.DeviceCodeFileName(code)
+	path := filepath.Join(r.cfg.DB, name)
+	if _, err := os.Stat(path); err == nil {
+		return name
+	}
+	if err := db.ReplaceFile(path, code); err != nil {
+		r.reportError(fmt.Sprintf("kernel %s: writing its device code: %v", k.Name, err))
+		return ""
+	}
+	return name
+}
+
+// argMeta names and classifies a kernel's arguments. The launch's parameter
+// sizes (cuFuncGetParamInfo) are the truth: a kind from the IR that
+// disagrees with its size (bool as i1, a struct) is kept as raw bytes
+// (byval:N). Without kinds (IR not yet analyzed, see Finalize) every
+// argument is raw bytes, which replay restores as is.
+func argMeta(ir *KernelIR, sizes []uint64) (names []string, kinds []mneme.ArgKind, specs []bool, err error) {
+	if len(ir.ArgKinds) != 0 && len(ir.ArgKinds) != len(sizes) {
+		return nil, nil, nil, fmt.Errorf("its IR has %d parameters but the launch passes %d", len(ir.ArgKinds), len(sizes))
+	}
+	for i, size := range sizes {
+		kind := mneme.ArgByVal(size)
+		if i < len(ir.ArgKinds) && ir.ArgKinds[i].Size() == size {
+			kind = ir.ArgKinds[i]
+		}
+		name := fmt.Sprintf("arg%d", i)
+		if i < len(ir.ArgNames) && ir.ArgNames[i] != "" {
+			name = ir.ArgNames[i]
+		}
+		names = append(names, name)
+		kinds = append(kinds, kind)
+		specs = append(specs, kind.Specializable())
+	}
+	return names, kinds, specs, nil
+}
+
+// liveBytes is the device memory the application holds in the arena.
+func (r *Recorder) liveBytes() uint64 {
+	var n uint64
+	if r.arena != nil {
+		for _, b := range r.arena.Live() {
+			n += b.Size
+		}
+	}
+	return n
+}
