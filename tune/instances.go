@@ -217,7 +217,12 @@ func runInstanceTrials(ctx context.Context, run InstancesOptions, study *Study, 
 		return err
 	}
 	opts := study.Opts
-	_, gpuName := study.Exec.Device()
+	// Device's second value is the kernel the workers opened, not the GPU.
+	dev, _ := study.Exec.Device()
+	gpuName := ""
+	if dev != nil {
+		gpuName = dev.Name
+	}
 	fmt.Fprintf(run.Stderr, "baseline: %s across %d instances on %s: %s (the launches' total by %s; trial 0, %s)\n",
 		k.Name(), len(members), gpuName, fmtNS(base.TimeNS), opts.Metric, baselineKind(base.Config))
 	fmt.Fprintln(run.Stderr, study.Geometry.Note)

@@ -90,6 +90,11 @@ func TestRunInstancesTotalAndClasses(t *testing.T) {
 	var tuned map[string]TunedKernel
 	readJSON(t, filepath.Join(out, MnemeTunedFile), &tuned)
 	tk := tuned["_Z6vecaddPfPKfif"]
+	// The entry names the GPU it was tuned on (the runtime warns when it
+	// runs on another), not the kernel.
+	if tk.GPU != "test GPU" {
+		t.Errorf("tuned entry's GPU %q, want the workers' %q", tk.GPU, "test GPU")
+	}
 	// Ten small launches for one large: 128-thread blocks win overall.
 	if tk.Config.Block.X != 128 || len(tk.Instances) != 2 || tk.Statistics != StatisticsNone {
 		t.Fatalf("tuned entry: block %s, %d instances, statistics %q", tk.Config.Block, len(tk.Instances), tk.Statistics)
