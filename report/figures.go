@@ -228,6 +228,12 @@ func figureSpeedups(r *Report) (string, error) {
 	p.Legend.Top = true
 	p.NominalX(names...)
 	p.Y.Min = 0
+	// Headroom above the tallest bar keeps the legend off the bars.
+	top := 1.0
+	for i := range pred {
+		top = math.Max(top, math.Max(pred[i], meas[i]))
+	}
+	p.Y.Max = 1.3 * top
 	return svgOf(p, vg.Length(math.Max(5, 1.2*float64(len(pred))))*vg.Inch, 3.5*vg.Inch)
 }
 
