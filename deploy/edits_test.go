@@ -85,14 +85,24 @@ func scriptEdits(entries map[string]any) (dropped, unmeasured map[string]any) {
 // returns the trace lines and warnings.
 func sweepRun(t *testing.T, path, dir string, c *passesCompiler) (traces, warns []string) {
 	t.Helper()
+	traces, warns, _, _ = sweepLoads(t, path, dir, c)
+	return traces, warns
+}
+
+// sweepLoads is sweepRun that also counts the code loaded by the preload
+// and by the launches.
+func sweepLoads(t *testing.T, path, dir string, c *passesCompiler) (traces, warns []string, preloaded, launched int) {
+	t.Helper()
 	plans, errs := Load(path, "")
 	if len(errs) != 0 {
 		t.Fatalf("%s: %v", path, errs)
 	}
-	r := &Runtime{Plans: plans, Store: NewCache(dir), Compiler: c, Loader: &fakeLoader{}, IRHash: "ir",
+	l := &fakeLoader{}
+	r := &Runtime{Plans: plans, Store: NewCache(dir), Compiler: c, Loader: l, IRHash: "ir",
 		Warn:  func(m string) { warns = append(warns, m) },
 		Trace: func(f string, a ...any) { traces = append(traces, fmt.Sprintf(f, a...)) }}
 	r.Preload()
+	preloaded = l.count()
 	k := r.Kernel("_Z5triadPfPKffi")
 	if k == nil {
 		t.Fatalf("%s: triad has no deployment state", path)
@@ -106,7 +116,7 @@ func sweepRun(t *testing.T, path, dir string, c *passesCompiler) (traces, warns 
 			}
 		}
 	}
-	return traces, warns
+	return traces, warns, preloaded, l.count() - preloaded
 }
 
 func count(lines []string, s string) int {
@@ -173,5 +183,48 @@ func TestScriptEditsOfAClassedEntry(t *testing.T) {
 				t.Errorf("the warning %q does not name the file and the kernel", warns[0])
 			}
 		})
+	}
+}
+
+// The preload loads, for a kernel whose classes fold argument values, the
+// variants of the values the entry lists that are in the store, so the
+// first launch of each class finds its code in memory: after a cold run of
+// sizesweep, a warm run's preload loads the six classes' variants and its
+// launches load and compile nothing. A file whose folded values no launch
+// has preloads nothing (no such variant is stored), nor does one whose
+// folded argument lists no values (any value could come).
+func TestPreloadMeasuredFoldedValues(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, v any) string {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	entries := triadEntry(true)
+	_, u := scriptEdits(entries)
+	noValues := triadEntry(true)
+	for _, f := range noValues["_Z5triadPfPKffi"].(map[string]any)["folded"].([]any) {
+		delete(f.(map[string]any), "values")
+	}
+	orig, unmeasured, unlisted := write("tuned.json", entries), write("unmeasured.json", u), write("novalues.json", noValues)
+	cache := filepath.Join(dir, "cache")
+	c := &passesCompiler{facts: KernelFacts{ScalarArgs: []int{2, 3}, ArgSizes: []int{8, 8, 4, 4}}}
+	if _, _, pre, run := sweepLoads(t, orig, cache, c); pre != 0 || run != 6 || c.count() != 6 {
+		t.Fatalf("the cold run: %d preloaded, %d loaded by launches, %d compiles; want 0, 6, 6", pre, run, c.count())
+	}
+	if _, _, pre, run := sweepLoads(t, orig, cache, c); pre != 6 || run != 0 || c.count() != 6 {
+		t.Errorf("a warm run: %d preloaded, %d loaded by launches, %d compiles; want 6, 0, 6", pre, run, c.count())
+	}
+	if _, _, pre, run := sweepLoads(t, unmeasured, cache, c); pre != 0 || run != 0 || c.count() != 6 {
+		t.Errorf("values no launch has: %d preloaded, %d loaded by launches, %d compiles; want none", pre, run, c.count())
+	}
+	if _, _, pre, _ := sweepLoads(t, unlisted, cache, c); pre != 0 {
+		t.Errorf("folded arguments without values: %d preloaded, want 0", pre)
 	}
 }
