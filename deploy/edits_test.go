@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
 )
 
 // triadSizes are examples/sizesweep's six triad sizes, each launched with
@@ -38,8 +37,8 @@ func triadEntry(foldClasses bool) map[string]any {
 		ns = append(ns, i32(n))
 	}
 	return map[string]any{"_Z5triadPfPKffi": map[string]any{
-		"config":     map[string]any{"passes": "default<O3>", "codegen_opt": 3, "specialize": true, "specialize_args": []int{2, 3}},
-		"instance":   "sh/dh", "speedup": 1.02, "metric": "mean", "statistics": "run", "launch_searched": true,
+		"config":   map[string]any{"passes": "default<O3>", "codegen_opt": 3, "specialize": true, "specialize_args": []int{2, 3}},
+		"instance": "sh/dh", "speedup": 1.02, "metric": "mean", "statistics": "run", "launch_searched": true,
 		"recorded_block": map[string]any{"x": 256, "y": 1, "z": 1}, "recorded_grid": map[string]any{"x": 64, "y": 1, "z": 1},
 		"folded": []any{
 			map[string]any{"arg": 2, "name": "a", "invariant": true, "distinct": 1, "values": []string{f32(0.25)}},
