@@ -12,8 +12,9 @@
 # dropped, the largest size's (it must run the application's code, the
 # others theirs)
 # and the folded values replaced by one no launch has (one warning naming
-# the file and kernel where the classes fold arguments, none where they do
-# not; every launch runs the application's code). The first warm run's and
+# the file and kernel, and the launches run the application's code, where
+# the classes fold arguments; where they do not, no warning and each class
+# runs its code). The first warm run's and
 # each edit's trace are summarized (diagnose) so a result that looks as if
 # the edit changed nothing says why. Lines starting with "== " are summary
 # lines.
