@@ -622,9 +622,11 @@ type PreloadedFast struct {
 // Preload loads, off the application's critical path, the code of every
 // tuned kernel whose first launch is predictable and already compiled: its
 // facts and its variant for the launch it was tuned on are in the store.
-// A kernel whose configuration folds argument values (unknown until a
-// launch) is left to its first launch, as is one whose code is not in the
-// store: Preload never compiles. It holds each kernel while loading it, so
+// A kernel whose configuration folds argument values gets the variants of
+// the values its entry says were measured, those in the store
+// (preloadMeasured); its launches still ask the runtime, which finds them
+// in memory. One whose code is not in the store is left to its first
+// launch: Preload never compiles. It holds each kernel while loading it, so
 // a launch that comes meanwhile waits for the code instead of loading it
 // twice. It returns the kernels it loaded, each with the fast path the
 // shim may take from the kernel's first launch on (Preloaded.Fast).
@@ -672,6 +674,7 @@ func (r *Runtime) preload(k *Kernel) (pre Preloaded, ok bool, err error) {
 	// here).
 	l := k.layout(*k.facts)
 	var errs []error
+	loaded := k.variants.Len()
 	serve := func(p *Plan, shared uint32) {
 		v, err := r.preloadPlan(k, p)
 		if err != nil {
@@ -691,7 +694,7 @@ func (r *Runtime) preload(k *Kernel) (pre Preloaded, ok bool, err error) {
 	for _, c := range k.Plan.Classes {
 		serve(&c.Plan, c.SharedMem)
 	}
-	return pre, ok, errors.Join(errs...)
+	return pre, ok || k.variants.Len() > loaded, errors.Join(errs...)
 }
 
 // preloadedFast is the fast path of v, preloaded for p's launches: for
@@ -724,14 +727,19 @@ func (r *Runtime) preloadPlan(k *Kernel, p *Plan) (*Variant, error) {
 		return nil, nil
 	}
 	cfg := p.ConfigFor(block)
-	if len(FoldedArgs(cfg, *k.facts)) > 0 {
-		return nil, nil
-	}
 	if cfg.SpecializeDims && (hasZeroDim(grid) || hasZeroDim(block)) {
 		return nil, nil
 	}
 	cfg = launchConfig(cfg, grid, block)
-	key := r.key(k, cfg, nil)
+	if len(FoldedArgs(cfg, *k.facts)) > 0 {
+		return nil, r.preloadMeasured(k, p, cfg)
+	}
+	return r.preloadKey(k, r.key(k, cfg, nil))
+}
+
+// preloadKey loads the variant stored under key unless it is loaded,
+// returning it (nil when the store has none). Called with k.mu held.
+func (r *Runtime) preloadKey(k *Kernel, key Key) (*Variant, error) {
 	if v, ok := k.variants.Lookup(key.Hash()); ok {
 		return v, nil
 	}
@@ -745,6 +753,57 @@ func (r *Runtime) preloadPlan(k *Kernel, p *Plan) (*Variant, error) {
 	}
 	r.trace("preloaded %s", k.Name)
 	return v, nil
+}
+
+// preloadMeasured loads the variants of cfg (p's, whose code folds argument
+// values) for the values the entry says its variants were measured with,
+// those in the store, within the kernel's variant bound: a launch with
+// those values then finds its code in memory instead of reading and
+// loading it on the application's critical path. The shim still asks the
+// runtime for such a launch (its key holds the values), so nothing is
+// handed to it. Nothing is loaded when a folded argument lists no values
+// (any value could come) or a value's size is not its argument's. Called
+// with k.mu held and k's facts known.
+func (r *Runtime) preloadMeasured(k *Kernel, p *Plan, cfg mneme.Config) error {
+	folded := FoldedArgs(cfg, *k.facts)
+	values := make([][][]byte, len(folded))
+	for i, a := range folded {
+		for _, f := range p.Folded {
+			if f.Arg == a {
+				values[i] = f.Values
+			}
+		}
+		if len(values[i]) == 0 || a < 0 || a >= len(k.facts.ArgSizes) {
+			return nil
+		}
+		for _, v := range values[i] {
+			if len(v) != k.facts.ArgSizes[a] {
+				return nil
+			}
+		}
+	}
+	args := make([][]byte, len(k.facts.ArgSizes))
+	var errs []error
+	// Every combination of the listed values, the last argument's varying
+	// fastest, until the kernel holds as many variants as it may.
+	var walk func(i int)
+	walk = func(i int) {
+		if k.variants.Len() >= r.maxVariants() {
+			return
+		}
+		if i == len(folded) {
+			if _, err := r.preloadKey(k, r.key(k, cfg, args)); err != nil {
+				errs = append(errs, err)
+			}
+			return
+		}
+		for _, v := range values[i] {
+			args[folded[i]] = v
+			walk(i + 1)
+		}
+	}
+	walk(0)
+	return errors.Join(errs...)
 }
 
 // expectedLaunch is the geometry the plan's kernel is expected to run with:

@@ -9,10 +9,15 @@
 # (its events around each size's launches, on stderr), untuned against
 # tuned, and whether the size ran its class's code or the application's
 # (a shape no class covers). Then two edits of the tuned file: one class
-# dropped (its size must run the application's code, the others theirs)
+# dropped, the largest size's (it must run the application's code, the
+# others theirs)
 # and the folded values replaced by one no launch has (one warning naming
-# the file and kernel; every launch runs the application's code). Lines
-# starting with "== " are summary lines.
+# the file and kernel, and the launches run the application's code, where
+# the classes fold arguments; where they do not, no warning and each class
+# runs its code). The first warm run's and
+# each edit's trace are summarized (diagnose) so a result that looks as if
+# the edit changed nothing says why. Lines starting with "== " are summary
+# lines.
 # Usage: scripts/gpu-deploy-classes.sh WORKDIR (holding wrapper/sizesweep/sizesweep)
 set -uo pipefail
 w=${1:?usage: gpu-deploy-classes.sh WORKDIR}
@@ -22,6 +27,30 @@ prefix=$(dirname "$(dirname "$(command -v mneme)")")
 export MNEME_RT_LIB=${MNEME_RT_LIB:-$prefix/lib/libmneme_rt.so}
 app=$w/wrapper/sizesweep/sizesweep
 fail() { echo "== deploy classes sizesweep: FAIL ($1)"; exit 1; }
+# What a traced run's library and shim did with triad, in ms from the
+# trace's first line: when the library was ready, the preload, triad's
+# first launches (decided in the shim, asked of the library, or run while
+# the library loaded), shapes in no class, disabled kernels, tuned kernels
+# the executable lacks; launches run while the library loaded are counted.
+# A run whose edit seems to change nothing shows here why: launches that
+# never reached the library cannot take a class or warn.
+diagnose() {
+  python3 - "$1" <<'PY'
+import sys
+lines = [l.rstrip("\n").split(" ", 3) for l in open(sys.argv[1]) if l.count(" ") >= 3]
+if not lines:
+    print("   trace: empty"); sys.exit()
+t0 = int(lines[0][0])
+keep = ("loading the runtime library", "runtime library ready", "init:", "preload", "_Z5triad", "is in no class", "disabled", "not registered", "were not measured")
+loading = sum(1 for l in lines if "while the library loads" in l[3])
+shown = 0
+for ns, pid, src, ev in lines:
+    if any(k in ev for k in keep) and shown < 40:
+        print(f"   {(int(ns) - t0) / 1e6:9.3f} ms {src}: {ev}")
+        shown += 1
+print(f"   trace: {loading} launch(es) ran the application's code while the library loaded")
+PY
+}
 [ -x "$app" ] || fail "no wrapped build at $app"
 rdb=$w/rdb-classes/sizesweep out=$w/tune-classes/triad cache=$w/deploy-cache/classes
 rm -rf "$rdb" "$out" "$cache"
@@ -82,6 +111,8 @@ print(f"== deploy classes sizesweep: {'PASS' if ok else 'FAIL'} ({len(classes)} 
       f"output {'same' if same else 'DIFFERENT'}, exit codes {sorted(rcs)}, {warnings} warning(s), {compiles} compiles warm"
       + (f", slower than 0.95x at sizes {slower}" if slower else "") + ")")
 PY
+echo "   the first warm run, traced:"
+diagnose "$logs/warm.1.trace"
 
 # Edits of the tuned file: a class dropped, folded values no launch has.
 python3 - "$tuned" "$logs" <<'PY'
@@ -90,7 +121,13 @@ tuned, logs = sys.argv[1], sys.argv[2]
 entries = json.load(open(tuned))
 name, e = next(iter(entries.items()))
 if len(e.get("classes") or []) >= 2:
-    d = json.loads(json.dumps(entries)); d[name]["classes"] = d[name]["classes"][1:]
+    # The class of the largest grid: sizesweep launches it last, after the
+    # library is ready (launches made while it loads never reach it, so a
+    # class of the first size could be dropped without a trace).
+    d = json.loads(json.dumps(entries))
+    last = max(range(len(d[name]["classes"])), key=lambda i: d[name]["classes"][i]["grid"]["x"])
+    print(f"   dropped the class of grid {d[name]['classes'][last]['grid']['x']}")
+    del d[name]["classes"][last]
     json.dump(d, open(f"{logs}/one-class-dropped.json", "w"))
 if e.get("folded"):
     d = json.loads(json.dumps(entries))
@@ -100,16 +137,27 @@ if e.get("folded"):
     json.dump(d, open(f"{logs}/unmeasured-values.json", "w"))
 PY
 MNEME_JIT=off "$app" > "$logs/safety.off.out" 2>/dev/null
+# The folded-values edit warns only where a launch's configuration folds:
+# the classes' when there are some, else the entry's.
+expect_warn=$(python3 - "$tuned" <<'PY'
+import json, sys
+e = next(iter(json.load(open(sys.argv[1])).values()))
+configs = [c["config"] for c in e.get("classes") or []] or [e["config"]]
+print(1 if any(c.get("specialize") for c in configs) else 0)
+PY
+)
 if [ -f "$logs/one-class-dropped.json" ]; then
   MNEME_TUNED_KERNELS=$logs/one-class-dropped.json MNEME_CACHE_DIR=$cache MNEME_TRACE=$logs/dropped.trace "$app" > "$logs/dropped.out" 2> "$logs/dropped.err"; rc=$?
   echo "== deploy classes, one class dropped: rc=$rc, $(grep -c 'is in no class' "$logs/dropped.trace") launch shape(s) ran the application's code, $(grep -c 'mneme:' "$logs/dropped.err") warning(s), compiles $(grep -c ' deploy compiled ' "$logs/dropped.trace"), output $(cmp -s "$logs/safety.off.out" "$logs/dropped.out" && echo same || echo DIFFERENT) (want rc=0, 1 shape, 0 warnings, 0 compiles, same)"
+  diagnose "$logs/dropped.trace"
 else
   echo "== deploy classes, one class dropped: not run (the tuned entry has fewer than two classes)"
 fi
 if [ -f "$logs/unmeasured-values.json" ]; then
   MNEME_TUNED_KERNELS=$logs/unmeasured-values.json MNEME_CACHE_DIR=$cache MNEME_TRACE=$logs/unmeasured.trace "$app" > "$logs/unmeasured.out" 2> "$logs/unmeasured.err"; rc=$?
-  echo "== deploy classes, folded values no launch has: rc=$rc, $(grep -c 'mneme:' "$logs/unmeasured.err") warning(s), compiles $(grep -c ' deploy compiled ' "$logs/unmeasured.trace"), output $(cmp -s "$logs/safety.off.out" "$logs/unmeasured.out" && echo same || echo DIFFERENT) (want rc=0, 1 warning, 0 compiles, same)"
+  echo "== deploy classes, folded values no launch has: rc=$rc, $(grep -c 'mneme:' "$logs/unmeasured.err") warning(s), compiles $(grep -c ' deploy compiled ' "$logs/unmeasured.trace"), output $(cmp -s "$logs/safety.off.out" "$logs/unmeasured.out" && echo same || echo DIFFERENT) (want rc=0, $expect_warn warning(s), 0 compiles, same)"
   sed 's/^/   /' "$logs/unmeasured.err" | grep 'mneme:' | head -2
+  diagnose "$logs/unmeasured.trace"
 else
   echo "== deploy classes, folded values no launch has: not run (the tuned entry folds no argument)"
 fi

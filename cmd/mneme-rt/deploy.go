@@ -8,8 +8,10 @@ import "C"
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"runtime"
+	"slices"
 	"sync"
 	"unsafe"
 
@@ -169,7 +171,8 @@ func deployInit(api *C.struct_mneme_host_api) C.int {
 		traceDeploy("preload: start")
 		pre := rt.Preload()
 		handed := dep.handToShim(pre)
-		traceDeploy("preload: end, %d kernels loaded from the cache, %d run from the shim", len(pre), handed)
+		read := dep.readFoldingEntries()
+		traceDeploy("preload: end, %d kernels loaded from the cache, %d run from the shim, %d folding kernels' parameters read", len(pre), handed, read)
 	}
 	if api.background != 0 {
 		if err := p.enter(); err == nil {
@@ -188,6 +191,32 @@ func deployInit(api *C.struct_mneme_host_api) C.int {
 	return 0
 }
 
+// byLaunch says a kernel's entry is read by its first launch (entry's by).
+const byLaunch = "launch"
+
+// readFoldingEntries reads, beside the application, the entry of every
+// registered kernel whose tuned configurations fold argument values: its
+// parameter sizes come from the driver (two calls), which its first launch
+// would otherwise pay on the application's critical path. It returns how
+// many it read.
+func (d *deployer) readFoldingEntries() int {
+	n := 0
+	for i := 0; i < int(C.rth_kernel_count()); i++ {
+		var reg C.struct_mneme_kernel_reg
+		if C.rth_kernel_at(C.int(i), &reg) == 0 || reg.host_fun == nil {
+			continue
+		}
+		k := d.rt.Kernel(C.GoString(reg.device_name))
+		if k == nil || !k.FoldsArgs() {
+			continue
+		}
+		if e := d.entry(i, unsafe.Pointer(reg.host_fun), "preload"); e.err == nil {
+			n++
+		}
+	}
+	return n
+}
+
 // forwardUnplanned tells the shim that every registered kernel plans does
 // not name runs the application's code (all of them when plans is nil: the
 // tuned kernels are disabled).
@@ -196,17 +225,27 @@ func forwardUnplanned(plans deploy.Plans) {
 	a.handled = C.MNEME_LAUNCH_FORWARD_ALWAYS
 	var zero [3]C.unsigned
 	n := 0
+	registered := map[string]bool{}
 	for i := 0; i < int(C.rth_kernel_count()); i++ {
 		var reg C.struct_mneme_kernel_reg
 		if C.rth_kernel_at(C.int(i), &reg) == 0 {
 			continue
 		}
-		if _, ok := plans[C.GoString(reg.device_name)]; ok {
+		name := C.GoString(reg.device_name)
+		registered[name] = true
+		if _, ok := plans[name]; ok {
 			continue
 		}
 		n += int(C.rth_deploy_preloaded(C.int(i), &a, &zero[0], &zero[0], 0))
 	}
 	traceDeploy("init: %d kernels no tuned file lists run the application's code from the shim", n)
+	// A tuned kernel the executable does not register never runs its
+	// tuned code (another build's file, a name spelled otherwise).
+	for _, name := range slices.Sorted(maps.Keys(plans)) {
+		if !registered[name] {
+			traceDeploy("init: tuned kernel %s is not registered by this executable", name)
+		}
+	}
 }
 
 // handToShim gives the shim the fast paths of each preloaded kernel
@@ -319,8 +358,9 @@ func (driverLoader) HostVars() map[string]deploy.HostVar {
 // kernel, read once. The sizes come from the kernel's facts when its
 // configuration folds no argument (their bytes then key nothing), which
 // spares the first launch a lookup of the application's own function;
-// otherwise from the driver, exactly.
-func (d *deployer) entry(index int, fn unsafe.Pointer) *deployEntry {
+// otherwise from the driver, exactly. by says who reads it first: byLaunch,
+// or the preload, which reads the folding kernels' beside the application.
+func (d *deployer) entry(index int, fn unsafe.Pointer, by string) *deployEntry {
 	d.mu.Lock()
 	e := d.entries[index]
 	d.mu.Unlock()
@@ -330,7 +370,7 @@ func (d *deployer) entry(index int, fn unsafe.Pointer) *deployEntry {
 	// Read without the lock: the kernel's facts may wait for its preload,
 	// which must not hold up the other kernels' launches. Two first
 	// launches of one kernel read alike; the first stored is kept.
-	e = d.readEntry(index, fn)
+	e = d.readEntry(index, fn, by)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if prev := d.entries[index]; prev != nil {
@@ -340,14 +380,18 @@ func (d *deployer) entry(index int, fn unsafe.Pointer) *deployEntry {
 	return e
 }
 
-func (d *deployer) readEntry(index int, fn unsafe.Pointer) *deployEntry {
+func (d *deployer) readEntry(index int, fn unsafe.Pointer, by string) *deployEntry {
 	e := &deployEntry{}
 	var reg C.struct_mneme_kernel_reg
 	if C.rth_kernel_at(C.int(index), &reg) == 0 {
 		e.err = fmt.Errorf("kernel %d is not registered", index)
 		return e
 	}
-	traceDeploy("first launch of %s: entered the library", C.GoString(reg.device_name))
+	if by == byLaunch {
+		traceDeploy("first launch of %s: entered the library", C.GoString(reg.device_name))
+	} else {
+		traceDeploy("%s: read the entry of %s", by, C.GoString(reg.device_name))
+	}
 	if e.k = d.rt.Kernel(C.GoString(reg.device_name)); e.k == nil {
 		return e
 	}
@@ -372,7 +416,14 @@ func mneme_rt_deploy_launch(fn unsafe.Pointer, index C.int, gx, gy, gz, bx, by, 
 	if dep == nil || index < 0 {
 		return 0
 	}
-	e := dep.entry(int(index), fn)
+	e := dep.entry(int(index), fn, byLaunch)
+	if e.err != nil && e.k != nil {
+		// Its launches cannot be read: the application's code runs them,
+		// said once (this was silent, and looked like a tuned file that
+		// changed nothing).
+		dep.rt.Disable(e.k, fmt.Errorf("its parameters cannot be read: %w", e.err))
+		return 0
+	}
 	if e.err != nil || e.k == nil {
 		return 0
 	}

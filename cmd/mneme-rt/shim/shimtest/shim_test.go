@@ -183,7 +183,7 @@ var (
 
 // realLibrary builds the runtime library (cmd/mneme-rt) once per test
 // binary and returns its path.
-func realLibrary(t *testing.T) string {
+func realLibrary(t testing.TB) string {
 	t.Helper()
 	realLibOnce.Do(func() {
 		if realLibDir, realLibErr = os.MkdirTemp("", "mneme-rt-lib"); realLibErr != nil {
