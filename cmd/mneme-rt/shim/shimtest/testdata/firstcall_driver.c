@@ -50,7 +50,8 @@ int main(int argc, char **argv) {
   long long a = now_ns();
   void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
   long long opened = now_ns();
-  if (lib == NULL || (noop = (int (*)(void))dlsym(lib, "mneme_bench_noop")) == NULL) {
+  if (lib == NULL ||
+      (noop = (int (*)(void))dlsym(lib, "mneme_bench_noop")) == NULL) {
     fprintf(stderr, "%s\n", dlerror());
     return 1;
   }
