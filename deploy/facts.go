@@ -3,7 +3,6 @@ package deploy
 import (
 	"bytes"
 	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -171,27 +170,11 @@ func (c *Cache) PutFacts(irHash, kernel string, facts *KernelFacts) error {
 const factsSealPrefix = "mneme-facts hmac-sha256:"
 
 func sealFacts(key string, body []byte) ([]byte, error) {
-	seal, err := cacheseal.Seal(factsSealDomain, []byte(key), body)
-	if err != nil {
-		return nil, err
-	}
-	return append([]byte(factsSealPrefix+hex.EncodeToString(seal)+"\n"), body...), nil
+	return cacheseal.Wrap(factsSealDomain, factsSealPrefix, key, body)
 }
 
 // openFacts returns the JSON of a facts file of key and whether its seal
 // matches.
 func openFacts(key string, data []byte) ([]byte, bool) {
-	rest, ok := bytes.CutPrefix(data, []byte(factsSealPrefix))
-	if !ok {
-		return nil, false
-	}
-	stored, body, ok := bytes.Cut(rest, []byte("\n"))
-	if !ok || len(stored) != 2*cacheseal.Size {
-		return nil, false
-	}
-	seal, err := hex.DecodeString(string(stored))
-	if err != nil {
-		return nil, false
-	}
-	return body, cacheseal.Verify(factsSealDomain, []byte(key), body, seal)
+	return cacheseal.Unwrap(factsSealDomain, factsSealPrefix, key, data)
 }

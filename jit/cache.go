@@ -1,7 +1,6 @@
 package jit
 
 import (
-	"bytes"
 	"container/list"
 	"encoding/binary"
 	"encoding/hex"
@@ -167,28 +166,12 @@ func (d *diskCache) get(key string) (*Output, error) {
 
 // sealEntry prefixes an entry's JSON with the seal of key and the JSON.
 func sealEntry(key string, body []byte) ([]byte, error) {
-	seal, err := cacheseal.Seal(sealDomain, []byte(key), body)
-	if err != nil {
-		return nil, err
-	}
-	return append([]byte(entryMagic+hex.EncodeToString(seal)+"\n"), body...), nil
+	return cacheseal.Wrap(sealDomain, entryMagic, key, body)
 }
 
 // verifyEntry returns the JSON of an entry of key whose seal matches.
 func verifyEntry(key string, data []byte) ([]byte, bool) {
-	rest, ok := bytes.CutPrefix(data, []byte(entryMagic))
-	if !ok {
-		return nil, false
-	}
-	stored, body, ok := bytes.Cut(rest, []byte("\n"))
-	if !ok || len(stored) != 2*cacheseal.Size {
-		return nil, false
-	}
-	seal, err := hex.DecodeString(string(stored))
-	if err != nil {
-		return nil, false
-	}
-	return body, cacheseal.Verify(sealDomain, []byte(key), body, seal)
+	return cacheseal.Unwrap(sealDomain, entryMagic, key, data)
 }
 
 func (d *diskCache) put(key string, out *Output) error {

@@ -10,10 +10,12 @@
 package cacheseal
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -121,4 +123,32 @@ func Seal(domain string, key, content []byte) ([]byte, error) {
 func Verify(domain string, key, content, seal []byte) bool {
 	want, err := Seal(domain, key, content)
 	return err == nil && hmac.Equal(want, seal)
+}
+
+// Wrap frames a cache entry as it is stored: a header line of prefix and
+// the hex seal of domain, key and body, then body.
+func Wrap(domain, prefix, key string, body []byte) ([]byte, error) {
+	seal, err := Seal(domain, []byte(key), body)
+	if err != nil {
+		return nil, err
+	}
+	return append([]byte(prefix+hex.EncodeToString(seal)+"\n"), body...), nil
+}
+
+// Unwrap returns the body of an entry Wrap framed with prefix, and whether
+// its seal is the seal of domain, key and that body.
+func Unwrap(domain, prefix, key string, data []byte) ([]byte, bool) {
+	rest, ok := bytes.CutPrefix(data, []byte(prefix))
+	if !ok {
+		return nil, false
+	}
+	stored, body, ok := bytes.Cut(rest, []byte("\n"))
+	if !ok || len(stored) != 2*Size {
+		return nil, false
+	}
+	seal, err := hex.DecodeString(string(stored))
+	if err != nil {
+		return nil, false
+	}
+	return body, Verify(domain, []byte(key), body, seal)
 }
