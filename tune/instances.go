@@ -231,21 +231,7 @@ func runInstanceTrials(ctx context.Context, run InstancesOptions, study *Study, 
 	if run.BaselineOnly {
 		return nil
 	}
-	budget := opts.Trials
-	if budget == 0 {
-		budget = int(desc.Feasible)
-	}
-	var display ProgressDisplay
-	if run.Progress != nil {
-		display = run.Progress(budget)
-	}
-	if display != nil {
-		study.Progress = display.Update
-	}
-	runErr := study.Run(ctx)
-	if display != nil {
-		display.Finish()
-	}
+	runErr := runWithProgress(ctx, study, trialBudget(opts, desc), run.Progress)
 	sum, err := study.Finish(k.KernelName, k.StaticHash, gpuName, desc.Size, len(study.Prior))
 	if err != nil {
 		return err

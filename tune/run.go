@@ -209,6 +209,36 @@ func parseTrialTimeout(opts Options) (time.Duration, error) {
 	return d, nil
 }
 
+// trialBudget is the number of trials a study runs: the options' count, or
+// every feasible point of a finite space.
+func trialBudget(opts Options, desc Describe) int {
+	if opts.Trials == 0 {
+		return int(desc.Feasible)
+	}
+	return opts.Trials
+}
+
+// runWithProgress runs the study, with a progress display for budget
+// trials when progress makes one; an error the Python proposer met counts
+// as the run's.
+func runWithProgress(ctx context.Context, study *Study, budget int, progress func(int) ProgressDisplay) error {
+	var display ProgressDisplay
+	if progress != nil {
+		display = progress(budget)
+	}
+	if display != nil {
+		study.Progress = display.Update
+	}
+	err := study.Run(ctx)
+	if ps, ok := study.Sampler.(*ProposerSampler); ok && err == nil {
+		err = ps.Err()
+	}
+	if display != nil {
+		display.Finish()
+	}
+	return err
+}
+
 // probe replays one block shape other than the recorded one, before the
 // search, when the IR calls the kernel geometry-agnostic and safe launch
 // safety would otherwise let block shapes be searched. A probe that does not
@@ -353,24 +383,7 @@ func runTrials(ctx context.Context, ro RunOptions, study *Study, t *target, desc
 	if ro.BaselineOnly {
 		return nil
 	}
-	budget := opts.Trials
-	if budget == 0 {
-		budget = int(desc.Feasible)
-	}
-	var display ProgressDisplay
-	if ro.Progress != nil {
-		display = ro.Progress(budget)
-	}
-	if display != nil {
-		study.Progress = display.Update
-	}
-	runErr := study.Run(ctx)
-	if ps, ok := study.Sampler.(*ProposerSampler); ok && runErr == nil {
-		runErr = ps.Err()
-	}
-	if display != nil {
-		display.Finish()
-	}
+	runErr := runWithProgress(ctx, study, trialBudget(opts, desc), ro.Progress)
 	sum, err := study.Finish(t.kernel.KernelName, t.kernel.StaticHash, gpuName, desc.Size, len(study.Prior))
 	if err != nil {
 		return err
