@@ -128,7 +128,15 @@ func TestExecutorSurvivesCrashesHangsAndNoise(t *testing.T) {
 		}
 	}
 	// 2 initial workers + one restart per crash or timeout (4) + one after the fault.
-	if opens := strings.Count(string(data), " open "); opens != 7 {
+	// The last restart opens its session after the last result: wait for it.
+	opens := 0
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		data, _ = os.ReadFile(logPath)
+		if opens = strings.Count(string(data), " open "); opens >= 7 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if opens != 7 {
 		t.Errorf("%d worker opens, want 7 (2 + 5 restarts)", opens)
 	}
 }
