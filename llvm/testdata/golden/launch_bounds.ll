@@ -1,0 +1,18 @@
+; A kernel without launch bounds gets both: nvvm.maxntid and nvvm.minctasm.
+; The other kernel is untouched.
+; golden: launch-bounds kernel=saxpy max=256 min=4
+
+target datalayout = "e-p6:32:32-i64:64-i128:128-i256:256-v16:16-v32:32-n16:32:64"
+target triple = "nvptx64-nvidia-cuda"
+
+define ptx_kernel void @saxpy(ptr addrspace(1) %p) #0 {
+  store i32 1, ptr addrspace(1) %p, align 4
+  ret void
+}
+
+define ptx_kernel void @other(ptr addrspace(1) %p) #0 {
+  store i32 2, ptr addrspace(1) %p, align 4
+  ret void
+}
+
+attributes #0 = { convergent mustprogress norecurse nounwind "target-cpu"="sm_90" }
