@@ -587,6 +587,36 @@ size_t mn_annotated_kernels(LLVMModuleRef m, LLVMValueRef *out, size_t cap) {
   return n;
 }
 
+// mn_managed_globals lists the global variables that !nvvm.annotations
+// marks "managed" (CUDA __managed__ variables; NVPTX emits them with
+// .attribute(.managed)), as mn_annotated_kernels does for kernels.
+size_t mn_managed_globals(LLVMModuleRef m, LLVMValueRef *out, size_t cap) {
+  NamedMDNode *ann = unwrap(m)->getNamedMetadata("nvvm.annotations");
+  if (!ann)
+    return 0;
+  size_t n = 0;
+  for (MDNode *node : ann->operands()) {
+    if (node->getNumOperands() < 3)
+      continue;
+    auto *gv =
+        mdconst::dyn_extract_or_null<GlobalVariable>(node->getOperand(0));
+    if (!gv)
+      continue;
+    for (unsigned i = 1; i + 1 < node->getNumOperands(); i += 2) {
+      auto *key = dyn_cast_or_null<MDString>(node->getOperand(i));
+      auto *val =
+          mdconst::dyn_extract_or_null<ConstantInt>(node->getOperand(i + 1));
+      if (key && val && key->getString() == "managed" && val->isOne()) {
+        if (n < cap)
+          out[n] = wrap(gv);
+        n++;
+        break;
+      }
+    }
+  }
+  return n;
+}
+
 } // extern "C"
 
 void mn_set_fp_fusion(LLVMTargetMachineRef tm, int level) {

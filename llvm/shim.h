@@ -76,6 +76,9 @@ LLVMValueRef mn_clone_function(LLVMValueRef f, const char *name);
 // The defined functions named in !nvvm.annotations with "kernel" = 1.
 size_t mn_annotated_kernels(LLVMModuleRef m, LLVMValueRef *out, size_t cap);
 
+// The global variables named in !nvvm.annotations with "managed" = 1.
+size_t mn_managed_globals(LLVMModuleRef m, LLVMValueRef *out, size_t cap);
+
 void mn_set_fp_fusion(LLVMTargetMachineRef tm, int level);
 
 #ifdef __cplusplus
