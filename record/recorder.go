@@ -126,7 +126,7 @@ type Recorder struct {
 	kernels   map[kernelKey]*kernelState
 	matching  int // launches of selected kernels so far (for --skip)
 	status    Status
-	managed   db.ManagedList // the managed allocations made so far
+	managed   db.ManagedList // the managed allocations and __managed__ variables seen so far
 	// managedDirty: managed lists allocations not yet written; writeStatus
 	// writes them (once per status, not once per allocation).
 	managedDirty bool

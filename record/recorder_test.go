@@ -884,3 +884,32 @@ func TestManagedAllocationsAreListedWithTheStatus(t *testing.T) {
 		t.Fatalf("list %+v, %v; status %+v", l, err, f.rec.Status())
 	}
 }
+
+// TestManagedVariablesAreListed: the __managed__ variables of a recorded
+// kernel's module are listed (once, with the address the runtime gave
+// them) and left out of the snapshot, which holds the other globals.
+func TestManagedVariablesAreListed(t *testing.T) {
+	f := newFixture(t, nil)
+	f.setup()
+	f.gpu.globals[0] = []Global{{Name: "tally", Managed: true, Size: 4, Addr: 0x7e0000000000}}
+	for range 2 {
+		if d := f.launch(saxpyLaunch(2, f.x, f.y, 4)); d != Launched && d != Forward {
+			t.Fatalf("decision %v", d)
+		}
+	}
+	l, err := db.ReadManaged(f.dir)
+	if err != nil || len(l.Variables) != 1 || l.Variables[0] != (db.ManagedVariable{Name: "tally", Size: 4, Addr: "0x7e0000000000"}) {
+		t.Fatalf("list %+v, %v", l, err)
+	}
+	k, inst, err := f.open().Find("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pro, err := f.open().ReadPrologue(k, inst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pro.Globals) != 0 {
+		t.Errorf("the snapshot holds the managed variable: %+v", pro.Globals)
+	}
+}

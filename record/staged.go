@@ -268,7 +268,8 @@ func writePlan(stage func() (Staging, error), dir string, p *snapshotPlan, opts 
 	return n, st, err
 }
 
-// copyGlobals copies the kernel module's device globals (small, copied whole).
+// copyGlobals copies the kernel module's device globals (small, copied
+// whole) and lists its __managed__ ones. r.mu is held.
 func (r *Recorder) copyGlobals(s *db.Snapshot, l *Launch) error {
 	globals, err := r.proc.Globals(l.Kernel.Module)
 	if err != nil {
@@ -276,7 +277,12 @@ func (r *Recorder) copyGlobals(s *db.Snapshot, l *Launch) error {
 	}
 	for _, g := range globals {
 		if g.Managed {
-			continue // not in device memory we can restore; the shim warned
+			// Not in device memory a replay restores (the shim warned):
+			// listed, so that replay refuses the kernels that read it.
+			if r.managed.AddVariable(g.Name, g.Size, g.Addr) {
+				r.managedDirty = true
+			}
+			continue
 		}
 		data := make([]byte, g.Size) // kept until the snapshot is written, maybe later
 		if err := r.proc.CopyToHost(data, g.Addr); err != nil {

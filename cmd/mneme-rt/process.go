@@ -217,6 +217,12 @@ func (p *process) Globals(module int) ([]record.Global, error) {
 			continue
 		}
 		g := record.Global{Name: C.GoString(v.device_name), Size: uint64(v.size), Managed: v.managed != 0, Constant: v.constant != 0}
+		if g.Managed && v.host_var != nil {
+			// __cudaRegisterManagedVar's host_var_ptr_addr: the runtime
+			// points it at the variable's managed storage once the module
+			// is loaded (0 before; the address is then unknown).
+			g.Addr = uint64(*(*uintptr)(v.host_var))
+		}
 		if !g.Managed {
 			var addr C.uintptr_t
 			var size C.size_t
