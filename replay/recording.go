@@ -48,6 +48,8 @@ type Recording struct {
 	// globalNames are the recorded device globals, which internalization
 	// must keep visible so replay can restore and compare them by name.
 	globalNames []string
+	// irGlobals are the global variables the kernel's IR reaches.
+	irGlobals []llvm.KernelGlobal
 	// Writes is what the kernel's IR writes where, for typed verification;
 	// nil when the analysis failed (every buffer then compares bitwise),
 	// and WritesError says why.
@@ -71,15 +73,43 @@ func LoadForCompile(path, kernel, instance string) (*Recording, error) {
 	return load(path, kernel, instance, false)
 }
 
-// checkManaged refuses an instance whose arguments point into managed
-// memory (cudaMallocManaged) the application made while it was recorded:
-// that memory lies outside the recording arena and in no snapshot, so the
-// kernel would run on addresses nothing backs (an illegal address at best).
-// It is checked before any GPU is touched.
-func checkManaged(d *db.DB, k *db.Kernel, inst *db.Instance) error {
+// checkManaged refuses an instance that would touch managed memory the
+// application used while it was recorded: arguments pointing into a
+// cudaMallocManaged allocation or a placed __managed__ variable, or a
+// kernel that reads a __managed__ variable (globals is what its IR
+// reaches; nil for a kernel recorded without IR). That memory lies outside
+// the recording arena and in no snapshot, so the kernel would run on
+// addresses nothing backs (an illegal address at best) or on values
+// nothing restored. It is checked before any GPU is touched.
+func checkManaged(d *db.DB, k *db.Kernel, inst *db.Instance, globals []llvm.KernelGlobal) error {
 	managed, err := db.ReadManaged(d.Dir)
 	if err != nil {
 		return &InputError{Err: err}
+	}
+	listFile := d.Path(db.ManagedFileName)
+	var snapshotted map[string]bool
+	if managed.DroppedVariables > 0 && len(globals) > 0 {
+		// The globals the snapshot holds are not managed ones.
+		pro, err := d.ReadPrologueMetadata(k, inst)
+		if err != nil {
+			return snapshotErr(err)
+		}
+		snapshotted = map[string]bool{}
+		for _, g := range pro.Globals {
+			snapshotted[g.Name] = true
+		}
+	}
+	if vars := managedVariablesRead(globals, managed, snapshotted); len(vars) > 0 {
+		return inputErr("instance %s of kernel %s cannot be replayed: it reads the __managed__ variable(s) %s, whose managed memory no snapshot holds (%s lists the %d __managed__ variable(s) of the run)",
+			inst.DynamicHash, k.Name(), strings.Join(vars, ", "), listFile, len(managed.Variables))
+	}
+	if k.MachineCodeOnly() && (len(managed.Variables) > 0 || managed.DroppedVariables > 0) {
+		names := make([]string, len(managed.Variables))
+		for i, v := range managed.Variables {
+			names[i] = v.Name
+		}
+		return inputErr("instance %s of kernel %s cannot be replayed: the application has __managed__ variables (%s; listed in %s), whose managed memory no snapshot holds, and the kernel was recorded without IR, so whether it reads them cannot be known",
+			inst.DynamicHash, k.Name(), strings.Join(names, ", "), listFile)
 	}
 	hits, err := db.ManagedArguments(k, inst, managed)
 	if err != nil {
@@ -92,8 +122,32 @@ func checkManaged(d *db.DB, k *db.Kernel, inst *db.Instance) error {
 	for i, h := range hits {
 		parts[i] = h.String()
 	}
-	return inputErr("instance %s of kernel %s cannot be replayed: %s; managed memory (cudaMallocManaged) is not in the recording (%s lists the %d managed allocation(s) of the run)",
-		inst.DynamicHash, k.Name(), strings.Join(parts, "; "), d.Path(db.ManagedFileName), len(managed.Allocations))
+	return inputErr("instance %s of kernel %s cannot be replayed: %s; managed memory (cudaMallocManaged, __managed__) is not in the recording (%s lists the %d managed allocation(s) of the run)",
+		inst.DynamicHash, k.Name(), strings.Join(parts, "; "), listFile, len(managed.Allocations))
+}
+
+// managedVariablesRead names the __managed__ variables among the globals a
+// kernel's IR reaches: those its IR marks managed, and those the recording
+// lists by name (clang-22 ignores __managed__ in CUDA, so IR compiled by
+// another front end may carry the mark where the registration is all we
+// saw, or the reverse). With the list incomplete (DroppedVariables), any
+// global the snapshot does not hold (snapshotted) might be one.
+func managedVariablesRead(globals []llvm.KernelGlobal, managed *db.ManagedList, snapshotted map[string]bool) []string {
+	var out []string
+	for _, g := range globals {
+		v, listed := managed.Variable(g.Name)
+		switch {
+		case listed && v.Addr != "":
+			out = append(out, fmt.Sprintf("%s (%d bytes at %s)", g.Name, v.Size, v.Addr))
+		case listed:
+			out = append(out, fmt.Sprintf("%s (%d bytes)", g.Name, v.Size))
+		case g.Managed:
+			out = append(out, g.Name+" (marked managed in the IR)")
+		case managed.DroppedVariables > 0 && !snapshotted[g.Name]:
+			out = append(out, fmt.Sprintf("%s (perhaps: %d __managed__ variable(s) went unlisted)", g.Name, managed.DroppedVariables))
+		}
+	}
+	return out
 }
 
 func load(path, kernel, instance string, withData bool) (*Recording, error) {
@@ -131,7 +185,7 @@ func load(path, kernel, instance string, withData bool) (*Recording, error) {
 			}
 			return nil, inputErr("recorded IR of kernel %s: %w", k.Name(), err)
 		}
-		if r.Writes, r.WritesError, err = checkIR(r.IRPath, r.IR, k.KernelName); err != nil {
+		if r.Writes, r.WritesError, r.irGlobals, err = checkIR(r.IRPath, r.IR, k.KernelName); err != nil {
 			return nil, err
 		}
 	}
@@ -144,7 +198,7 @@ func load(path, kernel, instance string, withData bool) (*Recording, error) {
 		return nil, &InputError{Err: err}
 	}
 	if withData {
-		if err := checkManaged(d, k, inst); err != nil {
+		if err := checkManaged(d, k, inst, r.irGlobals); err != nil {
 			return nil, err
 		}
 	}
@@ -222,20 +276,24 @@ func snapshotErr(err error) error {
 // kernel is reported at open, naming the file, not at the first compile.
 // While it is parsed, it also analyzes what the kernel writes, once per
 // session; a failed analysis (writesErr) is no input error: verification
-// then compares every buffer bitwise.
-func checkIR(path string, ir []byte, kernel string) (writes *llvm.KernelWrites, writesErr, err error) {
+// then compares every buffer bitwise. It also lists the global variables
+// the kernel reaches (globals), for the managed-memory check.
+func checkIR(path string, ir []byte, kernel string) (writes *llvm.KernelWrites, writesErr error, globals []llvm.KernelGlobal, err error) {
 	mod, err := llvm.ParseBitcode(ir, path)
 	if err != nil {
-		return nil, nil, &InputError{Err: err}
+		return nil, nil, nil, &InputError{Err: err}
 	}
 	defer mod.Dispose()
 	for _, k := range mod.Kernels() {
 		if k == kernel {
+			if globals, err = mod.KernelGlobals(kernel); err != nil {
+				return nil, nil, nil, inputErr("%s: %w", path, err)
+			}
 			writes, writesErr = mod.KernelWrites(kernel)
-			return writes, writesErr, nil
+			return writes, writesErr, globals, nil
 		}
 	}
-	return nil, nil, inputErr("%s: holds no kernel named %s (it has %v)", path, kernel, mod.Kernels())
+	return nil, nil, nil, inputErr("%s: holds no kernel named %s (it has %v)", path, kernel, mod.Kernels())
 }
 
 // matchSnapshots requires the epilogue to describe the same allocations and
