@@ -35,7 +35,14 @@ type Variable struct {
 	Name     string // the symbol: mangled, as cuModuleGetGlobal takes it
 	Size     uint64
 	Constant bool
+	// Managed: a __managed__ variable (STO_CUDA_MANAGED in the symbol's
+	// st_other, as cuda-gdb reads it): the driver places it in managed
+	// memory.
+	Managed bool
 }
+
+// stoCUDAManaged is the st_other bit of a __managed__ variable's symbol.
+const stoCUDAManaged = 0x4
 
 // Cubin is what recording and replay need of a cubin.
 type Cubin struct {
@@ -141,7 +148,7 @@ func variable(f *elf.File, s elf.Symbol) (Variable, bool) {
 	sec := f.Sections[s.Section].Name
 	switch {
 	case sec == ".nv.global" || strings.HasPrefix(sec, ".nv.global."):
-		return Variable{Name: s.Name, Size: s.Size}, true
+		return Variable{Name: s.Name, Size: s.Size, Managed: s.Other&stoCUDAManaged != 0}, true
 	case strings.HasPrefix(sec, ".nv.constant") && !strings.HasPrefix(sec, ".nv.constant0"):
 		return Variable{Name: s.Name, Size: s.Size, Constant: true}, true
 	}

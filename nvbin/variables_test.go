@@ -21,6 +21,7 @@ type elfSection struct {
 type elfSymbol struct {
 	name      string
 	bind, typ byte
+	other     byte // st_other
 	section   uint16
 	size      uint64
 }
@@ -42,6 +43,7 @@ func syntheticCubin(extra []elfSection, syms []elfSymbol) []byte {
 		le.PutUint32(e[0:], uint32(len(strtab)))
 		strtab = append(append(strtab, s.name...), 0)
 		e[4] = s.bind<<4 | s.typ
+		e[5] = s.other
 		le.PutUint16(e[6:], s.section)
 		le.PutUint64(e[16:], s.size)
 		symtab = append(symtab, e...)
@@ -125,6 +127,7 @@ func variablesCubin() []byte {
 		{name: "seed", bind: global, typ: object, section: 9, size: 8},
 		{name: "tile", bind: global, typ: object, section: 10, size: 128},
 		{name: "empty", bind: global, typ: object, section: 6, size: 0},
+		{name: "tally", bind: global, typ: object, other: 0x24, section: 6, size: 4}, // STO_CUDA_GLOBAL|STO_CUDA_MANAGED
 	}
 	return syntheticCubin(sections, syms)
 }
@@ -134,7 +137,7 @@ func TestCubinVariables(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Variable{{Name: "_ZL5table", Size: 64, Constant: true}, {Name: "counter", Size: 16}, {Name: "seed", Size: 8}}
+	want := []Variable{{Name: "_ZL5table", Size: 64, Constant: true}, {Name: "counter", Size: 16}, {Name: "seed", Size: 8}, {Name: "tally", Size: 4, Managed: true}}
 	if !reflect.DeepEqual(c.Variables, want) {
 		t.Errorf("variables %+v, want %+v", c.Variables, want)
 	}

@@ -70,7 +70,7 @@ type Recorder struct {
 
 	mu      sync.Mutex
 	allocs  map[uint64]uint64 // live allocations: address -> size
-	managed db.ManagedList    // the managed allocations made so far
+	managed db.ManagedList    // the managed allocations and __managed__ variables seen so far
 	// managedDirty: managed lists allocations not yet written; writeStatus
 	// writes them (once per status, not once per allocation).
 	managedDirty bool
@@ -381,6 +381,8 @@ func (r *Recorder) describe(l *Launch) (*db.Kernel, error) {
 // fat binary's, or the image itself) name them; the driver places them.
 // A variable the driver does not find is left out (the code the GPU runs
 // was compiled from PTX, say), as is everything of an image that is PTX.
+// A __managed__ variable is listed in the database's managed list instead
+// of snapshotted. r.mu is held.
 func (r *Recorder) variables(image int) []db.Global {
 	var arch int
 	if r.device != nil {
@@ -411,6 +413,17 @@ func (r *Recorder) variables(image int) []db.Global {
 			}
 			seen[v.Name] = true
 			addr, size, err := r.dev.GlobalAddress(image, v.Name)
+			if v.Managed {
+				// In managed memory, which no snapshot holds: listed, so
+				// that replay refuses what may read it.
+				if err != nil {
+					addr = 0
+				}
+				if r.managed.AddVariable(v.Name, v.Size, addr) {
+					r.managedDirty = true
+				}
+				continue
+			}
 			if err != nil || size == 0 {
 				continue
 			}

@@ -2,6 +2,7 @@ package inject
 
 import (
 	"bytes"
+	"debug/elf"
 	"errors"
 	"os"
 	"path/filepath"
@@ -334,5 +335,61 @@ func TestManagedAllocationsAreListed(t *testing.T) {
 	r.writeStatus()
 	if l, err := db.ReadManaged(dir); err != nil || len(l.Allocations) != db.MaxManagedAllocations || l.Dropped != 2 {
 		t.Fatalf("past the bound: %d listed, %d dropped, %v", len(l.Allocations), l.Dropped, err)
+	}
+}
+
+// markManaged returns a copy of cubin with symbol name's st_other marked
+// STO_CUDA_MANAGED, as nvcc marks a __managed__ variable.
+func markManaged(t *testing.T, cubin []byte, name string) []byte {
+	t.Helper()
+	f, err := elf.NewFile(bytes.NewReader(cubin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	symtab := f.SectionByType(elf.SHT_SYMTAB)
+	syms, err := f.Symbols()
+	if err != nil || symtab == nil {
+		t.Fatalf("symbols: %v", err)
+	}
+	out := append([]byte(nil), cubin...)
+	for i, s := range syms {
+		if s.Name == name {
+			out[symtab.Offset+uint64(i+1)*24+5] |= 0x4 // Symbols() skips the null symbol
+			return out
+		}
+	}
+	t.Fatalf("no symbol %s", name)
+	return nil
+}
+
+// A __managed__ variable of the kernel's module is listed in the managed
+// list, with the address the driver gave it, and left out of the snapshots.
+func TestManagedVariablesAreListedNotSnapshotted(t *testing.T) {
+	r, dev, dir := newTest(t, nil)
+	const counter, table = 0x7f0000100000, 0x7f0000200000
+	dev.mem[counter] = bytes.Repeat([]byte{7}, 16)
+	dev.mem[table] = bytes.Repeat([]byte{3}, 64)
+	dev.vars = map[string]uint64{"counter": counter, "_ZL5table": table}
+	cubin, err := os.ReadFile("testdata/variables.cubin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := launch(r.Image(markManaged(t, cubin, "counter")), 1)
+	r.LaunchEnd(r.LaunchBegin(l), nil)
+	d, err := db.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := d.Kernels[0]
+	pro, err := d.ReadPrologue(k, k.Instances[k.InstanceIDs()[0]])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pro.Globals) != 1 || pro.Globals[0].Name != "_ZL5table" {
+		t.Errorf("prologue globals %+v, want _ZL5table alone", pro.Globals)
+	}
+	ml, err := db.ReadManaged(dir)
+	if err != nil || len(ml.Variables) != 1 || ml.Variables[0] != (db.ManagedVariable{Name: "counter", Size: 16, Addr: db.FormatVAddr(counter)}) {
+		t.Errorf("managed list %+v, %v", ml, err)
 	}
 }
