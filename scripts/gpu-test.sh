@@ -105,6 +105,26 @@ if [ -z "${SKIP_E2E:-}" ]; then
     note "managed memory: $res (record rc=$r; replay of scale on managed memory rc=$m, want 2, argument $named; of fill on cudaMalloc memory rc=$f, want 0)"
     cat "$logs/replay-managed-scale.err"
   fi
+  # A __managed__ variable (examples/nvcc/managedvar.cu, built with nvcc: clang-22
+  # ignores __managed__): the recording lists `tally`, and replay refuses both
+  # kernels before any launch (exit 2, naming tally): kernels recorded without
+  # IR cannot be shown not to read it.
+  if [ -x "${CUDA_PATH}/bin/nvcc" ]; then
+    exe=$w/managedvar rdb=$w/rdb/managedvar
+    if "${CUDA_PATH}/bin/nvcc" -O3 -arch="${NVCC_ARCH:-sm_90}" -Iexamples/common -o "$exe" examples/nvcc/managedvar.cu > "$logs/build-managedvar.log" 2>&1; then
+      rm -rf "$rdb"
+      timeout 120 mneme record -rdb "$rdb" -- "$exe" > "$logs/record-managedvar.log" 2>&1; r=$?
+      timeout 120 mneme replay -rdb "$rdb" --kernel _Z5countPKfif > "$logs/replay-managedvar-count.json" 2> "$logs/replay-managedvar-count.err"; c=$?
+      timeout 120 mneme replay -rdb "$rdb" --kernel _Z4fillPfi > "$logs/replay-managedvar-fill.json" 2> "$logs/replay-managedvar-fill.err"; f=$?
+      listed="not listed"; grep -q '"name":"tally"' "$rdb/.mneme-record.managed" 2>/dev/null && listed=listed
+      named="not named"; grep -q "__managed__ variables (tally" "$logs/replay-managedvar-count.err" && grep -q "__managed__ variables (tally" "$logs/replay-managedvar-fill.err" && named=named
+      if [ $r -eq 0 ] && [ $c -eq 2 ] && [ $f -eq 2 ] && [ "$listed" = listed ] && [ "$named" = named ]; then res=PASS; else res=FAIL; fi
+      note "managed variable: $res (record rc=$r, tally $listed; replay of count rc=$c, of fill rc=$f, want 2 and 2, variable $named)"
+      cat "$logs/replay-managedvar-count.err"
+    else
+      note "managed variable: FAIL (nvcc build, see build-managedvar.log)"; tail -5 "$logs/build-managedvar.log"
+    fi
+  fi
   # A block size that keeps the grid covering the data verifies; one that leaves data uncovered must fail verification (exit 3), not crash.
   rdb=$w/rdb/vecadd
   if [ -d "$rdb" ]; then
