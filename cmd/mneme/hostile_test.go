@@ -685,6 +685,34 @@ var hostileCases = []hostileCase{
 		stderr: []string{"cannot be replayed", "argument 0", "points into the managed allocation", ".mneme-record.managed"},
 	},
 	{
+		name: "replay of a kernel that reads a __managed__ variable is refused before any GPU",
+		setup: func(h *hostileEnv) ([]string, string) {
+			mod, err := llvm.ParseIR(`target triple = "nvptx64-nvidia-cuda"
+@tally = addrspace(1) global i32 0
+define ptx_kernel void @_Z6vecaddPfPKfif(ptr %y, ptr %x, i32 %n, float %a) {
+  store i32 %n, ptr addrspace(1) @tally
+  ret void
+}
+`, "managed.ll")
+			h.must(err)
+			h.write(filepath.Join(h.DB, h.Vecadd.Modules[0]), mod.Bitcode())
+			mod.Dispose()
+			h.must(db.WriteManaged(h.DB, &db.ManagedList{Variables: []db.ManagedVariable{{Name: "tally", Size: 4, Addr: "0x7e0000000000"}}}))
+			return []string{"replay", "-rdb", "db", "--kernel", "_Z6vecaddPfPKfif", "-rid", h.instance(h.Vecadd).DynamicHash}, ""
+		},
+		code:   2,
+		stderr: []string{"cannot be replayed", "kernel vecadd(float*", "__managed__ variable(s) tally (4 bytes at 0x7e0000000000)", ".mneme-record.managed"},
+	},
+	{
+		name: "a managed list naming a variable with terminal escapes",
+		setup: func(h *hostileEnv) ([]string, string) {
+			h.write(filepath.Join(h.DB, db.ManagedFileName), []byte(`{"allocations":[],"variables":[{"name":"\u001b]0;owned\u0007","size":4}]}`))
+			return []string{"replay", "-rdb", "db", "--kernel", "_Z6vecaddPfPKfif", "-rid", h.instance(h.Vecadd).DynamicHash}, ""
+		},
+		code:   2,
+		stderr: []string{".mneme-record.managed", "variables[0].name"},
+	},
+	{
 		name: "a --space file nesting parentheses a million deep",
 		setup: func(h *hostileEnv) ([]string, string) {
 			h.write(filepath.Join(h.Dir, "deep.yaml"), []byte("params: {x: {type: int, low: 1, high: 4}}\nderive: {block.x: \""+
