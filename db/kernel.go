@@ -406,21 +406,31 @@ var (
 	requiredDimKeys      = []string{"x", "y", "z"}
 )
 
+// decodeObject checks a file's JSON (duplicate keys, nesting) and decodes
+// its top level, which must be an object holding every required key.
+func decodeObject(data []byte, required []string) (map[string]json.RawMessage, error) {
+	if err := jsonfield.Check(data); err != nil {
+		return nil, err
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(data, &top); err != nil {
+		return nil, jsonError(data, err)
+	}
+	if top == nil {
+		return nil, errors.New("not a JSON object")
+	}
+	if err := requireKeys(top, required, ""); err != nil {
+		return nil, err
+	}
+	return top, nil
+}
+
 // ParseKernel decodes and validates one kernel file's contents; name is the
 // file name used in errors.
 func ParseKernel(name string, data []byte) (*Kernel, error) {
 	fail := func(err error) (*Kernel, error) { return nil, fmt.Errorf("%s: %w", name, err) }
-	if err := jsonfield.Check(data); err != nil {
-		return fail(err)
-	}
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(data, &top); err != nil {
-		return fail(jsonError(data, err))
-	}
-	if top == nil {
-		return fail(errors.New("not a JSON object"))
-	}
-	if err := requireKeys(top, requiredKernelKeys, ""); err != nil {
+	top, err := decodeObject(data, requiredKernelKeys)
+	if err != nil {
 		return fail(err)
 	}
 	var insts map[string]json.RawMessage

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/mneme-gpu/mneme"
-	"github.com/mneme-gpu/mneme/internal/jsonfield"
 	"github.com/mneme-gpu/mneme/internal/safefile"
 )
 
@@ -433,17 +432,7 @@ var requiredStatsKeys = []string{"FormatVersion", "Complete", "Launches", "GPUTi
 // name is the file name used in errors.
 func ParseLaunchStats(name string, data []byte) (*LaunchStats, error) {
 	fail := func(err error) (*LaunchStats, error) { return nil, fmt.Errorf("%s: %w", name, err) }
-	if err := jsonfield.Check(data); err != nil {
-		return fail(err)
-	}
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(data, &top); err != nil {
-		return fail(jsonError(data, err))
-	}
-	if top == nil {
-		return fail(errors.New("not a JSON object"))
-	}
-	if err := requireKeys(top, requiredStatsKeys, ""); err != nil {
+	if _, err := decodeObject(data, requiredStatsKeys); err != nil {
 		return fail(err)
 	}
 	var s LaunchStats
