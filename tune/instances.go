@@ -159,18 +159,11 @@ func RunInstances(ctx context.Context, run InstancesOptions) error {
 			return mneme.BadInput(fmt.Errorf("--trial-timeout %q: want a positive duration like 30s", opts.TrialTimeout))
 		}
 	}
-	res, prior, err := createOrResume(opts, run.Resume)
+	res, prior, logFile, err := openRun(opts, run.Resume, desc)
 	if err != nil {
 		return err
 	}
 	defer res.Close()
-	if err := res.WriteJSON(SearchSpaceFile, desc); err != nil {
-		return err
-	}
-	logFile, err := safefile.CreateIn(opts.Output, LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
 	defer logFile.Close()
 	now := func() string { return time.Now().Format(time.RFC3339) }
 	fmt.Fprintf(logFile, "%s mneme tune across %d instances of %s, %s space %q (%d points), sampler %s, trials %d\n",

@@ -156,18 +156,11 @@ func Run(ctx context.Context, ro RunOptions) error {
 	if timeoutErr != nil {
 		return timeoutErr
 	}
-	res, prior, err := createOrResume(opts, ro.Resume)
+	res, prior, logFile, err := openRun(opts, ro.Resume, desc)
 	if err != nil {
 		return err
 	}
 	defer res.Close()
-	if err := res.WriteJSON(SearchSpaceFile, desc); err != nil {
-		return err
-	}
-	logFile, err := safefile.CreateIn(opts.Output, LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
 	defer logFile.Close()
 	fmt.Fprintf(logFile, "%s mneme tune: %s, %s space %q (%d points), sampler %s, trials %d, adaptive invalid ban %v\n",
 		time.Now().Format(time.RFC3339), opts.Instance, spaceKind(opts), target.space.Name, desc.Size, opts.Sampler, opts.Trials, opts.AdaptiveInvalidBan)
@@ -207,6 +200,25 @@ func parseTrialTimeout(opts Options) (time.Duration, error) {
 		return 0, mneme.BadInput(fmt.Errorf("--trial-timeout %q: want a positive duration like 30s", opts.TrialTimeout))
 	}
 	return d, nil
+}
+
+// openRun creates (or, resuming, reopens) the results directory, writes
+// the space's description into it and opens its log for appending.
+func openRun(opts Options, resume bool, desc Describe) (*Results, []Trial, *os.File, error) {
+	res, prior, err := createOrResume(opts, resume)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := res.WriteJSON(SearchSpaceFile, desc); err != nil {
+		res.Close()
+		return nil, nil, nil, err
+	}
+	logFile, err := safefile.CreateIn(opts.Output, LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		res.Close()
+		return nil, nil, nil, err
+	}
+	return res, prior, logFile, nil
 }
 
 // trialBudget is the number of trials a study runs: the options' count, or
