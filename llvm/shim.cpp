@@ -560,6 +560,19 @@ LLVMValueRef mn_clone_function(LLVMValueRef f, const char *name) {
   return wrap(clone);
 }
 
+// annotationSet reports whether an !nvvm.annotations entry sets key to 1;
+// the operands after the annotated value come in (name, value) pairs.
+static bool annotationSet(const MDNode *node, StringRef key) {
+  for (unsigned i = 1; i + 1 < node->getNumOperands(); i += 2) {
+    auto *name = dyn_cast_or_null<MDString>(node->getOperand(i));
+    auto *val =
+        mdconst::dyn_extract_or_null<ConstantInt>(node->getOperand(i + 1));
+    if (name && val && name->getString() == key && val->isOne())
+      return true;
+  }
+  return false;
+}
+
 size_t mn_annotated_kernels(LLVMModuleRef m, LLVMValueRef *out, size_t cap) {
   NamedMDNode *ann = unwrap(m)->getNamedMetadata("nvvm.annotations");
   if (!ann)
@@ -569,20 +582,11 @@ size_t mn_annotated_kernels(LLVMModuleRef m, LLVMValueRef *out, size_t cap) {
     if (node->getNumOperands() < 3)
       continue;
     auto *fn = mdconst::dyn_extract_or_null<Function>(node->getOperand(0));
-    if (!fn || fn->isDeclaration())
+    if (!fn || fn->isDeclaration() || !annotationSet(node, "kernel"))
       continue;
-    // Operands after the first come in (name, value) pairs.
-    for (unsigned i = 1; i + 1 < node->getNumOperands(); i += 2) {
-      auto *key = dyn_cast_or_null<MDString>(node->getOperand(i));
-      auto *val =
-          mdconst::dyn_extract_or_null<ConstantInt>(node->getOperand(i + 1));
-      if (key && val && key->getString() == "kernel" && val->isOne()) {
-        if (n < cap)
-          out[n] = wrap(fn);
-        n++;
-        break;
-      }
-    }
+    if (n < cap)
+      out[n] = wrap(fn);
+    n++;
   }
   return n;
 }
@@ -600,19 +604,11 @@ size_t mn_managed_globals(LLVMModuleRef m, LLVMValueRef *out, size_t cap) {
       continue;
     auto *gv =
         mdconst::dyn_extract_or_null<GlobalVariable>(node->getOperand(0));
-    if (!gv)
+    if (!gv || !annotationSet(node, "managed"))
       continue;
-    for (unsigned i = 1; i + 1 < node->getNumOperands(); i += 2) {
-      auto *key = dyn_cast_or_null<MDString>(node->getOperand(i));
-      auto *val =
-          mdconst::dyn_extract_or_null<ConstantInt>(node->getOperand(i + 1));
-      if (key && val && key->getString() == "managed" && val->isOne()) {
-        if (n < cap)
-          out[n] = wrap(gv);
-        n++;
-        break;
-      }
-    }
+    if (n < cap)
+      out[n] = wrap(gv);
+    n++;
   }
   return n;
 }
