@@ -600,9 +600,8 @@ type Preloaded struct {
 	// without asking the runtime: what a launch's fastPath would say, for
 	// each configuration whose code was loaded. A fast path for every launch
 	// (not Keyed) where each launch runs the same code; else one per
-	// configuration, keyed by its recorded launch, where the key needs no
-	// argument values (none folded) and the recorded launch gives what it
-	// holds. None where the code's variables are refreshed before each
+	// configuration and measured folded values, keyed by its recorded launch
+	// and those values, where the recorded launch gives what the key holds. None where the code's variables are refreshed before each
 	// launch.
 	Fast []PreloadedFast
 }
@@ -614,6 +613,9 @@ type PreloadedFast struct {
 	// FastPath serves when Keyed (its recorded launch).
 	Grid, Block mneme.Dim3
 	Shared      uint32
+	// Args holds, by argument index, the values of the folded arguments
+	// (FastPath.Folded) that the key holds; nil when it folds none.
+	Args [][]byte
 	// TunedBlock and RecordedBlock are the geometry rule's inputs for these
 	// launches (LaunchPlan's).
 	TunedBlock, RecordedBlock mneme.Dim3
@@ -624,8 +626,8 @@ type PreloadedFast struct {
 // facts and its variant for the launch it was tuned on are in the store.
 // A kernel whose configuration folds argument values gets the variants of
 // the values its entry says were measured, those in the store
-// (preloadMeasured); its launches still ask the runtime, which finds them
-// in memory. One whose code is not in the store is left to its first
+// (preloadMeasured), each handed to the shim for the launches with its
+// values. One whose code is not in the store is left to its first
 // launch: Preload never compiles. It holds each kernel while loading it, so
 // a launch that comes meanwhile waits for the code instead of loading it
 // twice. It returns the kernels it loaded, each with the fast path the
@@ -676,16 +678,20 @@ func (r *Runtime) preload(k *Kernel) (pre Preloaded, ok bool, err error) {
 	var errs []error
 	loaded := k.variants.Len()
 	serve := func(p *Plan, shared uint32) {
-		v, err := r.preloadPlan(k, p)
+		v, measured, err := r.preloadPlan(k, p)
 		if err != nil {
 			errs = append(errs, err)
 		}
-		if v == nil {
-			return
+		if v != nil {
+			ok = true
+			if f, fast := r.preloadedFast(l, v, p, shared, nil); fast {
+				pre.Fast = append(pre.Fast, f)
+			}
 		}
-		ok = true
-		if f, fast := preloadedFast(l, v, p, shared); fast {
-			pre.Fast = append(pre.Fast, f)
+		for _, m := range measured {
+			if f, fast := r.preloadedFast(l, m.variant, p, shared, m.args); fast {
+				pre.Fast = append(pre.Fast, f)
+			}
 		}
 	}
 	if len(k.Plan.Classes) == 0 {
@@ -699,9 +705,11 @@ func (r *Runtime) preload(k *Kernel) (pre Preloaded, ok bool, err error) {
 
 // preloadedFast is the fast path of v, preloaded for p's launches: for
 // every launch when l keys nothing; else for the launches with the key of
-// p's recorded launch (with shared bytes of dynamic shared memory), when
-// that key needs no argument values and the launch was recorded.
-func preloadedFast(l keyLayout, v *Variant, p *Plan, shared uint32) (PreloadedFast, bool) {
+// p's recorded launch (with shared bytes of dynamic shared memory) and,
+// when l keys argument values, the values args holds (the measured values
+// v was built for, by argument index), when the recorded launch is known
+// and args gives every keyed argument within the shim's key limits.
+func (r *Runtime) preloadedFast(l keyLayout, v *Variant, p *Plan, shared uint32, args [][]byte) (PreloadedFast, bool) {
 	f := PreloadedFast{FastPath: FastPath{Variant: v}, TunedBlock: p.TunedBlock, RecordedBlock: p.RecordedBlock}
 	if len(v.Links) > 0 {
 		return f, false
@@ -710,31 +718,57 @@ func preloadedFast(l keyLayout, v *Variant, p *Plan, shared uint32) (PreloadedFa
 		return f, true
 	}
 	// The recorded launch whole: the variant was built for its geometry.
-	if len(l.args) > 0 || hasZeroDim(p.RecordedBlock) || hasZeroDim(p.RecordedGrid) {
+	if hasZeroDim(p.RecordedBlock) || hasZeroDim(p.RecordedGrid) {
 		return f, false
 	}
-	f.Keyed, f.DimsFolded, f.SharedKeyed = true, l.dims, l.shared
+	for _, a := range l.args {
+		if a < 0 || a >= len(args) || args[a] == nil {
+			return f, false // a value the key holds is not known here
+		}
+	}
+	keyed, fits := r.keyedFast(l, args)
+	if !fits {
+		return f, false
+	}
+	keyed.Variant = v
+	f.FastPath = keyed
+	if len(l.args) > 0 {
+		f.Args = make([][]byte, len(args))
+		for _, a := range l.args {
+			f.Args[a] = slices.Clone(args[a])
+		}
+	}
 	f.Grid, f.Block, f.Shared = p.RecordedGrid, p.RecordedBlock, shared
 	return f, true
+}
+
+// measuredVariant is a variant Preload loaded for measured values of the
+// arguments its configuration folds: args holds them by argument index
+// (nil where not folded).
+type measuredVariant struct {
+	variant *Variant
+	args    [][]byte
 }
 
 // preloadPlan loads the variant of p's expected launch when it is in the
 // store, returning it (nil when not loaded). Called with k.mu held and k's
 // facts known.
-func (r *Runtime) preloadPlan(k *Kernel, p *Plan) (*Variant, error) {
+func (r *Runtime) preloadPlan(k *Kernel, p *Plan) (*Variant, []measuredVariant, error) {
 	grid, block, ok := p.expectedLaunch()
 	if !ok {
-		return nil, nil
+		return nil, nil, nil
 	}
 	cfg := p.ConfigFor(block)
 	if cfg.SpecializeDims && (hasZeroDim(grid) || hasZeroDim(block)) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	cfg = launchConfig(cfg, grid, block)
 	if len(FoldedArgs(cfg, *k.facts)) > 0 {
-		return nil, r.preloadMeasured(k, p, cfg)
+		measured, err := r.preloadMeasured(k, p, cfg)
+		return nil, measured, err
 	}
-	return r.preloadKey(k, r.key(k, cfg, nil))
+	v, err := r.preloadKey(k, r.key(k, cfg, nil))
+	return v, nil, err
 }
 
 // preloadKey loads the variant stored under key unless it is loaded,
@@ -759,12 +793,12 @@ func (r *Runtime) preloadKey(k *Kernel, key Key) (*Variant, error) {
 // values) for the values the entry says its variants were measured with,
 // those in the store, within the kernel's variant bound: a launch with
 // those values then finds its code in memory instead of reading and
-// loading it on the application's critical path. The shim still asks the
-// runtime for such a launch (its key holds the values), so nothing is
-// handed to it. Nothing is loaded when a folded argument lists no values
+// loading it on the application's critical path, and the shim runs it
+// without asking (each variant is returned with its values, which the
+// shim keys it by). Nothing is loaded when a folded argument lists no values
 // (any value could come) or a value's size is not its argument's. Called
 // with k.mu held and k's facts known.
-func (r *Runtime) preloadMeasured(k *Kernel, p *Plan, cfg mneme.Config) error {
+func (r *Runtime) preloadMeasured(k *Kernel, p *Plan, cfg mneme.Config) ([]measuredVariant, error) {
 	folded := FoldedArgs(cfg, *k.facts)
 	values := make([][][]byte, len(folded))
 	for i, a := range folded {
@@ -774,16 +808,17 @@ func (r *Runtime) preloadMeasured(k *Kernel, p *Plan, cfg mneme.Config) error {
 			}
 		}
 		if len(values[i]) == 0 || a < 0 || a >= len(k.facts.ArgSizes) {
-			return nil
+			return nil, nil
 		}
 		for _, v := range values[i] {
 			if len(v) != k.facts.ArgSizes[a] {
-				return nil
+				return nil, nil
 			}
 		}
 	}
 	args := make([][]byte, len(k.facts.ArgSizes))
 	var errs []error
+	var loaded []measuredVariant
 	// Every combination of the listed values, the last argument's varying
 	// fastest, until the kernel holds as many variants as it may.
 	var walk func(i int)
@@ -792,8 +827,12 @@ func (r *Runtime) preloadMeasured(k *Kernel, p *Plan, cfg mneme.Config) error {
 			return
 		}
 		if i == len(folded) {
-			if _, err := r.preloadKey(k, r.key(k, cfg, args)); err != nil {
+			v, err := r.preloadKey(k, r.key(k, cfg, args))
+			if err != nil {
 				errs = append(errs, err)
+			}
+			if v != nil {
+				loaded = append(loaded, measuredVariant{v, slices.Clone(args)})
 			}
 			return
 		}
@@ -803,7 +842,7 @@ func (r *Runtime) preloadMeasured(k *Kernel, p *Plan, cfg mneme.Config) error {
 		}
 	}
 	walk(0)
-	return errors.Join(errs...)
+	return loaded, errors.Join(errs...)
 }
 
 // expectedLaunch is the geometry the plan's kernel is expected to run with:

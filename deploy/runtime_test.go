@@ -831,3 +831,55 @@ func TestRuntimeFewerArgumentsThanFolded(t *testing.T) {
 		t.Errorf("%d launch keys, want 1", len(hot))
 	}
 }
+
+// A configuration folding an argument gets a variant per value its entry
+// says was measured, each preloaded and handed to the shim keyed by the
+// recorded launch and that value (so no launch with it asks the runtime);
+// a value the entry lists without code in the store, or a launch's other
+// values, are not handed over. The fast path handed over is the one the
+// first launch with that value would leave.
+func TestRuntimePreloadFoldedValues(t *testing.T) {
+	dir := t.TempDir()
+	p := plan("k", mneme.Config{Passes: "default<O3>", Specialize: true, SpecializeArgs: []int{1}})
+	p.RecordedBlock, p.RecordedGrid, p.TunedBlock = dim(128, 1, 1), dim(8, 1, 1), dim(128, 1, 1)
+	p.Folded = []FoldedValues{{Arg: 1, Values: [][]byte{u32(5), u32(6), u32(7)}}}
+	c := &fakeCompiler{facts: map[string]KernelFacts{"k": twoArgs}}
+	var warns []string
+	// A warm run met the values 5 and 6 (7 was measured but never ran here).
+	warm := testRuntime(dir, Plans{"k": p}, c, &fakeLoader{}, &warns)
+	launch(t, warm, "k", dim(8, 1, 1), dim(128, 1, 1), u32(0), u32(5))
+	launch(t, warm, "k", dim(8, 1, 1), dim(128, 1, 1), u32(0), u32(6))
+	l := &fakeLoader{}
+	r := testRuntime(dir, Plans{"k": p}, c, l, &warns)
+	pre := r.Preload()
+	if len(pre) != 1 || len(pre[0].Fast) != 2 {
+		t.Fatalf("preloaded %+v, want one kernel with two fast paths (values 5 and 6)", pre)
+	}
+	for i, want := range [][]byte{u32(5), u32(6)} {
+		f := pre[0].Fast[i]
+		if !f.Keyed || f.DimsFolded || len(f.Folded) != 1 || f.Folded[0] != 1 || f.FoldedSizes[0] != 4 {
+			t.Errorf("value %x: fast path %+v, want keyed by the block and argument 1 (4 bytes), not the grid", want, f.FastPath)
+		}
+		if len(f.Args) != 2 || f.Args[0] != nil || !bytes.Equal(f.Args[1], want) {
+			t.Errorf("value %x: handed with the values %x, want argument 1 only", want, f.Args)
+		}
+		if f.Grid != p.RecordedGrid || f.Block != p.RecordedBlock {
+			t.Errorf("value %x: keyed by %v x %v, want the recorded launch", want, f.Grid, f.Block)
+		}
+		loads, compiles := l.count(), c.count()
+		lp := launch(t, r, "k", dim(8, 1, 1), dim(128, 1, 1), u32(9), want)
+		if lp.Variant != f.Variant || l.count() != loads || c.count() != compiles {
+			t.Errorf("value %x: the launch ran another variant than the one handed over, or loaded or compiled", want)
+		}
+		if lp.Fast.Variant != f.Variant || !lp.Fast.Keyed || lp.Fast.DimsFolded != f.DimsFolded ||
+			fmt.Sprint(lp.Fast.Folded, lp.Fast.FoldedSizes) != fmt.Sprint(f.Folded, f.FoldedSizes) {
+			t.Errorf("value %x: the launch's fast path %+v differs from the one handed over %+v", want, lp.Fast, f.FastPath)
+		}
+	}
+	if pre[0].Fast[0].Variant == pre[0].Fast[1].Variant {
+		t.Error("the two values were handed the same variant")
+	}
+	if len(warns) != 0 {
+		t.Errorf("warnings: %q", warns)
+	}
+}

@@ -3,6 +3,7 @@ package main
 /*
 #cgo CFLAGS: -O2 -Wall -I${SRCDIR}/shim
 #include "host.h"
+#include <stdlib.h>
 */
 import "C"
 
@@ -236,7 +237,7 @@ func forwardUnplanned(plans deploy.Plans) {
 		if _, ok := plans[name]; ok {
 			continue
 		}
-		n += int(C.rth_deploy_preloaded(C.int(i), &a, &zero[0], &zero[0], 0))
+		n += int(C.rth_deploy_preloaded(C.int(i), &a, &zero[0], &zero[0], 0, nil))
 	}
 	traceDeploy("init: %d kernels no tuned file lists run the application's code from the shim", n)
 	// A tuned kernel the executable does not register never runs its
@@ -287,9 +288,11 @@ func (d *deployer) handToShim(pre []deploy.Preloaded) int {
 			}
 			grid := [3]C.unsigned{C.unsigned(f.Grid.X), C.unsigned(f.Grid.Y), C.unsigned(f.Grid.Z)}
 			block := [3]C.unsigned{C.unsigned(f.Block.X), C.unsigned(f.Block.Y), C.unsigned(f.Block.Z)}
+			args, free := cArgs(f.Args)
 			for _, i := range indices[p.Kernel.Name] {
-				took += int(C.rth_deploy_preloaded(C.int(i), &a, &grid[0], &block[0], C.size_t(f.Shared)))
+				took += int(C.rth_deploy_preloaded(C.int(i), &a, &grid[0], &block[0], C.size_t(f.Shared), args))
 			}
+			free()
 		}
 		if took > 0 {
 			handed++
@@ -297,6 +300,29 @@ func (d *deployer) handToShim(pre []deploy.Preloaded) int {
 		}
 	}
 	return handed
+}
+
+// cArgs is values as a launch's argument array in C memory (the shim
+// reads the folded entries of it; nil entries stay NULL), and the function
+// that frees it; nil when there are no values.
+func cArgs(values [][]byte) (*unsafe.Pointer, func()) {
+	if len(values) == 0 {
+		return nil, func() {}
+	}
+	ptrSize := C.size_t(unsafe.Sizeof(unsafe.Pointer(nil)))
+	array := C.calloc(C.size_t(len(values)), ptrSize)
+	slots := unsafe.Slice((*unsafe.Pointer)(array), len(values))
+	for i, v := range values {
+		if v != nil {
+			slots[i] = C.CBytes(v)
+		}
+	}
+	return (*unsafe.Pointer)(array), func() {
+		for _, p := range slots {
+			C.free(p)
+		}
+		C.free(array)
+	}
 }
 
 // driverLoader loads cubins into the application's context through the

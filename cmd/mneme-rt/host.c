@@ -87,9 +87,9 @@ void rth_throttle_off(void) { api->throttle(NULL); }
 
 int rth_deploy_preloaded(int kernel_index, const struct mneme_deploy_answer *a,
                          const unsigned grid[3], const unsigned block[3],
-                         size_t shared) {
+                         size_t shared, void **args) {
   if (api->deploy_preloaded == NULL)
     return 0;
   dim3 g = {grid[0], grid[1], grid[2]}, b = {block[0], block[1], block[2]};
-  return api->deploy_preloaded(kernel_index, a, g, b, shared);
+  return api->deploy_preloaded(kernel_index, a, g, b, shared, args);
 }

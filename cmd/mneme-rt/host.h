@@ -40,8 +40,9 @@ int rth_throttle_on(const uintptr_t entries[4], const uintptr_t *events, int n,
 void rth_throttle_off(void);
 /* rth_deploy_preloaded hands the shim a kernel's preloaded tuned code (the
  * host API's deploy_preloaded) for the launches a says, keyed by grid,
- * block and shared when a is keyed; 0 when it declined. */
+ * block, shared and the folded arguments' values in args (NULL when a
+ * folds none) when a is keyed; 0 when it declined. */
 int rth_deploy_preloaded(int kernel_index, const struct mneme_deploy_answer *a,
                          const unsigned grid[3], const unsigned block[3],
-                         size_t shared);
+                         size_t shared, void **args);
 #endif

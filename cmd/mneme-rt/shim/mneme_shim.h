@@ -47,7 +47,7 @@ enum {
 
 /* Bumped whenever a structure or signature below changes; the library
  * refuses a shim of another version instead of misreading it. */
-#define MNEME_RT_ABI_VERSION 10
+#define MNEME_RT_ABI_VERSION 11
 
 /* One __cudaRegisterFunction call. */
 struct mneme_kernel_reg {
@@ -292,18 +292,20 @@ struct mneme_host_api {
 
   /* deploy_preloaded: the library loaded kernel kernel_index's tuned code
    * before its first launch: a's function and cu_launch, for every launch
-   * (not keyed) or for the launches with the key of this grid, block and
-   * dynamic shared memory (keyed, as a launch's answer keys it, folding no
-   * argument); block, recorded_block and shared_max as a launch's answer
-   * has them. The shim then runs those launches itself from the first on,
-   * never calling the library for them. Returns 0, changing nothing, when
-   * it did not take the answer: one that folds arguments or runs the
-   * application's code, or a kernel whose launches were decided already
-   * (for every launch, or otherwise than keyed). An answer whose handled is
-   * MNEME_LAUNCH_FORWARD_ALWAYS marks a kernel no tuned file lists: every
-   * launch of it runs the application's code without asking the library. */
+   * (not keyed) or for the launches with the key of this grid, block,
+   * dynamic shared memory and, when a folds arguments, the values args
+   * holds at the folded positions (args as a launch passes them; entries
+   * not folded are never read); block, recorded_block and shared_max as a
+   * launch's answer has them. The shim then runs those launches itself
+   * from the first on, never calling the library for them. Returns 0,
+   * changing nothing, when it did not take the answer: one that folds
+   * arguments without args, or runs the application's code, or a kernel
+   * whose launches were decided already (for every launch, or otherwise
+   * than keyed). An answer whose handled is MNEME_LAUNCH_FORWARD_ALWAYS
+   * marks a kernel no tuned file lists: every launch of it runs the
+   * application's code without asking the library. */
   int (*deploy_preloaded)(int kernel_index, const struct mneme_deploy_answer *a,
-                          dim3 grid, dim3 block, size_t shared);
+                          dim3 grid, dim3 block, size_t shared, void **args);
 };
 
 enum {

@@ -294,7 +294,8 @@ void mneme_memo_insert(struct launch_memo *m, uint64_t h,
 int mneme_api_memo_enable(int idx, int nparams, const size_t *sizes);
 /* The host API's deploy_preloaded (shim_launch.c). */
 int mneme_api_deploy_preloaded(int idx, const struct mneme_deploy_answer *a,
-                               dim3 grid, dim3 block, size_t shared);
+                               dim3 grid, dim3 block, size_t shared,
+                               void **args);
 int mneme_api_memo_drain(struct mneme_launch_count *out, int cap);
 
 /* ---- launch statistics (shim_stats.c; see MNEME_STATS_* in mneme_shim.h)

@@ -395,7 +395,8 @@ static void remember_variant(struct kernel_entry *k,
 }
 
 int mneme_api_deploy_preloaded(int idx, const struct mneme_deploy_answer *a,
-                               dim3 grid, dim3 block, size_t shared) {
+                               dim3 grid, dim3 block, size_t shared,
+                               void **args) {
   if (a != NULL && a->handled == MNEME_LAUNCH_FORWARD_ALWAYS) {
     /* A kernel no tuned file lists: its launches run the application's
      * code from the first on, never asking the library. */
@@ -408,7 +409,7 @@ int mneme_api_deploy_preloaded(int idx, const struct mneme_deploy_answer *a,
     return taken;
   }
   if (a == NULL || a->function == NULL || a->cu_launch == NULL || a->own_code ||
-      (a->keyed && a->nfolded != 0))
+      (a->keyed && a->nfolded != 0 && args == NULL))
     return 0;
   pthread_mutex_lock(&mneme_table_lock);
   int taken = 0;
@@ -425,10 +426,10 @@ int mneme_api_deploy_preloaded(int idx, const struct mneme_deploy_answer *a,
   } else if (k != NULL && a->keyed &&
              (k->deploy == DEPLOY_ASK || k->deploy == DEPLOY_KEYED)) {
     deploy_cu_launch = (cu_launch_fn)a->cu_launch;
-    remember_variant(k, a, grid, block, shared, NULL);
+    remember_variant(k, a, grid, block, shared, args);
     const struct variant_slot *s =
         k->variants != NULL && k->deploy == DEPLOY_KEYED
-            ? variant_lookup(k->variants, grid, block, NULL, shared)
+            ? variant_lookup(k->variants, grid, block, args, shared)
             : NULL;
     taken = s != NULL && s->fn == a->function;
   }
@@ -535,10 +536,13 @@ static cudaError_t deploy_launch(const void *func, dim3 grid, dim3 block,
   cudaError_t e =
       mneme_rt.deploy_launch(func, idx, grid.x, grid.y, grid.z, block.x,
                              block.y, block.z, args, shared, stream, ptsz, &a);
-  if (__builtin_expect(first, 0))
-    mneme_tracef("deploy: first launch of %s: the library answered (%s)", name,
-                 a.handled == MNEME_LAUNCH_DONE ? "it launched the tuned code"
-                                                : "the application's code");
+  /* Every launch that asks is traced, not only a kernel's first: a launch
+   * key the shim has not seen costs a call into the library, which the
+   * trace makes visible. */
+  mneme_tracef("deploy: %s launch of %s: the library answered (%s)",
+               first ? "first" : "a", name ? name : "?",
+               a.handled == MNEME_LAUNCH_DONE ? "it launched the tuned code"
+                                              : "the application's code");
   if (idx >= 0 && (a.handled == MNEME_LAUNCH_FORWARD_ALWAYS ||
                    (a.function != NULL && a.cu_launch != NULL) ||
                    (a.own_code && a.keyed))) {

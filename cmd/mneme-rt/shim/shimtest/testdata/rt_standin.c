@@ -189,9 +189,10 @@ static char tuned_code[] = "tuned_kernel";
 
 /* preload hands the shim _Z6kernelPfi's code, as the library's preload
  * does: with MNEME_TEST_PRELOAD=keyed for the launches keyed by grid 1 x
- * block 32 (dimensions folded), else for every launch; first an answer
- * folding an argument, which the shim must decline (no launch's values are
- * known at preload). */
+ * block 32 (dimensions folded), with MNEME_TEST_PRELOAD=folded for the
+ * launches keyed by that shape and the value of argument 0 (3, then 4),
+ * else for every launch; first an answer folding an argument without its
+ * values, which the shim must decline. */
 static void preload(const struct mneme_host_api *a, int keyed) {
   for (int i = 0; i < a->kernel_count(); i++) {
     struct mneme_kernel_reg reg;
@@ -212,12 +213,24 @@ static void preload(const struct mneme_host_api *a, int keyed) {
     ans.nfolded = 1;
     ans.folded_size[0] = sizeof(int);
     printf("preloaded folded taken=%d\n",
-           a->deploy_preloaded(i, &ans, g, b, 0));
+           a->deploy_preloaded(i, &ans, g, b, 0, NULL));
+    if (keyed == 2) {
+      /* The variant of the value 3 of argument 0 (the application's),
+       * handed with that value; then the value 4's (no launch has it). */
+      int three = 3, four = 4;
+      void *with3[] = {&three}, *with4[] = {&four};
+      ans.dims_folded = 1;
+      printf("preloaded %s folded taken=%d\n", reg.device_name,
+             a->deploy_preloaded(i, &ans, g, b, 0, with3));
+      printf("preloaded %s folded other value taken=%d\n", reg.device_name,
+             a->deploy_preloaded(i, &ans, g, b, 0, with4));
+      continue;
+    }
     ans.nfolded = 0;
     ans.keyed = keyed;
     ans.dims_folded = keyed;
     printf("preloaded %s %s taken=%d\n", reg.device_name,
-           keyed ? "keyed" : "all", a->deploy_preloaded(i, &ans, g, b, 0));
+           keyed ? "keyed" : "all", a->deploy_preloaded(i, &ans, g, b, 0, NULL));
   }
 }
 
@@ -234,7 +247,9 @@ static void gated_init(const struct mneme_host_api *a, const char *gate) {
   }
   const char *mode = getenv("MNEME_TEST_PRELOAD");
   if (mode != NULL)
-    preload(a, strcmp(mode, "keyed") == 0);
+    preload(a, strcmp(mode, "keyed") == 0    ? 1
+               : strcmp(mode, "folded") == 0 ? 2
+                                             : 0);
   char ready[4096];
   snprintf(ready, sizeof ready, "%s.ready", gate);
   FILE *f = fopen(ready, "w");
@@ -274,8 +289,8 @@ int mneme_rt_init(const struct mneme_host_api *a) {
       memset(&ans, 0, sizeof ans);
       ans.handled = MNEME_LAUNCH_FORWARD_ALWAYS;
       dim3 z = {0, 0, 0};
-      int first = a->deploy_preloaded(i, &ans, z, z, 0);
-      int second = a->deploy_preloaded(i, &ans, z, z, 0);
+      int first = a->deploy_preloaded(i, &ans, z, z, 0, NULL);
+      int second = a->deploy_preloaded(i, &ans, z, z, 0, NULL);
       printf("forwarded %s taken=%d again=%d\n", reg.device_name, first,
              second);
     }
