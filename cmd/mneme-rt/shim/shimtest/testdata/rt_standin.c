@@ -230,7 +230,8 @@ static void preload(const struct mneme_host_api *a, int keyed) {
     ans.keyed = keyed;
     ans.dims_folded = keyed;
     printf("preloaded %s %s taken=%d\n", reg.device_name,
-           keyed ? "keyed" : "all", a->deploy_preloaded(i, &ans, g, b, 0, NULL));
+           keyed ? "keyed" : "all",
+           a->deploy_preloaded(i, &ans, g, b, 0, NULL));
   }
 }
 
