@@ -69,8 +69,9 @@ type KernelStats struct {
 	TimedLaunches uint64 `json:"TimedLaunches"`
 	TimedNs       uint64 `json:"TimedNs"`
 	// GPUTimeNs estimates the time of all launches: each shape's mean timed
-	// launch times its launches (the kernel's mean for shapes never timed
-	// and for OtherShapeLaunches).
+	// launch times its launches (its first launch's time for a shape with
+	// no other launch timed, the kernel's mean for shapes never timed and
+	// for OtherShapeLaunches).
 	GPUTimeNs uint64 `json:"GPUTimeNs"`
 	// TimeShare is GPUTimeNs over the run's GPUTimeNs, from 0 to 1.
 	TimeShare float64 `json:"TimeShare"`
@@ -91,7 +92,11 @@ type ShapeStats struct {
 	Launches      uint64     `json:"Launches"`
 	TimedLaunches uint64     `json:"TimedLaunches"`
 	TimedNs       uint64     `json:"TimedNs"`
-	GPUTimeNs     uint64     `json:"GPUTimeNs"`
+	// FirstLaunchNs is the GPU time of the shape's first launch, timed
+	// apart from the sample (it may pay for loading the kernel's code);
+	// 0 when it was not timed. A shape launched once has only this.
+	FirstLaunchNs uint64 `json:"FirstLaunchNs,omitempty"`
+	GPUTimeNs     uint64 `json:"GPUTimeNs"`
 	// KernelShare is GPUTimeNs over the kernel's, from 0 to 1.
 	KernelShare float64 `json:"KernelShare"`
 }
@@ -206,16 +211,15 @@ func (k *KernelStats) finish() {
 		k.TimedLaunches += sh.TimedLaunches
 		k.TimedNs += sh.TimedNs
 	}
-	var mean float64
-	if k.TimedLaunches > 0 {
-		mean = float64(k.TimedNs) / float64(k.TimedLaunches)
-	}
+	mean := k.MeanLaunchNs()
 	total := estimate(k.OtherShapeLaunches, mean)
 	for i := range k.Shapes {
 		sh := &k.Shapes[i]
 		m := mean
 		if sh.TimedLaunches > 0 {
 			m = float64(sh.TimedNs) / float64(sh.TimedLaunches)
+		} else if sh.FirstLaunchNs > 0 {
+			m = float64(sh.FirstLaunchNs)
 		}
 		sh.GPUTimeNs = estimate(sh.Launches, m)
 		total += sh.GPUTimeNs
@@ -231,6 +235,27 @@ func (k *KernelStats) finish() {
 		}
 		return a.Launches > b.Launches
 	})
+}
+
+// MeanLaunchNs is the kernel's mean timed launch: over its sampled
+// launches, or, when none was sampled (a kernel launched once per shape),
+// over its shapes' timed first launches; 0 when nothing was timed.
+func (k *KernelStats) MeanLaunchNs() float64 {
+	if k.TimedLaunches > 0 {
+		return float64(k.TimedNs) / float64(k.TimedLaunches)
+	}
+	var sum float64
+	n := 0
+	for _, sh := range k.Shapes {
+		if sh.FirstLaunchNs > 0 {
+			sum += float64(sh.FirstLaunchNs)
+			n++
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return sum / float64(n)
 }
 
 func estimate(launches uint64, meanNs float64) uint64 {

@@ -302,3 +302,43 @@ func FuzzReadLaunchStats(f *testing.F) {
 		}
 	})
 }
+
+// A shape's first launch, timed apart, stands for the shape's launches
+// only when nothing else of it was timed: a one-shot kernel gets its time
+// (and its share) from it, a sampled shape ignores it, and a kernel with
+// neither has none. Each input changed alone.
+func TestLaunchStatsFirstLaunchTime(t *testing.T) {
+	shape := func(launches, timed, timedNs, first uint64) ShapeStats {
+		return ShapeStats{GridDims: mneme.Dim3{X: 1, Y: 1, Z: 1}, BlockDims: mneme.Dim3{X: 32, Y: 1, Z: 1},
+			Launches: launches, TimedLaunches: timed, TimedNs: timedNs, FirstLaunchNs: first}
+	}
+	for _, tc := range []struct {
+		name      string
+		sh        ShapeStats
+		wantNs    uint64
+		wantShare float64
+	}{
+		{"launched once, first timed", shape(1, 0, 0, 5000), 5000, 0.5},
+		{"launched once, not timed", shape(1, 0, 0, 0), 0, 0},
+		{"launched twice, first timed only", shape(2, 0, 0, 5000), 10000, 2.0 / 3},
+		{"sampled: the first is set aside", shape(2, 1, 1000, 5000), 2000, 2000.0 / 7000},
+	} {
+		s := &LaunchStats{FormatVersion: LaunchStatsVersion, Complete: true, WrittenAt: "2026-01-02T03:04:05Z",
+			Limits: StatsLimits{MaxShapes: 4, MaxArgValues: 2, MaxArgBytes: 8, TimedFirst: 4, TimedEvery: 64},
+			Kernels: []KernelStats{
+				{KernelName: "oneshot", Shapes: []ShapeStats{tc.sh}, Args: []ArgStats{}},
+				{KernelName: "other", Shapes: []ShapeStats{shape(5, 5, 5000, 0)}, Args: []ArgStats{}},
+			}}
+		s.Finish()
+		k := s.Kernel("oneshot", "")
+		if k.GPUTimeNs != tc.wantNs || k.Shapes[0].GPUTimeNs != tc.wantNs {
+			t.Errorf("%s: GPUTimeNs kernel %d shape %d, want %d", tc.name, k.GPUTimeNs, k.Shapes[0].GPUTimeNs, tc.wantNs)
+		}
+		if d := k.TimeShare - tc.wantShare; d > 1e-9 || d < -1e-9 {
+			t.Errorf("%s: share %v, want %v", tc.name, k.TimeShare, tc.wantShare)
+		}
+		if err := s.Validate(); err != nil {
+			t.Errorf("%s: a finished file does not validate: %v", tc.name, err)
+		}
+	}
+}

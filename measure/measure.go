@@ -33,12 +33,17 @@ type KernelTime struct {
 	Launches      int64   // every launch of the run
 	TimedLaunches int64   // the launches timed with events (a bounded sample)
 	TimedNS       float64 // their summed GPU time
+	// FirstNS is the mean GPU time of its shapes' first launches, timed
+	// apart from the sample; 0 when none was timed.
+	FirstNS float64
 }
 
-// PerLaunchNS is the mean time of a timed launch (0 when none was timed).
+// PerLaunchNS is the mean time of a timed launch: of the sample, or of the
+// first launches when nothing else was timed (a kernel launched once);
+// 0 when none was timed.
 func (k KernelTime) PerLaunchNS() float64 {
 	if k.TimedLaunches <= 0 {
-		return 0
+		return k.FirstNS
 	}
 	return k.TimedNS / float64(k.TimedLaunches)
 }

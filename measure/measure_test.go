@@ -265,3 +265,49 @@ func TestSubsetWriterKeepsEntriesAsTheyStand(t *testing.T) {
 		t.Errorf("unknown kernel: %v", err)
 	}
 }
+
+// A kernel launched once has no sampled launch: its first launch's time
+// stands for it; where a sample exists, the first launch is set aside.
+func TestPerLaunchTimeFallsBackToTheFirstLaunch(t *testing.T) {
+	for _, tc := range []struct {
+		k    KernelTime
+		want float64
+	}{
+		{KernelTime{Launches: 1, FirstNS: 700}, 700},
+		{KernelTime{Launches: 1}, 0},
+		{KernelTime{Launches: 5, TimedLaunches: 2, TimedNS: 400, FirstNS: 700}, 200},
+		{KernelTime{Launches: 5, TimedLaunches: 2, TimedNS: 400}, 200},
+	} {
+		if got := tc.k.PerLaunchNS(); got != tc.want {
+			t.Errorf("%+v: %v per launch, want %v", tc.k, got, tc.want)
+		}
+	}
+}
+
+// A one-shot kernel (first launches timed only) is judged like the others.
+func TestAOneShotKernelIsJudgedByItsFirstLaunch(t *testing.T) {
+	a := newApp()
+	o := opts(a)
+	r, err := Measure(context.Background(), oneShot{a}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := verdict(t, r, "A"); !v.Kept {
+		t.Errorf("A, faster at its only launch, was dropped: %+v", v)
+	}
+	if v := verdict(t, r, "B"); v.Kept {
+		t.Errorf("B, slower at its only launch, was kept: %+v", v)
+	}
+}
+
+// oneShot is fakeApp whose kernels are each launched once: only their
+// first launch is timed.
+type oneShot struct{ *fakeApp }
+
+func (o oneShot) Run(ctx context.Context, env []string) (Outcome, error) {
+	out, err := o.fakeApp.Run(ctx, env)
+	for k, kt := range out.Kernels {
+		out.Kernels[k] = KernelTime{Launches: 1, FirstNS: kt.PerLaunchNS()}
+	}
+	return out, err
+}

@@ -29,8 +29,9 @@ type RawShape struct {
 	Grid, Block mneme.Dim3
 	Shared      uint64
 	Launches    uint64
-	Timed       uint64 // launches timed
+	Timed       uint64 // launches timed, the first aside
 	TimedNs     uint64
+	FirstNs     uint64 // the first launch's time; 0: not timed
 }
 
 // RawArg is one parameter of RawKernelStats. Values hold the argument's
@@ -99,6 +100,7 @@ func kernelStats(r RawKernelStats, limits StatsLimits) db.KernelStats {
 		k.Shapes = append(k.Shapes, db.ShapeStats{
 			GridDims: sh.Grid, BlockDims: sh.Block, SharedMem: uint32(min(sh.Shared, 1<<32-1)),
 			Launches: sh.Launches, TimedLaunches: min(sh.Timed, sh.Launches), TimedNs: sh.TimedNs,
+			FirstLaunchNs: sh.FirstNs,
 		})
 		if sh.Timed > sh.Launches {
 			// Caught between the library's timing of a launch and its count.
@@ -166,6 +168,9 @@ func mergeKernelStats(a, b *db.KernelStats, limits StatsLimits) {
 			have.Launches += sh.Launches
 			have.TimedLaunches += sh.TimedLaunches
 			have.TimedNs += sh.TimedNs
+			if have.FirstLaunchNs == 0 {
+				have.FirstLaunchNs = sh.FirstLaunchNs
+			}
 		} else if len(a.Shapes) < limits.MaxShapes {
 			a.Shapes = append(a.Shapes, sh)
 		} else {

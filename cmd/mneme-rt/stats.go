@@ -222,6 +222,7 @@ func readStats() []record.RawKernelStats {
 				Block:    mneme.Dim3{X: uint32(sh.block[0]), Y: uint32(sh.block[1]), Z: uint32(sh.block[2])},
 				Shared:   uint64(sh.shared),
 				Launches: uint64(sh.launches), Timed: uint64(sh.timed), TimedNs: uint64(sh.timed_ns),
+				FirstNs: uint64(sh.first_ns),
 			})
 		}
 		for _, a := range cs.args[:max(0, min(int(cs.nparams), len(cs.args)))] {

@@ -135,7 +135,11 @@ func readKernelTimes(path string) (map[string]measure.KernelTime, error) {
 	}
 	out := map[string]measure.KernelTime{}
 	for _, k := range stats.Kernels {
-		out[k.KernelName] = measure.KernelTime{Launches: int64(k.Launches), TimedLaunches: int64(k.TimedLaunches), TimedNS: float64(k.TimedNs)}
+		kt := measure.KernelTime{Launches: int64(k.Launches), TimedLaunches: int64(k.TimedLaunches), TimedNS: float64(k.TimedNs)}
+		if k.TimedLaunches == 0 {
+			kt.FirstNS = k.MeanLaunchNs() // a kernel launched once per shape
+		}
+		out[k.KernelName] = kt
 	}
 	return out, nil
 }

@@ -44,9 +44,11 @@ type inspectStatsShape struct {
 	Launches      uint64     `json:"launches"`
 	TimedLaunches uint64     `json:"timed_launches"`
 	MeanNs        uint64     `json:"mean_ns"` // of the timed launches; 0 when none was timed
-	GPUTimeNs     uint64     `json:"gpu_time_ns"`
-	KernelShare   float64    `json:"kernel_share"`
-	Instances     []string   `json:"instances"` // recorded instances of this shape
+	// FirstLaunchNs is the first launch's time, timed apart; 0: not timed.
+	FirstLaunchNs uint64   `json:"first_launch_ns,omitempty"`
+	GPUTimeNs     uint64   `json:"gpu_time_ns"`
+	KernelShare   float64  `json:"kernel_share"`
+	Instances     []string `json:"instances"` // recorded instances of this shape
 }
 
 type inspectStatsArg struct {
@@ -94,6 +96,7 @@ func describeStats(s *db.LaunchStats, d *db.DB, path string, short map[string]st
 			if sh.TimedLaunches > 0 {
 				is.MeanNs = sh.TimedNs / sh.TimedLaunches
 			}
+			is.FirstLaunchNs = sh.FirstLaunchNs
 			if rk != nil {
 				for _, id := range rk.InstanceIDs() {
 					inst := rk.Instances[id]
@@ -204,6 +207,8 @@ func printStatsTable(w io.Writer, s *inspectStats) error {
 			mean := "untimed"
 			if sh.TimedLaunches > 0 {
 				mean = formatNs(sh.MeanNs) + " each"
+			} else if sh.FirstLaunchNs > 0 {
+				mean = formatNs(sh.FirstLaunchNs) + " (first launch)"
 			}
 			fmt.Fprintf(tw, "  grid %s block %s shmem %d\t%s\t%s\t%d\t%d\t%s\t%s\n", sh.Grid, sh.Block, sh.SharedMem, percent(sh.KernelShare),
 				formatNs(sh.GPUTimeNs), sh.Launches, sh.TimedLaunches, mean, cell(inst))

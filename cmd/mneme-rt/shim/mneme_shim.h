@@ -129,9 +129,10 @@ struct mneme_launch_throttle {
  * took (up to MNEME_STATS_MAX_VALUES), and the GPU time of a sample of
  * launches, bracketed by two of the library's events on the launch's
  * stream behind a gate (see struct mneme_stats_timer): a shape's launches 2
- * to 1 + MNEME_STATS_TIMED_FIRST (the first pays for loading the kernel's
- * code), then every MNEME_STATS_TIMED_EVERY-th, while one of
- * MNEME_STATS_TIMER_SLOTS pairs of events is free. */
+ * to 1 + MNEME_STATS_TIMED_FIRST, then every MNEME_STATS_TIMED_EVERY-th,
+ * while one of MNEME_STATS_TIMER_SLOTS pairs of events is free. The first
+ * launch is timed apart (first_ns): it may pay for loading the kernel's
+ * code, and it is all a kernel launched once has. */
 #define MNEME_STATS_MAX_SHAPES 32
 #define MNEME_STATS_MAX_VALUES 16
 #define MNEME_STATS_MAX_ARG_BYTES 8
@@ -145,8 +146,9 @@ struct mneme_stats_shape {
   unsigned grid[3], block[3];
   uint64_t shared;
   uint64_t launches;
-  uint64_t timed;    /* launches timed */
+  uint64_t timed;    /* launches timed, the first launch aside */
   uint64_t timed_ns; /* their summed GPU time */
+  uint64_t first_ns; /* the first launch's GPU time; 0: not timed */
   int covered;       /* the library said it takes no new instance of it */
 };
 

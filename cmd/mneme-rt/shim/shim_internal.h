@@ -395,9 +395,15 @@ static inline void stats_args(struct mneme_kernel_stats *s, void **args) {
   }
 }
 
+/* What stats_count says of a launch's timing: not timed, timed into the
+ * shape's sample, or timed as the shape's first launch (kept apart: it may
+ * pay for loading the kernel's code, and it is all a one-shot kernel
+ * has). */
+enum { STATS_UNTIMED = 0, STATS_TIMED = 1, STATS_TIMED_FIRST = 2 };
+
 /* stats_count counts one launch of kernel k: its shape's index (-1: not
- * in the table) and, in *timed, whether the launch is one to time. Called
- * with mneme_table_lock held. */
+ * in the table) and, in *timed, whether and how the launch is timed
+ * (STATS_*). Called with mneme_table_lock held. */
 static inline int stats_count(struct kernel_entry *k, dim3 grid, dim3 block,
                               size_t shared, void **args, int *timed) {
   struct mneme_kernel_stats *s = k->stats;
@@ -408,8 +414,11 @@ static inline int stats_count(struct kernel_entry *k, dim3 grid, dim3 block,
   int si = stats_shape(s, grid, block, shared);
   if (si >= 0) {
     uint64_t n = ++s->shapes[si].launches;
-    *timed = n >= 2 && (n <= 1 + MNEME_STATS_TIMED_FIRST ||
-                        n % MNEME_STATS_TIMED_EVERY == 0);
+    *timed =
+        n == 1 ? STATS_TIMED_FIRST
+        : n <= 1 + MNEME_STATS_TIMED_FIRST || n % MNEME_STATS_TIMED_EVERY == 0
+            ? STATS_TIMED
+            : STATS_UNTIMED;
   } else {
     s->other_launches++;
   }
@@ -421,14 +430,15 @@ static inline int stats_count(struct kernel_entry *k, dim3 grid, dim3 block,
 /* Non-zero while the library has launch timing on. */
 extern int mneme_stats_timing;
 /* mneme_stats_begin takes a free pair of events and enqueues the gate and
- * the first event on the launch's stream; it returns a token for
+ * the first event on the launch's stream (timed: STATS_TIMED or
+ * STATS_TIMED_FIRST, where the time goes); it returns a token for
  * mneme_stats_end, or -1 (none free, the stream is being captured, or the
  * driver refused). mneme_stats_end records the second event after the
  * launch (ok) or gives the pair back, and opens the gate either way: every
  * token must reach it. Out of line: they run only for the sampled
  * launches. */
-int64_t mneme_stats_begin(int idx, int shape, cudaStream_t stream, int ptsz)
-    __attribute__((cold, noinline));
+int64_t mneme_stats_begin(int idx, int shape, int timed, cudaStream_t stream,
+                          int ptsz) __attribute__((cold, noinline));
 void mneme_stats_end(int64_t token, int ok, cudaStream_t stream, int ptsz)
     __attribute__((cold, noinline));
 int mneme_api_stats_enable(int idx, int nparams, const size_t *sizes);

@@ -122,7 +122,7 @@ static inline cudaError_t stats_forward(int idx, const struct launch_stats *st,
               !__atomic_load_n(&mneme_stats_timing, __ATOMIC_RELAXED),
           1))
     return forward_launch(func, grid, block, args, shared, stream, ptsz);
-  int64_t token = mneme_stats_begin(idx, st->shape, stream, ptsz);
+  int64_t token = mneme_stats_begin(idx, st->shape, st->timed, stream, ptsz);
   cudaError_t e = forward_launch(func, grid, block, args, shared, stream, ptsz);
   if (token >= 0)
     mneme_stats_end(token, e == mneme_cudaSuccess, stream, ptsz);
@@ -597,7 +597,7 @@ static cudaError_t counted_launch(const void *func, dim3 grid, dim3 block,
   int64_t token = -1;
   if (st.timed && st.shape >= 0 &&
       __atomic_load_n(&mneme_stats_timing, __ATOMIC_RELAXED))
-    token = mneme_stats_begin(idx, st.shape, stream, ptsz);
+    token = mneme_stats_begin(idx, st.shape, st.timed, stream, ptsz);
   cudaError_t e =
       mneme_deploying
           ? deploy_launch(func, grid, block, args, shared, stream, ptsz)

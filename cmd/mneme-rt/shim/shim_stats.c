@@ -29,6 +29,7 @@ enum { SLOT_FREE = 0, SLOT_BEGUN = 1, SLOT_ENDED = 2 };
 struct timer_slot {
   int state;
   int kernel, shape;
+  int first; /* the shape's first launch (STATS_TIMED_FIRST) */
   unsigned generation;
   uint64_t ticket; /* the gate's ticket of the launch it times */
 };
@@ -112,7 +113,7 @@ int mneme_api_stats_read(int idx, struct mneme_kernel_stats *out) {
  * of grid, block and shared, added to the table if need be). Called with
  * mneme_table_lock held. */
 static void add_time(int idx, int shape, dim3 grid, dim3 block, uint64_t shared,
-                     uint64_t ns) {
+                     uint64_t ns, int first) {
   if (idx < 0 || idx >= mneme_n_kernels)
     return;
   struct kernel_entry *k = &mneme_kernels[idx];
@@ -126,6 +127,10 @@ static void add_time(int idx, int shape, dim3 grid, dim3 block, uint64_t shared,
   }
   if (shape < 0 || shape >= s->nshapes)
     return;
+  if (first) {
+    s->shapes[shape].first_ns = ns > 0 ? ns : 1;
+    return;
+  }
   s->shapes[shape].timed++;
   s->shapes[shape].timed_ns += ns;
 }
@@ -133,7 +138,7 @@ static void add_time(int idx, int shape, dim3 grid, dim3 block, uint64_t shared,
 void mneme_api_stats_add_time(int idx, dim3 grid, dim3 block, size_t shared,
                               uint64_t ns) {
   pthread_mutex_lock(&mneme_table_lock);
-  add_time(idx, -1, grid, block, shared, ns);
+  add_time(idx, -1, grid, block, shared, ns, 0);
   pthread_mutex_unlock(&mneme_table_lock);
 }
 
@@ -245,7 +250,8 @@ static int record_end(int slot, cudaStream_t stream, int ptsz) {
   return ok;
 }
 
-int64_t mneme_stats_begin(int idx, int shape, cudaStream_t stream, int ptsz) {
+int64_t mneme_stats_begin(int idx, int shape, int timed, cudaStream_t stream,
+                          int ptsz) {
   pthread_mutex_lock(&timer_lock);
   int slot = -1;
   int64_t token = -1;
@@ -261,8 +267,9 @@ int64_t mneme_stats_begin(int idx, int shape, cudaStream_t stream, int ptsz) {
   if (slot >= 0) {
     uint64_t ticket = ++tickets[slot];
     if (gated_start(slot, ticket, stream, ptsz)) {
-      slots[slot] =
-          (struct timer_slot){SLOT_BEGUN, idx, shape, generation, ticket};
+      slots[slot] = (struct timer_slot){SLOT_BEGUN, idx,
+                                        shape,      timed == STATS_TIMED_FIRST,
+                                        generation, ticket};
       next_slot = (slot + 1) % MNEME_STATS_TIMER_SLOTS;
       token = (int64_t)(uintptr_t)gate_data(slot, ticket);
     }
@@ -317,7 +324,7 @@ int mneme_api_stats_collect(void) {
       dim3 none = {0, 0, 0};
       pthread_mutex_lock(&mneme_table_lock);
       add_time(s->kernel, s->shape, none, none, 0,
-               (uint64_t)((double)ms * 1e6 + 0.5));
+               (uint64_t)((double)ms * 1e6 + 0.5), s->first);
       pthread_mutex_unlock(&mneme_table_lock);
     }
     s->state = SLOT_FREE;

@@ -527,12 +527,13 @@ static void print_stats(void) {
            s.nparams);
     for (int i = 0; i < s.nshapes; i++)
       printf("stats %s shape grid=%u block=%u shared=%llu launches=%llu "
-             "timed=%llu ns=%llu covered=%d\n",
+             "timed=%llu ns=%llu first=%llu covered=%d\n",
              reg.device_name, s.shapes[i].grid[0], s.shapes[i].block[0],
              (unsigned long long)s.shapes[i].shared,
              (unsigned long long)s.shapes[i].launches,
              (unsigned long long)s.shapes[i].timed,
-             (unsigned long long)s.shapes[i].timed_ns, s.shapes[i].covered);
+             (unsigned long long)s.shapes[i].timed_ns,
+             (unsigned long long)s.shapes[i].first_ns, s.shapes[i].covered);
     for (int i = 0; i < s.nparams && i < MNEME_STATS_MAX_ARGS; i++) {
       const struct mneme_stats_arg *a = &s.args[i];
       printf("stats %s arg %d size=%u tracked=%d more=%d values=%d",
