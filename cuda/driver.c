@@ -71,6 +71,7 @@ FN(CUresult, cuMemFreeHost, (void *));
 FN(CUresult, cuMemHostRegister, (void *, size_t, unsigned int));
 FN(CUresult, cuMemHostUnregister, (void *));
 FN(CUresult, cuMemsetD8, (CUdeviceptr, unsigned char, size_t));
+FN(CUresult, cuMemsetD32Async, (CUdeviceptr, unsigned int, size_t, CUstream));
 FN(CUresult, cuMemGetInfo, (size_t *, size_t *));
 FN(CUresult, cuPointerGetAttribute, (void *, int, CUdeviceptr));
 FN(CUresult, cuMemGetAllocationGranularity,
@@ -163,6 +164,7 @@ int mn_load_driver(char *err, size_t errlen) {
   R(cuMemHostRegister, "cuMemHostRegister_v2", "cuMemHostRegister");
   R(cuMemHostUnregister, "cuMemHostUnregister", NULL);
   R(cuMemsetD8, "cuMemsetD8_v2", NULL);
+  R(cuMemsetD32Async, "cuMemsetD32Async", NULL);
   R(cuMemGetInfo, "cuMemGetInfo_v2", NULL);
   R(cuPointerGetAttribute, "cuPointerGetAttribute", NULL);
   R(cuMemGetAllocationGranularity, "cuMemGetAllocationGranularity", NULL);
@@ -510,6 +512,10 @@ CUresult mn_cuMemHostRegister(void *p, size_t n) {
 CUresult mn_cuMemHostUnregister(void *p) { CTXCALL(cuMemHostUnregister, p); }
 CUresult mn_cuMemsetD8(CUdeviceptr dst, unsigned char v, size_t n) {
   CTXCALL(cuMemsetD8, dst, v, n);
+}
+CUresult mn_cuMemsetD32Async(CUdeviceptr dst, unsigned int v, size_t n,
+                             uintptr_t s) {
+  CTXCALL(cuMemsetD32Async, dst, v, n, (CUstream)s);
 }
 CUresult mn_cuMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
   CTXCALL(cuMemGetInfo, free_bytes, total_bytes);

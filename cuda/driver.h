@@ -153,6 +153,8 @@ CUresult mn_cuMemHostUnregister(void *p);
 CUresult mn_cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n,
                               uintptr_t s);
 CUresult mn_cuMemsetD8(CUdeviceptr dst, unsigned char v, size_t n);
+CUresult mn_cuMemsetD32Async(CUdeviceptr dst, unsigned int v, size_t n,
+                             uintptr_t s);
 CUresult mn_cuMemGetInfo(size_t *free_bytes, size_t *total_bytes);
 CUresult mn_cuPointerIsManaged(unsigned int *managed, CUdeviceptr p);
 

@@ -86,6 +86,20 @@ func MemcpyDtoDAsync(dst, src, n uint64, s Stream) error {
 	return nil
 }
 
+// MemsetD32Async sets n 4-byte words at dst to v on stream s.
+func MemsetD32Async(dst uint64, v uint32, n uint64, s Stream) error {
+	if err := Init(); err != nil {
+		return err
+	}
+	if n == 0 {
+		return nil
+	}
+	if err := check("cuMemsetD32Async", C.mn_cuMemsetD32Async(C.CUdeviceptr(dst), C.uint(v), C.size_t(n), C.uintptr_t(s))); err != nil {
+		return fmt.Errorf("setting %d words at 0x%x: %w", n, dst, err)
+	}
+	return nil
+}
+
 // MemsetD8 sets n bytes at dst to v.
 func MemsetD8(dst uint64, v byte, n uint64) error {
 	if err := Init(); err != nil {

@@ -46,6 +46,11 @@ type Options struct {
 	// FullReset restores every recorded allocation before every launch
 	// instead of only the ranges the kernel changes.
 	FullReset bool
+	// ColdL2 writes a buffer of twice the GPU's L2 cache before each timed
+	// launch (after the reset), so the kernel reads its inputs from device
+	// memory, as a kernel does in an application whose other work evicted
+	// them; by default they are in L2 from the reset's copies.
+	ColdL2 bool
 	// CompileOnly opens without a GPU: Compile works, Run does not.
 	CompileOnly bool
 }
@@ -129,6 +134,8 @@ type Session struct {
 	proCopy  uint64 // device image of the prologue (blobs and globals)
 	epiCopy  uint64 // device image of the epilogue
 	results  uint64 // device words the comparison kernel lowers
+	flush    uint64 // ColdL2's buffer, twice the L2 cache; 0 until used
+	flushLen uint64
 	nResults int
 	cmpMod   *cuda.Module
 	cmpFn    *cuda.Function
@@ -540,7 +547,7 @@ func (s *Session) release() {
 	if s.cmpMod != nil {
 		s.cmpMod.Unload()
 	}
-	for _, p := range []uint64{s.results, s.epiCopy, s.proCopy} {
+	for _, p := range []uint64{s.flush, s.results, s.epiCopy, s.proCopy} {
 		if p != 0 {
 			cuda.MemFree(p)
 		}

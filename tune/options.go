@@ -30,6 +30,9 @@ type Options struct {
 	Output       string              `json:"output" yaml:"output"`
 	Verify       mneme.VerifyOptions `json:"verify" yaml:"verify"`
 	CacheDir     string              `json:"cache_dir,omitempty" yaml:"cache_dir,omitempty"`
+	// ColdL2 times every trial with the L2 cache evicted before each
+	// launch (replay.Options.ColdL2).
+	ColdL2 bool `json:"cold_l2,omitempty" yaml:"cold_l2,omitempty"`
 	// LaunchSafety is LaunchSafe (a geometry-dependent kernel keeps its
 	// recorded launch) or LaunchAggressive (block shapes are searched
 	// anyway); empty means safe.
@@ -148,6 +151,7 @@ func KeyChanges(old, cur Options) []string {
 	cmp("metric", old.Metric, cur.Metric)
 	cmp("objective", old.Objective, cur.Objective)
 	cmp("iterations", old.Iterations, cur.Iterations)
+	cmp("cold_l2", old.ColdL2, cur.ColdL2) // times of a warm and a cold L2 do not rank together
 	cmp("instance", old.Instance, cur.Instance)
 	cmp("kernel", old.Kernel, cur.Kernel)
 	oldSafety, _ := ParseLaunchSafety(old.LaunchSafety)

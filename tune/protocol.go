@@ -32,6 +32,7 @@ type OpenParams struct {
 	Verify      mneme.VerifyOptions `json:"verify"`
 	CacheDir    string              `json:"cache_dir,omitempty"`
 	CompileOnly bool                `json:"compile_only,omitempty"`
+	ColdL2      bool                `json:"cold_l2,omitempty"`
 }
 
 // Validate checks the fields a worker cannot do without.

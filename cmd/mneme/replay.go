@@ -33,7 +33,7 @@ type replayFlags struct {
 	emitIR, saveOutput                  string
 	verify, dtype, timer                string
 	tolerance                           float64
-	jsonOut, fullReset                  bool
+	jsonOut, fullReset, coldL2          bool
 	cacheDir                            string
 	original                            bool
 	fpContract                          string
@@ -104,6 +104,7 @@ func (f *replayFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.timer, "timer", replay.TimerAuto, "kernel timer: auto (CUPTI if available, else events), cupti or events")
 	fl.BoolVar(&f.jsonOut, "json", false, "print the document on one line (the default output is the same document, indented)")
 	fl.BoolVar(&f.fullReset, "full-reset", false, "restore all recorded memory before every launch, not only what the kernel changes")
+	fl.BoolVar(&f.coldL2, "cold-l2", false, "evict the L2 cache before every timed launch, so the kernel reads its inputs from device memory")
 	fl.StringVar(&f.cacheDir, "cache-dir", "", "directory of the on-disk compile cache (default: memory only)")
 	fl.BoolVar(&f.original, mneme.KeyOriginal, false, "run the application's own device code as recorded (its fat binary) instead of recompiling the IR")
 	fl.StringVar(&f.fpContract, "fp-contract", "", "multiply-add fusion in code generation: fast, on or off (default: as the application was compiled)")
@@ -282,7 +283,7 @@ func replayJob(f *replayFlags, changed func(string) bool, positional []string) (
 	}
 	return replay.Job{
 		Options: replay.Options{DB: f.rdb, Kernel: f.kernel, Instance: f.rid, Device: f.device,
-			Iterations: f.iterations, Warmup: f.warmup, Verify: verify, CacheDir: f.cacheDir, Timer: f.timer, FullReset: f.fullReset},
+			Iterations: f.iterations, Warmup: f.warmup, Verify: verify, CacheDir: f.cacheDir, Timer: f.timer, FullReset: f.fullReset, ColdL2: f.coldL2},
 		Config: cfg, EmitIR: f.emitIR, SaveOutput: f.saveOutput,
 	}, nil
 }
