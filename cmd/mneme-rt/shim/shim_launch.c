@@ -573,18 +573,18 @@ static cudaError_t deploy_launch(const void *func, dim3 grid, dim3 block,
 
 /* counted_launch counts a launch outside a recording (MNEME_LAUNCH_STATS)
  * and times it when it is one of the sample, then runs it as it would run
- * uncounted: the tuned code when deploying, else the application's. While
- * the library loads for deployment in the background the launch is counted
- * without waiting for it (the counts are the shim's; only timing needs the
- * library), as an uncounted launch does not wait either. */
+ * uncounted: the tuned code when deploying, else the application's. A
+ * launch made while the library loads for deployment in the background
+ * waits for it, unlike an uncounted one: counting measures (`mneme deploy
+ * measure`), and the launch is then timed (the events are the library's)
+ * and runs the tuned code the later launches run, which a kernel launched
+ * once is judged by. */
 static cudaError_t counted_launch(const void *func, dim3 grid, dim3 block,
                                   void **args, size_t shared,
                                   cudaStream_t stream, int ptsz) {
   struct launch_stats st = {0, -1, 0};
   int idx = -1;
-  int loading = mneme_deploying && mneme_rt_ready == 0 &&
-                __atomic_load_n(&mneme_rt_loading, __ATOMIC_ACQUIRE);
-  if (loading || load_runtime(1)) {
+  if (load_runtime(1)) {
     pthread_mutex_lock(&mneme_table_lock);
     idx = kernel_index_locked(func);
     if (idx >= 0) {
