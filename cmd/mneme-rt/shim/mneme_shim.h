@@ -131,8 +131,9 @@ struct mneme_launch_throttle {
  * stream behind a gate (see struct mneme_stats_timer): a shape's launches 2
  * to 1 + MNEME_STATS_TIMED_FIRST, then every MNEME_STATS_TIMED_EVERY-th,
  * while one of MNEME_STATS_TIMER_SLOTS pairs of events is free. The first
- * launch is timed apart (first_ns): it may pay for loading the kernel's
- * code, and it is all a kernel launched once has. */
+ * launch is timed apart (first_ns) and without a gate, its launch call
+ * included: it may pay for loading the kernel's code, and it is all a
+ * kernel launched once has. */
 #define MNEME_STATS_MAX_SHAPES 32
 #define MNEME_STATS_MAX_VALUES 16
 #define MNEME_STATS_MAX_ARG_BYTES 8
@@ -148,7 +149,8 @@ struct mneme_stats_shape {
   uint64_t launches;
   uint64_t timed;    /* launches timed, the first launch aside */
   uint64_t timed_ns; /* their summed GPU time */
-  uint64_t first_ns; /* the first launch's GPU time; 0: not timed */
+  uint64_t first_ns; /* the first launch's time, its launch call included;
+                        0: not timed */
   int covered;       /* the library said it takes no new instance of it */
 };
 
