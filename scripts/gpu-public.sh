@@ -37,31 +37,51 @@ fi
 [ -n "$prefix" ] && export PATH=$prefix/bin:$PATH
 mkdir -p "$logs" && logs=$(cd "$logs" && pwd)
 cudalib=$cuda/lib64; [ -d "$cudalib" ] || cudalib=$cuda/lib
+cat > "$logs/host-max.h" <<'H'
+// Forced into the host code of programs written for nvcc, whose headers
+// declare max(float, float) for host and device; clang's CUDA headers declare
+// it for the device only, so host calls need the standard one.
+#include <algorithm>
+using std::max;
+H
 
 # program NAME sets, for a program this script knows: srcs (its sources, the
-# CUDA ones compiled as CUDA), args, timer (a Python regular expression whose
-# group 1 is the program's own time in milliseconds; every match is summed)
-# and filter (Go's and Python's regular expression for the output lines that
-# print timings, left out of the comparison). Returns 1 for any other name.
+# CUDA ones compiled as CUDA), cflags (extra compile flags), args, timer (a
+# Python regular expression for the line of the program's own timer) and
+# timer_ms (a Python expression of g, that line's groups as numbers, giving
+# milliseconds; summed over the lines), and filter (Go's and Python's regular
+# expression for the output lines that print timings, left out of the
+# comparison). Returns 1 for any other name. Where a program prints its time
+# with few digits and a rate with more, the time is read from the rate.
 program() {
-  args=()
+  args=() cflags=()
   case $1 in
   BlackScholes)
     # 512 launches of BlackScholesGPU timed by a host stopwatch around them;
     # it prints the mean per launch.
     srcs=(BlackScholes.cu BlackScholes_gold.cpp)
-    timer='BlackScholesGPU\(\) time\s*:\s*([0-9.]+) msec'
+    timer='BlackScholesGPU\(\) time\s*:\s*([0-9.]+) msec' timer_ms='g[0]'
     filter='^(BlackScholesGPU\(\) time|Effective memory bandwidth|Gigaoptions per second|BlackScholes, Throughput)' ;;
   matrixMul)
-    # 300 timed launches of MatrixMulCUDA<32> between events (one warm-up).
+    # 300 timed launches of MatrixMulCUDA<32> between events (one warm-up);
+    # the time per launch from its GFlop/s (the printed msec has 3 decimals).
     srcs=(matrixMul.cu)
-    timer='Time= ([0-9.]+) msec'
+    timer='Performance= ([0-9.]+) GFlop/s, Time= [0-9.]+ msec, Size= ([0-9.]+) Ops' timer_ms='g[1] / g[0] / 1e6'
     filter='^Performance=' ;;
+  convolutionSeparable)
+    # 16 timed iterations (one warm-up) of a row and a column kernel, a host
+    # stopwatch around them; the time per iteration from its MPixels/sec.
+    srcs=(convolutionSeparable.cu main.cpp convolutionSeparable_gold.cpp)
+    timer='convolutionSeparable, Throughput = ([0-9.]+) MPixels/sec, Time = [0-9.]+ s, Size = ([0-9]+) Pixels' timer_ms='g[1] / g[0] / 1e3'
+    filter='^convolutionSeparable, Throughput' ;;
   transpose)
     # 8 kernels, each 100 timed launches between events (one warm-up); it
     # prints each kernel's mean per launch: the sum is the program's time.
+    # Its host code calls max(float, float), which CUDA's headers declare
+    # for the host only under nvcc: the standard one is made visible.
     srcs=(transpose.cu)
-    timer='Time = ([0-9.]+) ms,'
+    cflags=(-include "$logs/host-max.h")
+    timer='Time = ([0-9.]+) ms,' timer_ms='g[0]'
     filter='^transpose .*Throughput' ;;
   *) return 1 ;;
   esac
@@ -76,8 +96,8 @@ build() {
     o=$dir/${s%.*}.o
     case $s in
     *.cu) "$cxx" -x cuda --cuda-path="$cuda" --cuda-gpu-arch="$arch" -I"$cuda/include/cccl" \
-      --no-offload-new-driver -Wno-unknown-cuda-version -O3 -std=c++17 -I"$pub/Common" -I"$pub/$n" -c "$pub/$n/$s" -o "$o" || return 1 ;;
-    *) "$cxx" -O3 -std=c++17 -I"$pub/Common" -I"$pub/$n" -c "$pub/$n/$s" -o "$o" || return 1 ;;
+      --no-offload-new-driver -Wno-unknown-cuda-version -O3 -std=c++17 "${cflags[@]}" -I"$pub/Common" -I"$pub/$n" -c "$pub/$n/$s" -o "$o" || return 1 ;;
+    *) "$cxx" -O3 -std=c++17 "${cflags[@]}" -I"$cuda/include" -I"$pub/Common" -I"$pub/$n" -c "$pub/$n/$s" -o "$o" || return 1 ;;
     esac
     objs+=("$o")
   done
@@ -87,10 +107,10 @@ build() {
 # own_ms FILE: the program's own time in milliseconds from its output, "-"
 # when its timer line is missing.
 own_ms() {
-  python3 - "$1" "$timer" <<'PY'
+  python3 - "$1" "$timer" "$timer_ms" <<'PY'
 import re, sys
-ms = [float(m.group(1)) for m in re.finditer(sys.argv[2], open(sys.argv[1], errors="replace").read(), re.M)]
-print(f"{sum(ms):.6f}" if ms else "-")
+ms = [eval(sys.argv[3], {"g": [float(x) for x in m.groups()]}) for m in re.finditer(sys.argv[2], open(sys.argv[1], errors="replace").read(), re.M)]
+print(f"{sum(ms):.9g}" if ms else "-")
 PY
 }
 
@@ -159,7 +179,7 @@ def med(k, i):
     v = [r[i] for r in runs[k] if r[i] is not None]
     return statistics.median(v) if v else None
 ou, ot, wu, wt = med("untuned", 0), med("tuned", 0), med("untuned", 1), med("tuned", 1)
-own = f"own timer untuned {ou:.4f} ms tuned {ot:.4f} ms (speedup {ou / ot:.3f}x)" if ou and ot else "own timer not read"
+own = f"own timer untuned {ou:.4g} ms tuned {ot:.4g} ms (speedup {ou / ot:.3f}x)" if ou is not None and ot is not None else "own timer not read"
 wall = f"wall untuned {wu:.3f} s tuned {wt:.3f} s ({wu / wt:.3f}x)"
 try:
     r = json.load(open(sys.argv[1]))
