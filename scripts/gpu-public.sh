@@ -14,13 +14,15 @@
 #      times each and prints one line:
 #      == public NAME: own timer untuned X tuned Y (speedup Z), wall ...,
 #         output SAME/DIFFERENT, kept [...], predicted vs measured end to end ...
-# Lines starting with "== " are summary lines. Each program's report.json is
-# copied to $OUT when that is set.
+# Lines starting with "== " are summary lines. Each program's report (json and
+# html) stays in LOGDIR/NAME/optimize/ (gpu-test.sh's archive keeps them).
 # Usage: scripts/gpu-public.sh [PREFIX] [LOGDIR]
 #   PREFIX  the mneme installation (default: mneme on PATH)
 #   LOGDIR  logs, builds and optimize folders (default gpu-test-logs/public)
 # Environment: PUBLIC_DIR, PUBLIC_PROGRAMS (names, default every folder),
-# PUBLIC_BUDGET (default 40s), PUBLIC_RUNS (default 5), CUDA_PATH, ARCH (sm_90).
+# PUBLIC_BUDGET (default 40s), PUBLIC_RUNS (default 5), PUBLIC_TIMEOUT (seconds
+# any one run of a program or of optimize may take, default 900), CUDA_PATH,
+# ARCH (sm_90).
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 prefix=${1:-}
@@ -28,6 +30,7 @@ logs=${2:-$here/gpu-test-logs/public}
 pub=${PUBLIC_DIR:-$here/.public}
 budget=${PUBLIC_BUDGET:-40s}
 runs=${PUBLIC_RUNS:-5}
+limit=${PUBLIC_TIMEOUT:-900}
 cuda=${CUDA_PATH:-/usr/local/cuda}
 arch=${ARCH:-sm_90}
 if [ ! -d "$pub" ]; then
@@ -137,14 +140,14 @@ for n in $names; do
   # Untuned, twice: the program runs and its timer reads.
   plain=()
   for i in 1 2; do
-    MNEME_TUNED_KERNELS= "$app" "${args[@]}" > "$d/plain$i.out" 2> "$d/plain$i.err"; rc=$?
+    MNEME_TUNED_KERNELS= timeout "$limit" "$app" "${args[@]}" > "$d/plain$i.out" 2> "$d/plain$i.err"; rc=$?
     plain+=("$(own_ms "$d/plain$i.out")")
     [ $rc -eq 0 ] || { echo "== public $n: FAIL (untuned run $i exits $rc; see $d/plain$i.out)"; tail -n 5 "$d/plain$i.err"; continue 2; }
   done
   echo "public $n: built; untuned own timer ${plain[0]} ms, ${plain[1]} ms"
   out=$d/optimize
   s=$(date +%s)
-  mneme optimize --output "$out" --budget "$budget" --check-output --output-filter "$filter" -- "$app" "${args[@]}" > "$d/optimize.log" 2>&1; orc=$?
+  timeout "$limit" mneme optimize --output "$out" --budget "$budget" --check-output --output-filter "$filter" -- "$app" "${args[@]}" > "$d/optimize.log" 2>&1; orc=$?
   osecs=$(( $(date +%s) - s ))
   tail -n 12 "$d/optimize.log"
   tuned=$out/mneme_tuned_kernels.json
@@ -156,7 +159,7 @@ for n in $names; do
     for k in $order; do
       file=; [ $k = tuned ] && file=$tuned
       t0=$(now)
-      MNEME_TUNED_KERNELS=$file "$app" "${args[@]}" > "$d/$k$i.out" 2> "$d/$k$i.err"; rc=$?
+      MNEME_TUNED_KERNELS=$file timeout "$limit" "$app" "${args[@]}" > "$d/$k$i.out" 2> "$d/$k$i.err"; rc=$?
       t1=$(now)
       echo "$k $(own_ms "$d/$k$i.out") $(python3 -c "print($t1 - $t0)") $rc" >> "$d/own"
       filtered "$d/$k$i.out" > "$d/$k$i.filtered"
@@ -197,6 +200,5 @@ print(", ".join(parts))
 PY
 )
   echo "== public $n: $row; optimize rc=$orc in ${osecs}s"
-  [ -n "${OUT:-}" ] && [ -f "$out/report.json" ] && cp "$out/report.json" "$OUT/public-$n.report.json"
 done
 exit 0

@@ -266,7 +266,7 @@ fi
 
 echo; echo "== summary"; printf '%s\n' "${summary[@]}" | tee "$logs/summary.txt"
 # Where a collection folder is given (OUT), leave the logs there as one archive.
-[ -n "${OUT:-}" ] && tar czf "$OUT/gpu-test-logs.tgz" --exclude=./e2e --exclude='./public/*/optimize' --exclude='./public/*/build' -C "$logs" . 2>/dev/null
+[ -n "${OUT:-}" ] && tar czf "$OUT/gpu-test-logs.tgz" --exclude=./e2e --exclude='./public/*/build' --exclude='./public/*/optimize/rdb' --exclude='./public/*/optimize/work' --exclude='./public/*/optimize/tune' -C "$logs" . 2>/dev/null
 # The wrapped vector add, for running the Python checks on another machine.
 [ -n "${OUT:-}" ] && [ -x "$logs/e2e/wrapper/vecadd/vecadd" ] && cp "$logs/e2e/wrapper/vecadd/vecadd" "$OUT/vecadd-wrapped"
 exit 0
