@@ -10,7 +10,10 @@
 #   2. runs it untuned twice, keeping its own timer's figure;
 #   3. runs `mneme optimize --budget $PUBLIC_BUDGET --check-output
 #      --output-filter REGEX` on it (REGEX: the lines that print timings);
-#   4. runs it untuned and with the kept tuned file interleaved PUBLIC_RUNS
+#   4. runs it once with every tuned candidate and the shim's trace
+#      (MNEME_TRACE), counting the launches that ran the application's code
+#      while the runtime library was still loading;
+#   5. runs it untuned and with the kept tuned file interleaved PUBLIC_RUNS
 #      times each and prints one line:
 #      == public NAME: own timer untuned X tuned Y (speedup Z), wall ...,
 #         output SAME/DIFFERENT, kept [...], predicted vs measured end to end ...
@@ -152,6 +155,16 @@ for n in $names; do
   tail -n 12 "$d/optimize.log"
   tuned=$out/mneme_tuned_kernels.json
   [ -f "$tuned" ] || tuned=
+  # One run with every tuned candidate (kept or not) and the shim's trace:
+  # launches that ran the application's own code because the runtime library
+  # was still loading in the background were neither tuned nor timed there.
+  early=
+  if [ -f "$out/work/candidates.json" ]; then
+    rm -f "$d/trace.txt"
+    MNEME_TUNED_KERNELS=$out/work/candidates.json MNEME_TRACE=$d/trace.txt timeout "$limit" "$app" "${args[@]}" > "$d/traced.out" 2> "$d/traced.err"
+    k=$(grep -c "ran the application's code while the library loads" "$d/trace.txt" 2>/dev/null)
+    early="; with every candidate tuned, ${k:-0} launch(es) ran untuned while the runtime library loaded"
+  fi
   # Untuned and tuned interleaved, alternating which goes first.
   : > "$d/own"
   for i in $(seq "$runs"); do
@@ -199,6 +212,6 @@ if failed: parts.append("runs failed: " + " ".join(failed))
 print(", ".join(parts))
 PY
 )
-  echo "== public $n: $row; optimize rc=$orc in ${osecs}s"
+  echo "== public $n: $row; optimize rc=$orc in ${osecs}s$early"
 done
 exit 0
