@@ -136,7 +136,7 @@ func (f *optimizeFlags) options(app []string, log io.Writer) (optimize.Options, 
 		return optimize.Options{}, err
 	}
 	return optimize.Options{App: app, Output: f.output, DB: f.rdb, Budget: budget, GPUs: f.gpus, MinShare: share,
-		Top: f.top, CheckOutput: f.checkOutput, Runs: f.runs, OptunaStorage: f.optunaStorage, Log: log}, nil
+		Top: f.top, CheckOutput: f.checkOutput, OutputFilter: f.outputFilter, Runs: f.runs, OptunaStorage: f.optunaStorage, Log: log}, nil
 }
 
 // outputFilter compiles --output-filter, which only --check-output uses.
