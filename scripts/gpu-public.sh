@@ -44,9 +44,9 @@ fi
 mkdir -p "$logs" && logs=$(cd "$logs" && pwd)
 cudalib=$cuda/lib64; [ -d "$cudalib" ] || cudalib=$cuda/lib
 cat > "$logs/host-max.h" <<'H'
-// Forced into the host code of programs written for nvcc, whose headers
-// declare max(float, float) for host and device; clang's CUDA headers declare
-// it for the device only, so host calls need the standard one.
+// Forced into programs written for nvcc: under nvcc, CUDA's headers make
+// max(float, float) callable from host code; under clang they declare it for
+// the device only, so host calls need the standard one.
 #include <algorithm>
 using std::max;
 H
@@ -83,8 +83,8 @@ program() {
   transpose)
     # 8 kernels, each 100 timed launches between events (one warm-up); it
     # prints each kernel's mean per launch: the sum is the program's time.
-    # Its host code calls max(float, float), which CUDA's headers declare
-    # for the host only under nvcc: the standard one is made visible.
+    # Its host code calls max(float, float), which CUDA's headers make
+    # callable from host code only under nvcc: std::max is made visible.
     srcs=(transpose.cu)
     cflags=(-include "$logs/host-max.h")
     timer='Time = ([0-9.]+) ms,' timer_ms='g[0]'
@@ -162,8 +162,8 @@ for n in $names; do
   if [ -f "$out/work/candidates.json" ]; then
     rm -f "$d/trace.txt"
     MNEME_TUNED_KERNELS=$out/work/candidates.json MNEME_TRACE=$d/trace.txt timeout "$limit" "$app" "${args[@]}" > "$d/traced.out" 2> "$d/traced.err"
-    k=$(grep -c "ran the application's code while the library loads" "$d/trace.txt" 2>/dev/null)
-    early="; with every candidate tuned, ${k:-0} launch(es) ran untuned while the runtime library loaded"
+    untimed=$(grep -c "ran the application's code while the library loads" "$d/trace.txt" 2>/dev/null)
+    early="; with every candidate tuned, ${untimed:-0} launch(es) ran untuned while the runtime library loaded"
   fi
   # Untuned and tuned interleaved, alternating which goes first.
   : > "$d/own"
@@ -204,7 +204,7 @@ except Exception as e:
 kept = [k.get("demangled") or k["name"] for k in r["kernels"] if k["status"] == "kept"]
 why = [f"{k.get('demangled') or k['name']} {k['status']}: {k.get('reason', '')}" for k in r["kernels"] if k["status"] in ("dropped", "no-result")]
 e = r["end_to_end"]
-tm, pred = statistics.median(e["tuned_seconds"]), e["predicted_tuned_seconds"]
+tm, pred = statistics.median(e["tuned_seconds"]) if e.get("tuned_seconds") else None, e.get("predicted_tuned_seconds", 0)
 agree = f"predicted vs measured end to end {pred:.3f} s vs {tm:.3f} s ({100 * abs(pred - tm) / tm:.1f}% apart)" if tm else "no end-to-end figures"
 parts = [own, wall, f"output {sys.argv[3]}", f"kept [{', '.join(kept)}]", agree]
 if why: parts.append("; ".join(why))
