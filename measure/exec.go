@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"time"
 
@@ -33,7 +34,11 @@ type ExecRunner struct {
 	// ReadStats reads a launch-statistics file into per-kernel times.
 	ReadStats func(path string) (map[string]KernelTime, error)
 	Stderr    io.Writer // the application's standard error (discarded if nil)
-	runs      int
+	// OutputFilter, when set, leaves the lines of standard output it matches
+	// out of OutputHash: lines a program prints that change from run to run
+	// (its own timings) would otherwise make every tuned run differ.
+	OutputFilter *regexp.Regexp
+	runs         int
 }
 
 // Run starts the application once with env added and waits for it.
@@ -47,12 +52,12 @@ func (e *ExecRunner) Run(ctx context.Context, env []string) (Outcome, error) {
 		base = os.Environ()
 	}
 	cmd.Env = append(append(append([]string(nil), base...), env...), EnvLaunchStats+"="+stats)
-	out := &hashingWriter{h: xxh3.New()}
+	out := &hashingWriter{h: xxh3.New(), filter: e.OutputFilter}
 	cmd.Stdout = out
 	cmd.Stderr = e.Stderr
 	start := time.Now()
 	err := cmd.Run()
-	o := Outcome{Seconds: time.Since(start).Seconds(), OutputHash: out.h.Sum64(), Output: out.kept.Bytes()}
+	o := Outcome{Seconds: time.Since(start).Seconds(), OutputHash: out.Sum64(), Output: out.kept.Bytes()}
 	var exit *exec.ExitError
 	switch {
 	case err == nil:
@@ -78,17 +83,70 @@ func (e *ExecRunner) Run(ctx context.Context, env []string) (Outcome, error) {
 	return o, nil
 }
 
+// maxFilteredLine bounds the line a filtering hashingWriter holds while it
+// waits for the line's end; a longer line is hashed whole, unfiltered (no
+// timing line is that long).
+const maxFilteredLine = 64 << 10
+
+// hashingWriter hashes what is written to it and keeps its start. With a
+// filter, it hashes line by line and skips the lines the filter matches,
+// wherever the writes split them.
 type hashingWriter struct {
-	h    *xxh3.Hasher
-	kept bytes.Buffer
+	h      *xxh3.Hasher
+	kept   bytes.Buffer
+	filter *regexp.Regexp
+	line   []byte // the current line's start, with a filter
+	long   bool   // the current line outgrew maxFilteredLine: hashed as it comes
 }
 
 func (w *hashingWriter) Write(p []byte) (int, error) {
-	w.h.Write(p)
 	if room := keptOutput - w.kept.Len(); room > 0 {
 		w.kept.Write(p[:min(room, len(p))])
 	}
+	if w.filter == nil {
+		w.h.Write(p)
+		return len(p), nil
+	}
+	for rest := p; len(rest) > 0; {
+		end := bytes.IndexByte(rest, '\n')
+		chunk := rest
+		if end >= 0 {
+			chunk = rest[:end+1]
+		}
+		rest = rest[len(chunk):]
+		switch {
+		case w.long:
+			w.h.Write(chunk)
+		case len(w.line)+len(chunk) > maxFilteredLine:
+			w.h.Write(w.line)
+			w.h.Write(chunk)
+			w.line, w.long = w.line[:0], true
+		default:
+			w.line = append(w.line, chunk...)
+		}
+		if end >= 0 {
+			w.endLine()
+		}
+	}
 	return len(p), nil
+}
+
+// endLine hashes the line held (unless the filter matches it) and starts
+// the next one.
+func (w *hashingWriter) endLine() {
+	if !w.long && !w.filter.Match(bytes.TrimSuffix(w.line, []byte{'\n'})) {
+		w.h.Write(w.line)
+	}
+	w.line, w.long = w.line[:0], false
+}
+
+// Sum64 is the hash of everything written, a last line without its newline
+// included.
+func (w *hashingWriter) Sum64() uint64 {
+	if w.filter != nil && (len(w.line) > 0 || w.long) {
+		w.endLine()
+	}
+	return w.h.Sum64()
 }
 
 // maxTunedFile bounds the tuned-kernels file read for subsets (the

@@ -340,6 +340,10 @@ func judge(opts Options, res *Result, failed map[string]string) []Verdict {
 			v.Reason = failed[name]
 		case v.Launches == 0:
 			v.Reason = "not launched in the measured runs"
+		case len(v.UntunedNS) > 0 && len(v.TunedNS) == 0:
+			// The untuned runs timed it: its tuned launches were not (they ran
+			// before the runtime library was ready, say).
+			v.Reason = "no launch of it was timed in the tuned runs, though the untuned runs timed it"
 		case len(v.UntunedNS) == 0 || len(v.TunedNS) == 0:
 			v.Reason = "no in-application timing (launch statistics missing)"
 		default:

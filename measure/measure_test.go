@@ -19,6 +19,8 @@ type fakeApp struct {
 	// together: the run fails only when all these kernels are tuned at once.
 	together []string
 	calls    []string // "untuned", or the tuned kernels joined by "+"
+	// untimedTuned: these kernels' launches are not timed in tuned runs.
+	untimedTuned map[string]bool
 	// extraSeconds is added to a run's wall time per tuned kernel named.
 	extraSeconds map[string]float64
 	files        map[string][]string
@@ -44,6 +46,9 @@ func (a *fakeApp) Run(_ context.Context, env []string) (Outcome, error) {
 			}
 		}
 		o.Kernels[k] = KernelTime{Launches: 10, TimedLaunches: 4, TimedNS: 4 * ns}
+		if slices.Contains(tuned, k) && a.untimedTuned[k] {
+			o.Kernels[k] = KernelTime{Launches: 10}
+		}
 		if slices.Contains(tuned, k) {
 			o.Seconds += a.extraSeconds[k]
 		}
@@ -241,6 +246,29 @@ func TestKernelsWithoutTimingAreNotKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	if v := verdict(t, r, "C"); v.Kept || v.Reason != "not launched in the measured runs" {
+		t.Errorf("C: %+v", v)
+	}
+}
+
+func TestAKernelUntimedOnlyInTunedRunsIsDroppedSayingSo(t *testing.T) {
+	a := newApp()
+	a.untimedTuned = map[string]bool{"A": true}
+	r, err := Measure(context.Background(), a, opts(a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := verdict(t, r, "A"); v.Kept || v.Reason != "no launch of it was timed in the tuned runs, though the untuned runs timed it" {
+		t.Errorf("A: %+v", v)
+	}
+	// Untimed in every run: the statistics lack it altogether.
+	a = newApp()
+	a.untunedNS["C"], a.tunedNS["C"] = 0, 0
+	o := opts(a)
+	o.Kernels = append(o.Kernels, "C")
+	if r, err = Measure(context.Background(), a, o); err != nil {
+		t.Fatal(err)
+	}
+	if v := verdict(t, r, "C"); v.Kept || v.Reason != "no in-application timing (launch statistics missing)" {
 		t.Errorf("C: %+v", v)
 	}
 }

@@ -74,7 +74,10 @@ type Options struct {
 	MinShare    float64
 	Top         int
 	CheckOutput bool
-	Runs        int // interleaved runs of each, untuned and tuned
+	// OutputFilter is the expression the runner leaves matching output
+	// lines out of the comparison with, for the report.
+	OutputFilter string
+	Runs         int // interleaved runs of each, untuned and tuned
 	// OptunaStorage, when set, has each kernel tuned by an Optuna study kept
 	// there (one per kernel and result key), for optuna-dashboard.
 	OptunaStorage string
@@ -495,6 +498,9 @@ func fillReport(rep *report.Report, o Options, all, chosen []*kernel, stats *db.
 	rep.EndToEnd.UntunedSeconds = measure.Seconds(res.Untuned)
 	rep.EndToEnd.TunedSeconds = measure.Seconds(res.Tuned)
 	rep.EndToEnd.OutputChecked = o.CheckOutput
+	if o.CheckOutput {
+		rep.EndToEnd.OutputFilter = o.OutputFilter
+	}
 	rep.EndToEnd.OutputSame = res.OutputSame
 	if len(rep.EndToEnd.TunedSeconds) == 0 {
 		// Nothing tuned: the application as it is, which is the untuned run.

@@ -342,3 +342,21 @@ func TestBudgetTooSmallForAnythingStillReports(t *testing.T) {
 		t.Errorf("report of a run that tuned nothing: %+v", rep.EndToEnd)
 	}
 }
+
+func TestTheReportNamesTheOutputFilterOnlyWhenOutputIsChecked(t *testing.T) {
+	for _, check := range []bool{true, false} {
+		o := options(t.TempDir())
+		o.CheckOutput, o.OutputFilter = check, `^time =`
+		rep, err := Run(context.Background(), newTools(), &fakeRunner{}, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := ""
+		if check {
+			want = `^time =`
+		}
+		if got := rep.EndToEnd.OutputFilter; got != want {
+			t.Errorf("check-output %v: the report's output filter is %q, want %q", check, got, want)
+		}
+	}
+}

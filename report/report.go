@@ -64,6 +64,9 @@ type EndToEnd struct {
 	PredictedTunedSeconds float64 `json:"predicted_tuned_seconds"`
 	OutputChecked         bool    `json:"output_checked"`
 	OutputSame            bool    `json:"output_same"`
+	// OutputFilter is the regular expression whose matching output lines
+	// were left out of the comparison (--output-filter); "" when none.
+	OutputFilter string `json:"output_filter,omitempty"`
 }
 
 // Kernel is one kernel of the application.

@@ -49,6 +49,31 @@ func TestHTMLHoldsEveryFigureInline(t *testing.T) {
 	}
 }
 
+func TestHTMLSaysWhichOutputLinesWereLeftOut(t *testing.T) {
+	r := sample(t)
+	page, err := HTML(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(page), "The application's output was the same tuned.") || strings.Contains(string(page), "left out") {
+		t.Error("without a filter, the page should say the output was the same, and nothing of lines left out")
+	}
+	r.EndToEnd.OutputFilter = `^<b>time</b> = [0-9.]+ ms`
+	if page, err = HTML(r); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(page), "The application's output was the same tuned (lines matching <code>^&lt;b&gt;time&lt;/b&gt; = [0-9.]&#43; ms</code> left out).") {
+		t.Errorf("the page does not name the output filter, escaped: %s", regexp.MustCompile(`(?s)The application's output.{0,200}`).FindString(string(page)))
+	}
+	r.EndToEnd.OutputSame = false
+	if page, err = HTML(r); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(page), "The application's output differed when tuned (lines matching") {
+		t.Error("a differing output with a filter is not said so")
+	}
+}
+
 func TestHTMLEscapesNamesFromTheApplication(t *testing.T) {
 	r := sample(t)
 	r.Kernels[0].Demangled = `<script>alert(1)</script>`

@@ -14,7 +14,7 @@
 # EXAMPLES (those recorded and replayed end to end; every example is built),
 # SKIP_E2E, SKIP_NVCC (NVCC_EXAMPLES), SKIP_TUNE, SKIP_TUNE_CHECKS, TUNE_CHECKS, SKIP_LAUNCH_STATS, SKIP_FIDELITY (FIDELITY_EXAMPLES,
 # FIDELITY_TRIALS, SKIP_FIDELITY_TUNE), SKIP_DEPLOY (DEPLOY_EXAMPLES), SKIP_DEPLOY_CLASSES (CLASSES_RUNS, CLASSES_TRIALS), SKIP_FIRST_LAUNCH, SKIP_OPTIMIZE (OPTIMIZE_EXAMPLES,
-# OPTIMIZE_BUDGET), SKIP_RECORD_SCALE
+# OPTIMIZE_BUDGET), SKIP_PUBLIC (PUBLIC_PROGRAMS, PUBLIC_BUDGET, PUBLIC_RUNS), SKIP_RECORD_SCALE
 # (SCALE_APPS, SCALE_RUNS, SCALE_VARIANTS), SKIP_PYTHON, SKIP_RECORD_CHECKS,
 # OVERHEAD_RUNS (rounds of the overhead benchmark, default 31).
 set -uo pipefail
@@ -243,6 +243,14 @@ if [ -z "${SKIP_NVCC:-}" ] && [ -x "${CUDA_PATH}/bin/nvcc" ]; then
   scripts/gpu-nvcc.sh "$prefix" "$logs/nvcc" > "$logs/nvcc.log" 2>&1
   while read -r l; do note "${l#== }"; done < <(grep '^==' "$logs/nvcc.log")
 fi
+# Public CUDA programs nobody here wrote (their sources in .public/, not in
+# the repository; the step says SKIP without it) through mneme optimize, by
+# their own timers (scripts/gpu-public.sh).
+if [ -z "${SKIP_PUBLIC:-}" ]; then
+  scripts/gpu-public.sh "$prefix" "$logs/public" > "$logs/public.log" 2>&1
+  grep -v '^==' "$logs/public.log" | tail -n 40
+  while read -r l; do note "${l#== }"; done < <(grep '^==' "$logs/public.log")
+fi
 # The recorder's own checks (allocation paths, managed memory, a crashing
 # application, a small arena, per-thread streams, --kernels/--skip) and the
 # recording-overhead benchmark (record_overhead.py, OVERHEAD_RUNS rounds).
@@ -258,7 +266,7 @@ fi
 
 echo; echo "== summary"; printf '%s\n' "${summary[@]}" | tee "$logs/summary.txt"
 # Where a collection folder is given (OUT), leave the logs there as one archive.
-[ -n "${OUT:-}" ] && tar czf "$OUT/gpu-test-logs.tgz" --exclude=./e2e -C "$logs" . 2>/dev/null
+[ -n "${OUT:-}" ] && tar czf "$OUT/gpu-test-logs.tgz" --exclude=./e2e --exclude='./public/*/build' --exclude='./public/*/optimize/rdb' --exclude='./public/*/optimize/work' --exclude='./public/*/optimize/tune' -C "$logs" . 2>/dev/null
 # The wrapped vector add, for running the Python checks on another machine.
 [ -n "${OUT:-}" ] && [ -x "$logs/e2e/wrapper/vecadd/vecadd" ] && cp "$logs/e2e/wrapper/vecadd/vecadd" "$OUT/vecadd-wrapped"
 exit 0

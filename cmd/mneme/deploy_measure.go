@@ -26,6 +26,7 @@ type measureFlags struct {
 	tuned       string
 	runs        int
 	checkOutput bool
+	filter      string
 	output      string
 	workDir     string
 }
@@ -33,14 +34,15 @@ type measureFlags struct {
 func init() {
 	var f measureFlags
 	cmd := &cobra.Command{
-		Use:   "measure --tuned FILE [--runs N] [--check-output] [--output KEPT.json] -- APP ARGS",
+		Use:   "measure --tuned FILE [--runs N] [--check-output [--output-filter REGEX]] [--output KEPT.json] -- APP ARGS",
 		Short: "Run the application untuned and tuned, interleaved, and keep only the kernels that help in it",
 		Long: `deploy measure runs the application (built with the mneme compilers) N times
 untuned and N times with the tuned file, alternating which goes first, and
 times every tuned kernel's launches inside the application with the runtime's
 launch statistics (events on a sample of launches). It checks each run's exit
 code and, with --check-output, that the tuned runs print what the untuned
-ones print; a kernel with which the application fails or prints differently
+ones print (--output-filter leaves out the lines it matches, such as the
+application's own timings); a kernel with which the application fails or prints differently
 is found by trying each kernel alone, and dropped.
 
 It prints per kernel: launches, in-application time per launch untuned and
@@ -77,6 +79,7 @@ other kernel was dropped.`,
 	cmd.Flags().StringVar(&f.tuned, "tuned", os.Getenv(measure.EnvTunedKernels), "the tuned-kernels file (default $MNEME_TUNED_KERNELS)")
 	cmd.Flags().IntVar(&f.runs, "runs", 5, "runs of each, untuned and tuned")
 	cmd.Flags().BoolVar(&f.checkOutput, "check-output", false, "require the tuned runs to print what the untuned ones print")
+	cmd.Flags().StringVar(&f.filter, "output-filter", "", "with --check-output, leave out of the comparison the output lines this regular expression matches")
 	cmd.Flags().StringVar(&f.output, "output", "", "write the kernels kept to this tuned file")
 	cmd.Flags().StringVar(&f.workDir, "work-dir", "", "folder for the runs' statistics and subset files (default: a temporary one)")
 	for _, c := range rootCmd.Commands() {
@@ -88,6 +91,10 @@ other kernel was dropped.`,
 
 // measureTuned runs the measurement of one tuned file on the application.
 func measureTuned(ctx context.Context, f measureFlags, app []string, log io.Writer) (*measure.Result, error) {
+	filter, err := outputFilter(f.filter, f.checkOutput)
+	if err != nil {
+		return nil, withExit(exitUsage, err)
+	}
 	plans, err := deploy.ReadMnemeTuned(f.tuned)
 	if err != nil && len(plans) == 0 {
 		return nil, withExit(exitUsage, err)
@@ -114,7 +121,7 @@ func measureTuned(ctx context.Context, f measureFlags, app []string, log io.Writ
 	} else if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	runner := &measure.ExecRunner{App: app[0], Args: app[1:], StatsDir: dir, ReadStats: readKernelTimes, Stderr: log}
+	runner := &measure.ExecRunner{App: app[0], Args: app[1:], StatsDir: dir, ReadStats: readKernelTimes, Stderr: log, OutputFilter: filter}
 	subsets := &measure.SubsetWriter{Source: f.tuned, Dir: dir}
 	return measure.Measure(ctx, runner, measure.Options{
 		Tuned: f.tuned, Kernels: kernels, Runs: f.runs, CheckOutput: f.checkOutput,

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"syscall"
 	"time"
@@ -22,7 +23,7 @@ import (
 
 type optimizeFlags struct {
 	rdb, output, budget, gpus, minShare, sampler, preset string
-	optunaStorage                                        string
+	optunaStorage, outputFilter                          string
 	top, runs, trials                                    int
 	checkOutput                                          bool
 }
@@ -30,14 +31,16 @@ type optimizeFlags struct {
 func init() {
 	var f optimizeFlags
 	cmd := &cobra.Command{
-		Use:   "optimize [-rdb DIR] [--output DIR] [--budget 10m] [--gpus 0,1] [--min-share 5%|--top N] [--check-output] -- APP ARGS",
+		Use:   "optimize [-rdb DIR] [--output DIR] [--budget 10m] [--gpus 0,1] [--min-share 5%|--top N] [--check-output [--output-filter REGEX]] -- APP ARGS",
 		Short: "From an application to a faster application: record, tune what matters, keep what helps, report",
 		Long: `optimize runs an application built with the mneme compilers through every
 step: it records it (with launch statistics), ranks its kernels by their share
 of the GPU time, tunes those at or above --min-share (or the --top N) with the
 budget split by share on every GPU of --gpus, measures the application
 untuned and tuned (interleaved runs; exit codes, and with --check-output the
-output, compared), and keeps only the kernels that help in the application.
+output, compared; --output-filter leaves out lines that differ from run to
+run, such as the application's own timings), and keeps only the kernels that
+help in the application.
 
 It writes OUTPUT/mneme_tuned_kernels.json and proteus_tuned_kernels.json (the
 kernels kept), report.html (one page with the figures) and report.json, and
@@ -52,6 +55,10 @@ toolchain or launch statistics changed, and reuses the rest.`,
 			if err != nil {
 				return withExit(exitUsage, err)
 			}
+			filter, err := outputFilter(f.outputFilter, f.checkOutput)
+			if err != nil {
+				return withExit(exitUsage, err)
+			}
 			self, err := os.Executable()
 			if err != nil {
 				return err
@@ -59,7 +66,7 @@ toolchain or launch statistics changed, and reuses the rest.`,
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			tools := &commandTools{mneme: self, sampler: f.sampler, preset: f.preset, trials: f.trials, optunaStorage: f.optunaStorage, log: cmd.ErrOrStderr()}
-			runner := &measure.ExecRunner{App: args[0], Args: args[1:], StatsDir: filepath.Join(o.Output, "work"), ReadStats: readKernelTimes, Stderr: io.Discard}
+			runner := &measure.ExecRunner{App: args[0], Args: args[1:], StatsDir: filepath.Join(o.Output, "work"), ReadStats: readKernelTimes, Stderr: io.Discard, OutputFilter: filter}
 			rep, err := optimize.Run(ctx, tools, runner, o)
 			if err != nil {
 				return err
@@ -78,6 +85,7 @@ toolchain or launch statistics changed, and reuses the rest.`,
 	fl.StringVar(&f.minShare, "min-share", "5%", "tune kernels with at least this share of the GPU time")
 	fl.IntVar(&f.top, "top", 0, "tune the N kernels with the largest shares instead of --min-share")
 	fl.BoolVar(&f.checkOutput, "check-output", false, "require the tuned application to print what the untuned one prints")
+	fl.StringVar(&f.outputFilter, "output-filter", "", "with --check-output, leave out of the comparison the output lines this regular expression matches (e.g. the application's own timings)")
 	fl.IntVar(&f.runs, "runs", 5, "interleaved runs of the application, untuned and tuned each")
 	fl.StringVar(&f.sampler, "sampler", "tpe", "the tuner's sampler")
 	fl.StringVar(&f.preset, "preset", "standard", "the tuner's preset space")
@@ -128,7 +136,22 @@ func (f *optimizeFlags) options(app []string, log io.Writer) (optimize.Options, 
 		return optimize.Options{}, err
 	}
 	return optimize.Options{App: app, Output: f.output, DB: f.rdb, Budget: budget, GPUs: f.gpus, MinShare: share,
-		Top: f.top, CheckOutput: f.checkOutput, Runs: f.runs, OptunaStorage: f.optunaStorage, Log: log}, nil
+		Top: f.top, CheckOutput: f.checkOutput, OutputFilter: f.outputFilter, Runs: f.runs, OptunaStorage: f.optunaStorage, Log: log}, nil
+}
+
+// outputFilter compiles --output-filter, which only --check-output uses.
+func outputFilter(expr string, checkOutput bool) (*regexp.Regexp, error) {
+	if expr == "" {
+		return nil, nil
+	}
+	if !checkOutput {
+		return nil, errors.New("--output-filter: it only narrows --check-output's comparison; add --check-output")
+	}
+	re, err := regexp.Compile(expr)
+	if err != nil {
+		return nil, fmt.Errorf("--output-filter %q: not a regular expression: %v", expr, err)
+	}
+	return re, nil
 }
 
 // parseShare reads "5%" or "0.05".
