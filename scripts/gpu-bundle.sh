@@ -42,7 +42,7 @@ if [ "${1:-}" = record-bench ]; then
   make -s -C examples/tracer BUILD="$PWD/$b/wrapped" CUDA="$cuda" ARCH=sm_90 CXX="$PWD/$b/prefix/bin/mneme-cxx" >/dev/null
   cp "$b/plain/tracer" "$b/apps/tracer-plain"; cp "$b/wrapped/tracer" "$b/apps/tracer-wrapped"; rm -rf "$b/plain" "$b/wrapped"
   clang++-22 -x cuda --cuda-path="$cuda" --cuda-gpu-arch=sm_90 --no-offload-new-driver -Wno-unknown-cuda-version -O2 \
-    cmd/mneme-rt/shim/bench/pinned_bw.cu -o "$b/apps/pinned_bw" -L"$cuda/lib64" -lcudart -Wl,-rpath,/usr/local/cuda/lib64
+    bench/pinned_bw.cu -o "$b/apps/pinned_bw" -L"$cuda/lib64" -lcudart -Wl,-rpath,/usr/local/cuda/lib64
   cat > "$b/run.sh" <<'RUN'
 #!/usr/bin/env bash
 # The recording-overhead benchmark on a bare GPU machine (see scripts/gpu-bundle.sh).
@@ -52,7 +52,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | sed 's/^/GPU:
 exec python3 "${BENCH:-$here/record_overhead.py}" --plain "$here/apps/scalarsweep-plain" --wrapped "$here/apps/scalarsweep-wrapped" \
   --mneme "record=$here/prefix/bin/mneme" --mneme "record-shared-llvm=$here/prefix/bin/mneme-shared" "$@"
 RUN
-  chmod +x "$b/run.sh"; cp cmd/mneme-rt/shim/bench/record_overhead.py cmd/mneme-rt/shim/bench/record_scale.py "$b/"
+  chmod +x "$b/run.sh"; cp bench/record_overhead.py bench/record_scale.py "$b/"
   cat > "$b/run-scale.sh" <<'RUN'
 #!/usr/bin/env bash
 # tracer recorded by the statically linked mneme `make` ships (record_scale.py; arguments are passed on).
