@@ -219,10 +219,11 @@ if [ -z "${SKIP_E2E:-}" ]; then
     LOGS=$logs/record-ranks scripts/gpu-record-ranks.sh "$w" > "$logs/record-ranks.log" 2>&1
     while read -r l; do note "${l#== }"; done < <(grep '^==' "$logs/record-ranks.log")
   fi
-  # The Python API on the recorded vector add (python/gpu-checks.sh).
+  # The Python API on the recorded vector add, and Mneme's published scripts
+  # against it (python/gpu-checks.sh).
   if [ -z "${SKIP_PYTHON:-}" ] && [ -d "$w/rdb/vecadd" ]; then
     python/gpu-checks.sh "$w/rdb/vecadd" "$(command -v mneme)" > "$logs/python-checks.log" 2>&1; rc=$?
-    grep -E 'PASS|FAIL|configs/s|configurations/s' "$logs/python-checks.log" | head -12
+    grep -E 'PASS|FAIL|SKIP|configs/s|configurations/s' "$logs/python-checks.log" | head -24
     passed=$(grep -cE '\bPASS\b' "$logs/python-checks.log") failed=$(grep -cE '\bFAIL\b' "$logs/python-checks.log")
     # A check script that stopped before its checks (no optuna, no wheels)
     # is a failure, never "0 passed, 0 failed".
