@@ -63,6 +63,9 @@ class Script:
     files: Callable[["Run"], dict[str, str]] = field(default=lambda run: {})
     # Results folder of a `mneme tune` run, relative to the work folder.
     results_dir: Callable[["Run"], str | None] = field(default=lambda run: None)
+    # A Proteus file the script exports into the work folder: it must name
+    # the kernel, and its entry is reported with the best configuration.
+    proteus: str | None = None
 
 
 @dataclass
@@ -148,7 +151,8 @@ SCRIPTS: list[Script] = [
     Script("cuda_vec_add/tune_threads.py", CUDA_VEC_ADD,
            lambda run: py(CUDA_VEC_ADD)(run) + standard_args(run) + ["--num-trials", str(run.trials)]),
     Script("hip_vec_add/tune_threads.py", HIP_VEC_ADD, lambda run: py(HIP_VEC_ADD)(run) + [str(run.db), run.record_id]),
-    Script("hecbench/bezier-surface/tune.py", BEZIER, lambda run: py(BEZIER)(run) + standard_args(run) + ["-o", "bezier-tuned.json"]),
+    Script("hecbench/bezier-surface/tune.py", BEZIER, lambda run: py(BEZIER)(run) + standard_args(run) + ["-o", "bezier-tuned.json"],
+           proteus="bezier-tuned.json"),
     Script("hecbench/wsm5/tune.py", WSM5, lambda run: py(WSM5)(run) + standard_args(run)),
     Script("hecbench/wsm5/tune_passes.py", WSM5_PASSES, lambda run: py(WSM5_PASSES)(run) + standard_args(run)),
     Script("hecbench/miniFE/tune.py", MINIFE, lambda run: py(MINIFE)(run) + standard_args(run)),
@@ -235,6 +239,23 @@ def best_from_results(folder: Path) -> str | None:
     return f"{describe(config)}, speedup {summary.get('best_speedup', 0):.3f} over {trials} trials"
 
 
+def proteus_export(path: Path) -> str | None:
+    """The one kernel entry of an exported Proteus file, in one phrase; None when absent or malformed."""
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(doc, dict) or len(doc) != 1:
+        return None
+    ((kernel, entry),) = doc.items()
+    if not isinstance(entry, dict) or "Pipeline" not in entry:
+        return None
+    pipeline = str(entry["Pipeline"])
+    flags = " ".join(k for k in ("SpecializeArgs", "SpecializeDims", "LaunchBounds") if entry.get(k) is True)
+    return (f"exported to Proteus for {kernel}: Pipeline {pipeline if len(pipeline) <= 40 else pipeline[:37] + '...'}"
+            f"{', ' + flags if flags else ''}")
+
+
 def run_one(script: Script, run: Run, out: Path, timeout: float) -> tuple[bool, str]:
     """Runs one script in its own folder; (passed, what to say)."""
     slug = re.sub(r"[^A-Za-z0-9_-]+", "-", script.name).strip("-")
@@ -272,6 +293,11 @@ def run_one(script: Script, run: Run, out: Path, timeout: float) -> tuple[bool, 
     best = best_from_results(work / rel) if rel else best_from_output(output)
     if best is None:
         return False, f"no best configuration reported; log: {log}"
+    if script.proteus:
+        export = proteus_export(work / script.proteus)
+        if export is None:
+            return False, f"no Proteus file {script.proteus} naming one kernel; log: {log}"
+        best += f"; {export}"
     return True, f"best config {best}"
 
 

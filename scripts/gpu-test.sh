@@ -151,9 +151,9 @@ if [ -z "${SKIP_E2E:-}" ]; then
   # in our spelling and in Mneme's (bench/gpu-tune80.sh).
   rdb=$w/rdb/vecadd
   if [ -d "$rdb" ] && [ -z "${SKIP_TUNE:-}" ]; then
-    bench/gpu-tune80.sh "$rdb" "$w" > "$logs/tune-vecadd.log" 2>&1
-    grep -v '^==' "$logs/tune-vecadd.log"
-    while read -r l; do note "${l#== }"; done < <(grep '^==' "$logs/tune-vecadd.log")
+    LOGS=$logs/tune80 bench/gpu-tune80.sh "$rdb" "$w" > "$logs/tune80.log" 2>&1
+    grep -v '^==' "$logs/tune80.log"
+    while read -r l; do note "${l#== }"; done < <(grep '^==' "$logs/tune80.log")
     cp "$w/tune-vecadd/summary.json" "$logs/tune-summary.json" 2>/dev/null
   fi
   if [ -z "${SKIP_TUNE_CHECKS:-}" ]; then

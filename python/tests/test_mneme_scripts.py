@@ -144,6 +144,20 @@ def test_scripts_get_the_arguments_their_usage_asks_for(copies: Path, recording:
                           "docs config.yml (space module)"}, out
 
 
+def test_an_exporting_script_must_write_its_proteus_file(copies: Path, recording: Path, tmp_path: Path) -> None:
+    best = "print('Best config shows speedup over base line : 1.4 and total time: 5')\n"
+    write(copies, copy_of(ms.BEZIER), ECHO + best)
+    _, lines, out = drive(copies, recording, tmp_path, "--only", "hecbench/bezier-surface/tune.py")
+    assert lines["hecbench/bezier-surface/tune.py"].startswith("FAIL (no Proteus file bezier-tuned.json naming one kernel"), out
+    export = ("import json, sys\nout = sys.argv[sys.argv.index('-o') + 1]\n"
+              "json.dump({'_Z6vecaddPKfS0_Pfi': {'Pipeline': 'default<O2>', 'SpecializeArgs': True, 'LaunchBounds': False}}, open(out, 'w'))\n")
+    write(copies, copy_of(ms.BEZIER), ECHO + best + export)
+    _, lines, out = drive(copies, recording, tmp_path, "--only", "hecbench/bezier-surface/tune.py")
+    assert lines["hecbench/bezier-surface/tune.py"] == (
+        "PASS (best config Best config shows speedup over base line : 1.4 and total time: 5; "
+        "exported to Proteus for _Z6vecaddPKfS0_Pfi: Pipeline default<O2>, SpecializeArgs)"), out
+
+
 def test_bad_invocations_exit_2(copies: Path, recording: Path, tmp_path: Path) -> None:
     (copies / "SOURCE").unlink()
     rc, _, out = drive(copies, recording, tmp_path)
