@@ -28,7 +28,7 @@ TARGETS: dict[str, tuple[str, float, str, str]] = {
     "BenchmarkColdCompile": ("ns/op", 25e6, "<=", "cold compile <= 25 ms"),
     "BenchmarkCacheHit": ("ns/op", 0.5e6, "<=", "cache hit <= 0.5 ms"),
     "BenchmarkDiskCacheHit": ("ns/op", 0.5e6, "<=", "cache hit <= 0.5 ms"),
-    "BenchmarkGPUReplayVecAdd": ("ns/op", 2e6, "<=", ">= 500 replays/s"),
+    "BenchmarkGPUReplayVecAdd": ("replays/s", 500.0, ">=", ">= 500 replays/s"),
 }
 
 RESULT = re.compile(r"^(Benchmark\S+?)(?:-\d+)?\s+(\d+)\s+(.*)$")

@@ -62,6 +62,11 @@ def test_bound_is_inclusive_and_each_side_judged() -> None:
     over = bt.Row("BenchmarkCacheHit", "jit", {"ns/op": 0.5e6 + 1})
     assert bt.verdict(at)[1] == "yes"
     assert bt.verdict(over)[1] == "NO"
+    # A rate's bound is a floor, judged on its own metric.
+    fast = bt.Row("BenchmarkGPUReplayVecAdd/iterations=1", "replay", {"ns/op": 9e6, "replays/s": 500.0})
+    slow = bt.Row("BenchmarkGPUReplayVecAdd/iterations=1", "replay", {"ns/op": 1e3, "replays/s": 499.0})
+    assert bt.verdict(fast) == (">= 500 replays/s", "yes")
+    assert bt.verdict(slow)[1] == "NO"
 
 
 def test_table_prints_human_times() -> None:
