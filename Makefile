@@ -98,8 +98,8 @@ test: lint
 	$(GO) test -count=1 -tags llvmstatic ./llvm ./jit
 	# the Python API (python/), from the virtual environment scripts/setup.sh makes
 	cd python && ../.venv/bin/python -m pytest -q
-	# the verdicts the GPU benchmark scripts print (cmd/mneme-rt/shim/bench)
-	.venv/bin/python -m pytest -q -p no:cacheprovider cmd/mneme-rt/shim/bench
+	# the verdicts the GPU benchmark scripts print (bench/)
+	.venv/bin/python -m pytest -q -p no:cacheprovider bench
 	# an optimize report opened in headless Chromium (scripts/check-report.sh)
 	GO=$(GO) ./scripts/check-report.sh
 	# every fuzz target past its seeds, FUZZTIME each (scripts/fuzz-all.sh)

@@ -5,7 +5,12 @@
 #       it; prints configurations/s and fails below 50/s;
 #   (b) an Optuna TPE study (40 trials, SQLite storage);
 #   (c) the exhaustive space on two workers (GPUs 0 and 1, or both on GPU 0
-#       when the machine has one GPU).
+#       when the machine has one GPU);
+#   (d) Mneme's published tuning scripts and config files, unchanged
+#       (python/mneme_scripts.py), from the copies in $MNEME_SCRIPTS (default
+#       .mneme-published at the repository root; never committed): one line
+#       "== mneme script NAME: PASS/FAIL (best config ...)" each, or one SKIP
+#       line without the copies.
 #
 # Usage: python/gpu-checks.sh RECORD_DB [MNEME_BIN]
 #   RECORD_DB  the vector-add kernel's JSON file, or a recording folder (the
@@ -13,10 +18,12 @@
 #   MNEME_BIN  the mneme binary (default: $MNEME_BIN, then PATH, then build/bin/mneme)
 # Environment: PYTHON (default python3), GPU_CHECKS_OUT (default
 # gpu-test-logs/python), MNEME_WHEELS (default .gpu/wheels, made by
-# python/bundle-wheels.sh on a networked machine; used when optuna is missing).
+# python/bundle-wheels.sh on a networked machine; used when optuna is missing),
+# MNEME_SCRIPTS, MNEME_SCRIPTS_TRIALS (--num-trials where a script asks, default 40),
+# MNEME_SCRIPTS_TIMEOUT (seconds per script, default 300).
 set -uo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
-[ $# -ge 1 ] || { sed -n '2,16p' "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,23p' "$0"; exit 2; }
 db="$1"
 [ $# -ge 2 ] && export MNEME_BIN="$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"
 py="${PYTHON:-python3}"
@@ -85,4 +92,14 @@ check optuna-tpe "$py" "$ex/tune_vecadd_optuna.py" --record-db "$db" --trials 40
 if [ "$gpus" -ge 2 ]; then two="0,1"; else two="0"; echo "(one GPU: both workers on GPU 0)"; fi
 check two-workers "$py" "$ex/tune_vecadd.py" --record-db "$db" --workers 2 --gpus "$two" \
   --results-dir "$out/two-workers" --quiet
+
+# Mneme's published scripts, each in its own folder under $out/mneme-scripts;
+# `mneme tune --space-module` runs this interpreter (MNEME_PYTHON).
+copies="${MNEME_SCRIPTS:-$repo/.mneme-published}"
+if [ -f "$copies/SOURCE" ]; then
+  MNEME_PYTHON="$py" "$py" "$repo/python/mneme_scripts.py" --copies "$copies" --record-db "$db" \
+    --out "$out/mneme-scripts" --trials "${MNEME_SCRIPTS_TRIALS:-40}" --timeout "${MNEME_SCRIPTS_TIMEOUT:-300}" || status=1
+else
+  echo "== mneme scripts: SKIP (no fetched copies of Mneme's scripts in $copies; python/mneme_scripts.py says what they are)"
+fi
 exit $status

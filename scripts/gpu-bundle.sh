@@ -7,8 +7,9 @@
 #       .gpu/env.sh provides there with clang-22), for scripts/gpu-test.sh.
 #   scripts/gpu-bundle.sh python        .gpu-py/: what the Python API's GPU
 #       checks need (python/gpu-checks.sh: optuna's wheels, libLLVM without
-#       clang, vecadd prebuilt with the wrapper); carry .gpu-py and run
-#       .gpu-py/run.sh there.
+#       clang, vecadd prebuilt with the wrapper, and the fetched copies of
+#       Mneme's published scripts from .mneme-published/ when present, never
+#       committed); carry .gpu-py and run .gpu-py/run.sh there.
 #   scripts/gpu-bundle.sh record-bench  .gpu/record-bench.tar.xz: what the
 #       recording-overhead benchmark needs and nothing else, so it travels
 #       without clang: the prefix as `make` ships it (LLVM linked statically),
@@ -42,7 +43,7 @@ if [ "${1:-}" = record-bench ]; then
   make -s -C examples/tracer BUILD="$PWD/$b/wrapped" CUDA="$cuda" ARCH=sm_90 CXX="$PWD/$b/prefix/bin/mneme-cxx" >/dev/null
   cp "$b/plain/tracer" "$b/apps/tracer-plain"; cp "$b/wrapped/tracer" "$b/apps/tracer-wrapped"; rm -rf "$b/plain" "$b/wrapped"
   clang++-22 -x cuda --cuda-path="$cuda" --cuda-gpu-arch=sm_90 --no-offload-new-driver -Wno-unknown-cuda-version -O2 \
-    cmd/mneme-rt/shim/bench/pinned_bw.cu -o "$b/apps/pinned_bw" -L"$cuda/lib64" -lcudart -Wl,-rpath,/usr/local/cuda/lib64
+    bench/pinned_bw.cu -o "$b/apps/pinned_bw" -L"$cuda/lib64" -lcudart -Wl,-rpath,/usr/local/cuda/lib64
   cat > "$b/run.sh" <<'RUN'
 #!/usr/bin/env bash
 # The recording-overhead benchmark on a bare GPU machine (see scripts/gpu-bundle.sh).
@@ -52,7 +53,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | sed 's/^/GPU:
 exec python3 "${BENCH:-$here/record_overhead.py}" --plain "$here/apps/scalarsweep-plain" --wrapped "$here/apps/scalarsweep-wrapped" \
   --mneme "record=$here/prefix/bin/mneme" --mneme "record-shared-llvm=$here/prefix/bin/mneme-shared" "$@"
 RUN
-  chmod +x "$b/run.sh"; cp cmd/mneme-rt/shim/bench/record_overhead.py cmd/mneme-rt/shim/bench/record_scale.py "$b/"
+  chmod +x "$b/run.sh"; cp bench/record_overhead.py bench/record_scale.py "$b/"
   cat > "$b/run-scale.sh" <<'RUN'
 #!/usr/bin/env bash
 # tracer recorded by the statically linked mneme `make` ships (record_scale.py; arguments are passed on).
@@ -87,6 +88,9 @@ if [ "${1:-}" = python ]; then
   rm -rf "$b/build"
   CUDA_PATH=$cuda make -s -C examples/vecadd BUILD="$PWD/$b/build" CUDA="$cuda" ARCH=sm_90 CXX="$PWD/build/bin/mneme-cxx" >/dev/null
   mv "$b/build/vecadd" "$b/vecadd" && rm -rf "$b/build"
+  # Mneme's published scripts (python/mneme_scripts.py runs them), as fetched.
+  if [ -f .mneme-published/SOURCE ]; then cp -r .mneme-published "$b/mneme-published"
+  else echo "warning: no .mneme-published/: the bundle's checks will skip Mneme's published scripts" >&2; fi
   cat > "$b/run.sh" <<'RUN'
 #!/usr/bin/env bash
 # The Python API's GPU checks on a GPU machine without clang (scripts/gpu-bundle.sh python).
@@ -96,7 +100,7 @@ source "$here/env.sh"
 export PATH=$here/prefix/bin:$PATH
 rdb=${TMPDIR:-/tmp}/mneme-py-rdb; rm -rf "$rdb"
 mneme record -rdb "$rdb" --max-recordings 2 -- "$here/vecadd" || exit 1
-MNEME_WHEELS=$here/wheels exec "$here/../python/gpu-checks.sh" "$rdb" "$(command -v mneme)"
+MNEME_WHEELS=$here/wheels MNEME_SCRIPTS=$here/mneme-published exec "$here/../python/gpu-checks.sh" "$rdb" "$(command -v mneme)"
 RUN
   chmod +x "$b/run.sh"
   du -sh "$b"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Tuned kernels deployed into the applications (scripts/gpu-test.sh calls it
-# after scripts/gpu-fidelity.sh has recorded and tuned the examples). For
+# after bench/gpu-fidelity.sh has recorded and tuned the examples). For
 # each example with a tuned file (WORKDIR/fidelity-tune/NAME, or a tuning
 # made here for the examples the fidelity step leaves out), the wrapped
 # application runs

@@ -6,8 +6,8 @@
 #  - Without Go (a bare GPU machine): uses what scripts/gpu-bundle.sh put in
 #    .gpu/ (the prefix and prebuilt test binaries; .gpu/env.sh for clang-22).
 # Then it builds the examples plainly and with the wrapper, records, inspects,
-# replays and tunes, runs the recorder's checks and overhead benchmark
-# (cmd/mneme-rt/shim/bench/gpu-record.sh), and prints a summary. Logs go to ./gpu-test-logs
+# replays and tunes, runs the recorder's checks (scripts/gpu-record-checks.sh)
+# and the benchmarks of bench/ (bench/README.md), and prints a summary. Logs go to ./gpu-test-logs
 # ($GPU_TEST_LOGS), and as one archive into $OUT when that is set.
 # Narrowing a run: GPU_TEST_PACKAGES (Go packages, default cuda jit replay
 # record record/devicecopy), GPU_BENCH=1 (add the jit, replay and staged-copy benchmarks),
@@ -15,8 +15,9 @@
 # SKIP_E2E, SKIP_NVCC (NVCC_EXAMPLES), SKIP_TUNE, SKIP_TUNE_CHECKS, TUNE_CHECKS, SKIP_LAUNCH_STATS, SKIP_FIDELITY (FIDELITY_EXAMPLES,
 # FIDELITY_TRIALS, SKIP_FIDELITY_TUNE), SKIP_DEPLOY (DEPLOY_EXAMPLES), SKIP_DEPLOY_CLASSES (CLASSES_RUNS, CLASSES_TRIALS), SKIP_FIRST_LAUNCH, SKIP_OPTIMIZE (OPTIMIZE_EXAMPLES,
 # OPTIMIZE_BUDGET), SKIP_PUBLIC (PUBLIC_PROGRAMS, PUBLIC_BUDGET, PUBLIC_RUNS), SKIP_RECORD_SCALE
-# (SCALE_APPS, SCALE_RUNS, SCALE_VARIANTS), SKIP_PYTHON, SKIP_RECORD_CHECKS,
-# OVERHEAD_RUNS (rounds of the overhead benchmark, default 31).
+# (SCALE_APPS, SCALE_RUNS, SCALE_VARIANTS), SKIP_RECORD_RANKS, SKIP_PYTHON,
+# SKIP_RECORD_CHECKS, SKIP_RECORD_OVERHEAD (OVERHEAD_RUNS, rounds of the
+# overhead benchmark, default 31; it skips the per-launch cost too).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -146,23 +147,14 @@ if [ -z "${SKIP_E2E:-}" ]; then
     ev=$(med "$logs/fidelity-events.json"); cu=$(med "$logs/fidelity-cupti.json")
     note "fidelity stencil: application ${app_us} us (events); replay ${ev} us (events), ${cu} us (cupti); ratio $(python3 -c "print(round(float('$ev')/float('$app_us'),3))" 2>/dev/null)"
   fi
-  # Tuning: the 80-configuration vector-add space, 7 timed iterations each.
+  # Tuning: the 80-configuration vector-add space, 7 timed iterations each,
+  # in our spelling and in Mneme's (bench/gpu-tune80.sh).
   rdb=$w/rdb/vecadd
   if [ -d "$rdb" ] && [ -z "${SKIP_TUNE:-}" ]; then
-    s=$(date +%s%N)
-    mneme tune -rdb "$rdb" --space examples/vecadd/tune-80.yaml --sampler exhaustive --iterations 7 --output "$w/tune-vecadd" > "$logs/tune-vecadd.log" 2>&1; rc=$?
-    e=$(( ($(date +%s%N)-s)/1000000 ))
-    tail -15 "$logs/tune-vecadd.log"
-    n=$(wc -l < "$w/tune-vecadd/trials.jsonl" 2>/dev/null || echo 0)
-    note "tune vecadd 80 configs: rc=$rc, $n trials in ${e} ms ($(python3 -c "print(round($n/max($e,1)*1000,1))") configs/s)"
+    LOGS=$logs/tune80 bench/gpu-tune80.sh "$rdb" "$w" > "$logs/tune80.log" 2>&1
+    grep -v '^==' "$logs/tune80.log"
+    while read -r l; do note "${l#== }"; done < <(grep '^==' "$logs/tune80.log")
     cp "$w/tune-vecadd/summary.json" "$logs/tune-summary.json" 2>/dev/null
-    # The same 80 configurations in Mneme's spelling: a SearchSpace class
-    # proposed by Python, run by the same engine; within 10% of the above.
-    s=$(date +%s%N)
-    PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH} mneme tune --record-database "$rdb" --space-module examples/vecadd/tune80.py:VecAdd80 --sampler exhaustive --iterations 7 --warmup 1 --metric median --results-dir "$w/tune-vecadd-mneme" > "$logs/tune-vecadd-mneme.log" 2>&1; rc2=$?
-    e2=$(( ($(date +%s%N)-s)/1000000 ))
-    n2=$(wc -l < "$w/tune-vecadd-mneme/trials.jsonl" 2>/dev/null || echo 0)
-    note "tune vecadd 80 configs, Mneme's spelling (--space-module): rc=$rc2, $n2 trials in ${e2} ms; $(python3 -c "print(f'{$e2/max($e,1):.2f}x')") our spelling's time (want <= 1.10x)"
   fi
   if [ -z "${SKIP_TUNE_CHECKS:-}" ]; then
     scripts/gpu-tune-checks.sh "$w" > "$logs/tune-checks.log" 2>&1
@@ -171,9 +163,9 @@ if [ -z "${SKIP_E2E:-}" ]; then
   fi
   # Faithful replay and launch-safe tuning on the examples with real programs'
   # traits: the application's own code vs its timer, the recompiled baseline
-  # vs the original, and TPE tuning statuses (scripts/gpu-fidelity.sh).
+  # vs the original, and TPE tuning statuses (bench/gpu-fidelity.sh).
   if [ -z "${SKIP_FIDELITY:-}" ]; then
-    LOGS=$logs/fidelity scripts/gpu-fidelity.sh "$w" > "$logs/fidelity.log" 2>&1
+    LOGS=$logs/fidelity bench/gpu-fidelity.sh "$w" > "$logs/fidelity.log" 2>&1
     grep -v '^==' "$logs/fidelity.log"
     while read -r l; do note "${l#== }"; done < <(grep '^==' "$logs/fidelity.log")
   fi
@@ -193,9 +185,9 @@ if [ -z "${SKIP_E2E:-}" ]; then
     while read -r l; do note "${l#== }"; done < <(grep '^==' "$logs/deploy-classes.log")
   fi
   # No first-launch penalty: a kernel launched once, plain against tuned
-  # with its code in the cache (cmd/mneme-rt/shim/bench/gpu-first-launch.sh).
+  # with its code in the cache (bench/gpu-first-launch.sh).
   if [ -z "${SKIP_FIRST_LAUNCH:-}" ]; then
-    cmd/mneme-rt/shim/bench/gpu-first-launch.sh "$w/first-launch" > "$logs/first-launch.log" 2>&1
+    bench/gpu-first-launch.sh "$w/first-launch" > "$logs/first-launch.log" 2>&1
     grep -v '^==' "$logs/first-launch.log"
     while read -r l; do note "${l#== }"; done < <(grep '^==' "$logs/first-launch.log")
   fi
@@ -216,16 +208,22 @@ if [ -z "${SKIP_E2E:-}" ]; then
     while read -r l; do note "${l#== }"; done < <(grep '^==' "$logs/optimize.log")
   fi
   # Recording at scale: copies against the pinned bandwidth, overhead on
-  # the big examples, the 1% check, MPI ranks (scripts/gpu-record-scale.sh).
+  # the big examples, the 1% check (bench/gpu-record-scale.sh).
   if [ -z "${SKIP_RECORD_SCALE:-}" ]; then
-    LOGS=$logs/record-scale scripts/gpu-record-scale.sh "$w" > "$logs/record-scale.log" 2>&1
+    LOGS=$logs/record-scale bench/gpu-record-scale.sh "$w" > "$logs/record-scale.log" 2>&1
     grep -v '^==' "$logs/record-scale.log"
     while read -r l; do note "${l#== }"; done < <(grep '^==' "$logs/record-scale.log")
   fi
-  # The Python API on the recorded vector add (python/gpu-checks.sh).
+  # An MPI job's ranks recording into one folder (scripts/gpu-record-ranks.sh).
+  if [ -z "${SKIP_RECORD_RANKS:-}" ]; then
+    LOGS=$logs/record-ranks scripts/gpu-record-ranks.sh "$w" > "$logs/record-ranks.log" 2>&1
+    while read -r l; do note "${l#== }"; done < <(grep '^==' "$logs/record-ranks.log")
+  fi
+  # The Python API on the recorded vector add, and Mneme's published scripts
+  # against it (python/gpu-checks.sh).
   if [ -z "${SKIP_PYTHON:-}" ] && [ -d "$w/rdb/vecadd" ]; then
     python/gpu-checks.sh "$w/rdb/vecadd" "$(command -v mneme)" > "$logs/python-checks.log" 2>&1; rc=$?
-    grep -E 'PASS|FAIL|configs/s|configurations/s' "$logs/python-checks.log" | head -12
+    grep -E 'PASS|FAIL|SKIP|configs/s|configurations/s' "$logs/python-checks.log" | head -24
     passed=$(grep -cE '\bPASS\b' "$logs/python-checks.log") failed=$(grep -cE '\bFAIL\b' "$logs/python-checks.log")
     # A check script that stopped before its checks (no optuna, no wheels)
     # is a failure, never "0 passed, 0 failed".
@@ -252,15 +250,20 @@ if [ -z "${SKIP_PUBLIC:-}" ]; then
   while read -r l; do note "${l#== }"; done < <(grep '^==' "$logs/public.log")
 fi
 # The recorder's own checks (allocation paths, managed memory, a crashing
-# application, a small arena, per-thread streams, --kernels/--skip) and the
-# recording-overhead benchmark (record_overhead.py, OVERHEAD_RUNS rounds).
+# application, a small arena, per-thread streams, --kernels/--skip:
+# scripts/gpu-record-checks.sh), then the recording-overhead benchmark
+# (bench/gpu-record-overhead.sh: record_overhead.py, OVERHEAD_RUNS rounds) and
+# the shim's cost per launch (bench/gpu-launch-cost.sh).
 if [ -z "${SKIP_RECORD_CHECKS:-}" ]; then
-  MNEME_PREFIX_DIR=$prefix LOGS=$logs/record-checks OUT= cmd/mneme-rt/shim/bench/gpu-record.sh > "$logs/record-checks.log" 2>&1
+  MNEME_PREFIX_DIR=$prefix LOGS=$logs/record-checks OUT= scripts/gpu-record-checks.sh > "$logs/record-checks.log" 2>&1
   grep -E '^(FAIL|crash|small arena|unwrapped|record rc_)' "$logs/record-checks.log"
-  sed -n '/interleaved runs/,/^recording overhead/p' "$logs/record-checks.log" | grep -v '^  \['
   note "record checks: $(tail -n 1 "$logs/record-checks.log")"
-  note "$(grep '^recording overhead' "$logs/record-checks.log" || echo "recording overhead: not measured (record-checks.log)")"
-  MNEME_PREFIX_DIR=$prefix LOGS=$logs/launch-cost cmd/mneme-rt/shim/bench/gpu-launch-cost.sh > "$logs/launch-cost.log" 2>&1
+fi
+if [ -z "${SKIP_RECORD_OVERHEAD:-}" ]; then
+  MNEME_PREFIX_DIR=$prefix LOGS=$logs/record-overhead bench/gpu-record-overhead.sh "$logs/e2e" > "$logs/record-overhead.log" 2>&1
+  sed -n '/interleaved runs/,/^recording overhead/p' "$logs/record-overhead.log" | grep -v '^  \['
+  note "$(grep '^recording overhead' "$logs/record-overhead.log" || echo "recording overhead: not measured (record-overhead.log)")"
+  MNEME_PREFIX_DIR=$prefix LOGS=$logs/launch-cost bench/gpu-launch-cost.sh > "$logs/launch-cost.log" 2>&1
   while read -r l; do note "$l"; done < <(grep -E '^per-launch cost' "$logs/launch-cost.log" || tail -n 1 "$logs/launch-cost.log")
 fi
 

@@ -6,7 +6,7 @@
 // a host reference on stdout, and on stderr the host time of the first
 // launch through its completion:
 //   first launch of oneshot: <X> us
-// (cmd/mneme-rt/shim/bench/gpu-first-launch.sh reads it).
+// (bench/gpu-first-launch.sh reads it).
 #include <chrono>
 #include <cmath>
 #include <cstdio>

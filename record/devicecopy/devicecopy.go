@@ -80,8 +80,7 @@ type Reader struct {
 // application whose GPU queue is full waits inside the driver's launch,
 // where it makes every driver call of another thread wait for a kernel to
 // finish; throttled, it waits on an event instead, and the drain runs at
-// the bus's speed (cmd/mneme-rt/shim/bench/drain_contention.cu measures
-// both).
+// the bus's speed (bench/drain_contention.cu measures both).
 type Throttle interface {
 	// On bounds the application's queued launches with these marker events.
 	On(events []*cuda.Event, every int) error

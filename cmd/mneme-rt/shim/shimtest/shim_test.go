@@ -18,6 +18,11 @@ import (
 	"github.com/mneme-gpu/mneme/appabi"
 )
 
+// benchDir holds the C benchmarks of the shim (the repository's bench/
+// folder, with every other benchmark and measurement script); the
+// benchmarks below build and run them.
+const benchDir = "../../../../bench"
+
 // build compiles the stand-in runtime as a shared library (as libcudart.so
 // is) and links a program from srcs with or without the shim.
 type build struct {
@@ -40,7 +45,7 @@ func newBuild(t testing.TB) *build {
 		t.Fatalf("no shim sources in ..: %v", err)
 	}
 	headers, _ := filepath.Glob("../*.h")
-	inputs := append(append(slices.Clone(shimSrcs), headers...), "testdata/cudart_standin.c", "testdata/cuda_api.h", "testdata/app.c", "testdata/memo_app.c", "testdata/throttle_app.c", "testdata/stats_app.c", "testdata/deploy_bg_app.c", "testdata/classes_app.c", "testdata/rt_standin.c", "../bench/forward_bench.c", "../bench/stats_bench.c", "../bench/stats_update_bench.c")
+	inputs := append(append(slices.Clone(shimSrcs), headers...), "testdata/cudart_standin.c", "testdata/cuda_api.h", "testdata/app.c", "testdata/memo_app.c", "testdata/throttle_app.c", "testdata/stats_app.c", "testdata/deploy_bg_app.c", "testdata/classes_app.c", "testdata/rt_standin.c", benchDir+"/forward_bench.c", benchDir+"/stats_bench.c", benchDir+"/stats_update_bench.c")
 	for _, src := range inputs {
 		if _, err := os.ReadFile(src); err != nil {
 			t.Fatal(err)
@@ -247,8 +252,8 @@ var nsPerLaunch = regexp.MustCompile(`([0-9.]+) ns/launch`)
 // figure is the shim's cost (target: well under 1 µs).
 func BenchmarkForwardedLaunch(b *testing.B) {
 	bd := newBuild(b)
-	plain := bd.link("bench_plain", "../bench/forward_bench.c", false)
-	wrapped := bd.link("bench_wrapped", "../bench/forward_bench.c", true)
+	plain := bd.link("bench_plain", benchDir+"/forward_bench.c", false)
+	wrapped := bd.link("bench_wrapped", benchDir+"/forward_bench.c", true)
 	n := max(b.N, 1000000)
 	b.ResetTimer()
 	p := measure(b, plain, n)
@@ -268,8 +273,8 @@ func BenchmarkRecordingLaunchStats(b *testing.B) {
 	bd := newBuild(b)
 	lib := filepath.Join(bd.dir, "librt_standin.so")
 	bd.run(bd.cc, "-O2", "-fPIC", "-shared", "-Wall", "-Werror", "-o", lib, "testdata/rt_standin.c")
-	plain := bd.link("stats_plain", "../bench/stats_bench.c", false)
-	wrapped := bd.link("stats_wrapped", "../bench/stats_bench.c", true)
+	plain := bd.link("stats_plain", benchDir+"/stats_bench.c", false)
+	wrapped := bd.link("stats_wrapped", benchDir+"/stats_bench.c", true)
 	n := max(b.N, 1000000)
 	b.ResetTimer()
 	p := measure(b, plain, n)
@@ -288,8 +293,8 @@ func BenchmarkCountedLaunchStats(b *testing.B) {
 	bd := newBuild(b)
 	lib := filepath.Join(bd.dir, "librt_standin.so")
 	bd.run(bd.cc, "-O2", "-fPIC", "-shared", "-Wall", "-Werror", "-o", lib, "testdata/rt_standin.c")
-	plain := bd.link("stats_plain", "../bench/stats_bench.c", false)
-	wrapped := bd.link("stats_wrapped", "../bench/stats_bench.c", true)
+	plain := bd.link("stats_plain", benchDir+"/stats_bench.c", false)
+	wrapped := bd.link("stats_wrapped", benchDir+"/stats_bench.c", true)
 	n := max(b.N, 1000000)
 	b.ResetTimer()
 	p := measure(b, plain, n)
@@ -306,7 +311,7 @@ func BenchmarkCountedLaunchStats(b *testing.B) {
 func BenchmarkLaunchStatsUpdate(b *testing.B) {
 	bd := newBuild(b)
 	exe := filepath.Join(bd.dir, "stats_update")
-	bd.run(bd.cc, "-O2", "-Wall", "-Werror", "-o", exe, "../bench/stats_update_bench.c",
+	bd.run(bd.cc, "-O2", "-Wall", "-Werror", "-o", exe, benchDir+"/stats_update_bench.c",
 		filepath.Join(bd.dir, "libmneme_shim.a"), appabi.WrapLinkFlag(), bd.standin, "-Wl,-rpath,"+bd.dir, "-ldl", "-lpthread")
 	n := max(b.N, 1000000)
 	b.ResetTimer()

@@ -10,14 +10,14 @@
 // as the shim throttles an application while the recorder drains (an
 // event recorded every 4 launches, waited for 32 events later: at most
 // 128 launches queued), and how long the application's work took.
-// scripts/gpu-record-scale.sh runs it.
+// bench/gpu-record-scale.sh runs it.
 #include <chrono>
 #include <cstdio>
 #include <cuda_runtime.h>
 #include <thread>
 #include <vector>
 
-#include "../../../../examples/common/check.h"
+#include "../examples/common/check.h"
 
 // A bandwidth-bound reduction like tracer's diagnose: ~2 ms on 4 GiB.
 __global__ void reduce(const float *c, size_t n, double *partial) {

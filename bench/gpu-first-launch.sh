@@ -19,7 +19,7 @@
 # clang++-22 and mneme on PATH (or MNEME_PREFIX_DIR, default build/).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../../../.." && pwd)
+root=$(cd "$here/.." && pwd)
 [ -f "$root/.gpu/env.sh" ] && source "$root/.gpu/env.sh"
 prefix=${MNEME_PREFIX_DIR:-$root/build}
 export PATH=$prefix/bin:$PATH

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "../shim_internal.h"
+#include "../cmd/mneme-rt/shim/shim_internal.h"
 
 int main(int argc, char **argv) {
   long n = argc > 1 ? atol(argv[1]) : 20000000;

@@ -1,26 +1,24 @@
 #!/usr/bin/env bash
-# Recording production-scale runs on the GPU (scripts/gpu-test.sh calls it):
+# Recording production-scale runs on the GPU (scripts/gpu-test.sh calls it;
+# recording an MPI job's ranks, a check, is scripts/gpu-record-ranks.sh):
 #  - record_scale.py: plain vs `mneme record` whole-process time, bytes
 #    copied and written, copy GB/s against the pinned bandwidth measured in
 #    the same run, for the 2000-launch scalarsweep, the 4 GiB tracer (600
 #    and 3000 steps) and the 9 GiB bigmem, each recording replayed;
 #  - the 1% check: tracer's storm changes 1% of its 4 GiB allocation; its
 #    epilogue must copy and write about that much;
-#  - MPI: four processes with OMPI_COMM_WORLD_RANK set record vecadd into
-#    one folder, with --record-ranks all and with the default (rank 0);
 #  - drain_contention.cu: how fast a thread of the recorder's own can move
 #    device memory to the host while the application's thread waits inside
 #    a launch for room in the GPU's queue, and while that thread is
 #    throttled as the shim throttles it during a drain.
 # Lines starting with "== " are summary lines.
-# Usage: scripts/gpu-record-scale.sh WORKDIR (holding plain/ and wrapper/ builds)
+# Usage: bench/gpu-record-scale.sh WORKDIR (holding plain/ and wrapper/ builds)
 set -uo pipefail
 w=${1:?usage: gpu-record-scale.sh WORKDIR}
-root=$(cd "$(dirname "$0")/.." && pwd)
 logs=${LOGS:-$w/record-scale-logs}; mkdir -p "$logs"
 clangxx=${CLANGXX:-$(command -v clang++-22 || command -v clang++)}
 cuda=${CUDA_PATH:-/usr/local/cuda}
-bench=$root/cmd/mneme-rt/shim/bench
+bench=$(cd "$(dirname "$0")" && pwd)
 # build_bench NAME: compiles $bench/NAME.cu for this GPU into $logs/NAME.
 build_bench() {
   "$clangxx" -x cuda --cuda-path="$cuda" --cuda-gpu-arch="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n1 | tr -d . | sed 's/^/sm_/')" \
@@ -58,38 +56,6 @@ PY
     n=$((n+1)); mneme replay -rdb "$rdb" -rid "$id" --iterations 3 --verify bitwise > "$logs/tracer-replay-${id//\//_}.json" 2>&1 && okn=$((okn+1))
   done
   echo "== tracer: $okn/$n instances replay bitwise from the fingerprinted recording"
-fi
-
-# MPI ranks: four processes of one job, one folder.
-if [ -x "$w/wrapper/vecadd/vecadd" ]; then
-  for mode in all default; do
-    rdb=$logs/mpi-$mode; rm -rf "$rdb"
-    flags=(); [ $mode = all ] && flags=(--record-ranks all)
-    pids=()
-    for r in 0 1 2 3; do
-      OMPI_COMM_WORLD_RANK=$r OMPI_COMM_WORLD_SIZE=4 mneme record -rdb "$rdb" "${flags[@]}" -- "$w/wrapper/vecadd/vecadd" > "$logs/mpi-$mode-$r.log" 2>&1 &
-      pids+=($!)
-    done
-    rcs=""; for p in "${pids[@]}"; do wait "$p"; rcs="$rcs $?"; done
-    summary=$(python3 - "$rdb" <<'PY'
-import glob, json, os, sys
-rdb = sys.argv[1]
-ranks = {}
-for f in glob.glob(os.path.join(rdb, "**", "*.json"), recursive=True):
-    k = json.load(open(f))
-    ranks.setdefault(str(k.get("Rank")), 0)
-    ranks[str(k.get("Rank"))] += len(k["instances"])
-print(" ".join(f"rank {r}: {n} instance(s)" for r, n in sorted(ranks.items())))
-PY
-)
-    n=0; okn=0
-    for d in $(find "$rdb" -name '*.json' -exec dirname {} \; | sort -u); do
-      for id in $(mneme inspect --json "$d" | python3 -c 'import json,sys; [print(i["id"]) for k in json.load(sys.stdin)["kernels"] for i in k["instances"]]'); do
-        n=$((n+1)); mneme replay -rdb "$d" -rid "$id" --iterations 3 > /dev/null 2>&1 && okn=$((okn+1))
-      done
-    done
-    echo "== MPI $mode ranks: exit codes$rcs; $summary; $okn/$n replayed verified"
-  done
 fi
 
 # Background drains beside an application that keeps the GPU's queue full.

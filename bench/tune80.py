@@ -1,7 +1,7 @@
 """The 80-configuration vector-add space of tune-80.yaml as a Mneme SearchSpace.
 
 Mneme's users write their spaces as Python classes; `mneme tune
---space-module examples/vecadd/tune80.py:VecAdd80` runs this one on the same
+--space-module bench/tune80.py:VecAdd80` runs this one on the same
 engine as `--space examples/vecadd/tune-80.yaml`: 5 pipelines x blockDim.x
 64..1024 step 64, the grid covering all the recorded threads.
 """

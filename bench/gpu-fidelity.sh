@@ -9,7 +9,7 @@
 # finally `mneme tune --preset standard --sampler tpe --trials 30` with the
 # count of trials per status. Prints one table row per instance and the
 # tuning table; lines starting with "== " are summary lines.
-# Usage: scripts/gpu-fidelity.sh WORKDIR (holding plain/ and wrapper/ builds)
+# Usage: bench/gpu-fidelity.sh WORKDIR (holding plain/ and wrapper/ builds)
 set -uo pipefail
 w=${1:?usage: gpu-fidelity.sh WORKDIR}
 logs=${LOGS:-$w/fidelity-logs}; mkdir -p "$logs"

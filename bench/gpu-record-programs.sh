@@ -6,7 +6,7 @@
 # the pinned bandwidth measured in the same run, and replays every instance
 # of the last recording.
 #
-# Usage: scripts/gpu-record-programs.sh DIR [NAME...]
+# Usage: bench/gpu-record-programs.sh DIR [NAME...]
 #   DIR holds one folder per program, NAME/, with
 #     NAME/Makefile  building BUILD/NAME; it must honour CXX and BUILD given
 #                    on the make command line (CUDA and ARCH are passed too);
@@ -21,8 +21,7 @@ set -uo pipefail
 dir=${1:?usage: gpu-record-programs.sh DIR [NAME...]}
 shift
 dir=$(cd "$dir" && pwd) || exit 2
-root=$(cd "$(dirname "$0")/.." && pwd)
-bench=$root/cmd/mneme-rt/shim/bench
+bench=$(cd "$(dirname "$0")" && pwd)
 work=${WORK:-/tmp/mneme-record-programs}
 cuda=${CUDA_PATH:-/usr/local/cuda}
 clangxx=${CLANGXX:-$(command -v clang++-22 || command -v clang++)}

@@ -16,7 +16,7 @@
 # $LOGS (default /tmp/gpu-launch-cost).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../../../.." && pwd)
+root=$(cd "$here/.." && pwd)
 cd "$root"
 [ -f .gpu/env.sh ] && source .gpu/env.sh
 prefix=${MNEME_PREFIX_DIR:-$root/build}

@@ -1,23 +1,23 @@
 #!/usr/bin/env bash
-# GPU check and benchmark of the in-application runtime and `mneme record`.
-# Run from anywhere on a machine with an NVIDIA GPU and CUDA 13, with a mneme
-# prefix built by `make all PREFIX=...` (default: .gpu/rt, as carried to a
-# bare GPU machine; MNEME_PREFIX_DIR overrides). Logs go to $LOGS (default
-# /tmp/gpu-record-logs), packed into $OUT/gpu-record-logs.tgz when OUT is set.
+# GPU checks of the in-application runtime and `mneme record` (scripts/gpu-test.sh
+# calls it; the recording-overhead benchmark that used to follow them is
+# bench/gpu-record-overhead.sh). Run from anywhere on a machine with an NVIDIA
+# GPU and CUDA 13, with a mneme prefix built by `make all PREFIX=...` (default:
+# .gpu/rt, as carried to a bare GPU machine; MNEME_PREFIX_DIR overrides). Logs
+# go to $LOGS (default /tmp/gpu-record-logs), packed into
+# $OUT/gpu-record-logs.tgz when OUT is set.
 # Steps:
 #  1. every example built plainly and with the wrapper prints the same output
 #     (the wrapped build not recording);
 #  2. `mneme record` on each example, its output compared with the plain run,
 #     and `mneme inspect` of its database;
-#  3. the paths examples do not take: pitched/3D/async allocations, managed
-#     memory, an application that aborts halfway, an arena too small,
-#     per-thread default stream launches;
-#  4. recording overhead on scalarsweep (--max-recordings 2, record_overhead.py,
-#     OVERHEAD_RUNS rounds) and the cost of one forwarded launch
-#     (launch_bench.cu plain vs wrapped).
+#  3. the paths examples do not take (recordcheck.cu beside this script):
+#     pitched/3D/async allocations, managed memory, an application that aborts
+#     halfway, an arena too small, per-thread default stream launches.
+# The last line says whether every check passed.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../../../.." && pwd)
+root=$(cd "$here/.." && pwd)
 cd "$root"
 out=${LOGS:-/tmp/gpu-record-logs}
 rm -rf "$out" && mkdir -p "$out"
@@ -33,7 +33,6 @@ fails=0
 say() { echo "== $*"; }
 bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
 now() { date +%s.%N; }
-median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | sed 's/^/GPU: /'
 mneme version 2>&1 | sed 's/^/  /'
@@ -105,40 +104,6 @@ echo "stencil2d with --zstd=false: rc=$rc; $(grep '^mneme' "$out/record-raw.err"
 echo "stencil2d with zstd (default): $(grep '^mneme' "$out/record-stencil2d.err" | head -n 2 | tr '\n' ' ')"
 du -sh "$work/rdb/stencil2d" "$work/rdb-raw"
 
-say "4. overhead"
-# What else the machine is doing, and whether its CPU quota throttles it:
-# the 2000-launch figure has read ~20 ms higher after the other GPU steps
-# than on a fresh machine.
-machine_state() {
-  echo "machine ($1): $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg); cpu.max $(cat /sys/fs/cgroup/cpu.max 2>/dev/null || echo n/a);" \
-    "$(grep -E '^(nr_throttled|throttled_usec)' /sys/fs/cgroup/cpu.stat 2>/dev/null | tr '\n' ' ')$(grep -E '^(Dirty|Writeback):' /proc/meminfo | tr -s ' ' | tr '\n' ' ')"
-  # %CPU over each process's life: long-lived busy processes show.
-  ps -eo pcpu=,comm= --sort=-pcpu | awk '$2 != "ps" && $1 > 1 && n++ < 3 {printf "  busy: %s %s%%\n", $2, $1}'
-}
-machine_state before
-for i in 1 2 3 4 5 6 7 8 9; do
-  t0=$(now); mneme record --help >/dev/null 2>&1; t1=$(now); awk "BEGIN{print $t1-$t0}"
-done | median >"$work/t-cli"
-echo "mneme CLI start (record --help), median of 9: $(cat "$work/t-cli")s"
-# A mneme linked against the shared libLLVM (as the GPU test bundle carries
-# it) starts ~8 ms later than the statically linked one `make` ships.
-# The target is stated for `mneme record --max-recordings 2`; each further
-# recorded launch of this example costs ~3 ms (OVERHEAD_MAX_RECORDINGS).
-label=record; ldd "$prefix/bin/mneme" 2>/dev/null | grep -q libLLVM && label=record-shared-llvm
-python3 "$here/record_overhead.py" --plain "$work/plain/scalarsweep/scalarsweep" --wrapped "$work/wrap/scalarsweep/scalarsweep" \
-  --mneme "$label=$prefix/bin/mneme" --runs "${OVERHEAD_RUNS:-31}" --max-recordings "${OVERHEAD_MAX_RECORDINGS:-2}" --trace --json "$out/overhead.json" >"$out/overhead.txt" 2>&1 || bad "overhead benchmark (overhead.txt)"
-sed -n '/interleaved runs/,$p' "$out/overhead.txt"
-machine_state after
-build lb_plain "$here/launch_bench.cu" clang++
-build lb_wrap "$here/launch_bench.cu" mneme-cxx
-for i in 1 2 3; do
-  echo "launch_bench plain:   $("$work/lb_plain")"
-  echo "launch_bench wrapped: $("$work/lb_wrap")"
-done
-if [ -x "$prefix/bin/record.test" ]; then
-  say "5. snapshot write throughput (record package benchmark, 64 MiB of allocations per instance)"
-  (cd "$work" && "$prefix/bin/record.test" -test.run XXX -test.bench RecordInstance -test.benchtime 4x 2>&1 | grep -E '^Benchmark')
-fi
 [ -n "${OUT:-}" ] && tar -czf "$OUT/gpu-record-logs.tgz" -C "$out" .
 echo
-[ $fails -eq 0 ] && echo "gpu-record: all checks passed" || { echo "gpu-record: $fails failure(s)"; exit 1; }
+[ $fails -eq 0 ] && echo "gpu-record-checks: all checks passed" || { echo "gpu-record-checks: $fails failure(s)"; exit 1; }
