@@ -78,6 +78,39 @@ static int is_off(const char *name) {
  * when asked (MNEME_RECORD_TUNED=1, `mneme record --with-tuned-kernels`),
  * and then only for the launches it does not record: what it records is
  * always the application's own code. */
+/* names_tuned_kernels: the variable names a tuned file that may list a
+ * kernel. A regular file holding only an empty JSON object or array (what
+ * `mneme optimize` writes when nothing helped) lists none: deploying it
+ * would load the library for nothing. Anything else, unreadable files
+ * included, is left to the library, which says what is wrong. */
+static int names_tuned_kernels(const char *name) {
+  if (!set(name))
+    return 0;
+  int fd = open(getenv(name), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0)
+    return 1;
+  struct stat st;
+  char buf[64];
+  ssize_t n = -1;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size < 64)
+    n = read(fd, buf, sizeof buf);
+  close(fd);
+  if (n < 0)
+    return 1;
+  char seen[3] = {0};
+  int k = 0;
+  for (ssize_t i = 0; i < n; i++) {
+    char c = buf[i];
+    if (c == ' ' || c == '\t' || c == '\n' || c == '\r')
+      continue;
+    if (k == 2)
+      return 1;
+    seen[k++] = c;
+  }
+  return !(k == 2 && ((seen[0] == '{' && seen[1] == '}') ||
+                      (seen[0] == '[' && seen[1] == ']')));
+}
+
 static int deployment_asked(void) {
   if (is_off("MNEME_JIT"))
     return 0;
@@ -86,7 +119,8 @@ static int deployment_asked(void) {
     if (d != NULL && d[0] != '\0' && strcmp(d, "0") != 0)
       return 0;
   }
-  return set("MNEME_TUNED_KERNELS") || set("PROTEUS_TUNED_KERNELS") ||
+  return names_tuned_kernels("MNEME_TUNED_KERNELS") ||
+         names_tuned_kernels("PROTEUS_TUNED_KERNELS") ||
          mneme_jit_section_size() > 0;
 }
 

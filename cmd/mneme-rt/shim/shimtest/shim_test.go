@@ -910,6 +910,28 @@ func TestDeployStartsInTheBackground(t *testing.T) {
 	if strings.Contains(plain, "init") || strings.Count(plain, "launch f=kernel_a") != 4 {
 		t.Errorf("without a tuned file the library was started or a launch changed:\n%s", plain)
 	}
+	// A tuned file that lists nothing (an empty object or array, what
+	// optimize writes when nothing helped) is not deployed either; one
+	// that holds anything else is.
+	for _, tc := range []struct {
+		env, text string
+		deploys   bool
+	}{
+		{"MNEME_TUNED_KERNELS", "{}\n", false},
+		{"PROTEUS_TUNED_KERNELS", " [ ]\n", false},
+		{"MNEME_TUNED_KERNELS", "{}}", true},
+		{"MNEME_TUNED_KERNELS", "{\"k\": 1}", true},
+		{"PROTEUS_TUNED_KERNELS", "[1]", true},
+	} {
+		file := filepath.Join(t.TempDir(), "tuned.json")
+		if err := os.WriteFile(file, []byte(tc.text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, _ := runProgram(t, app, tc.env+"="+file, "MNEME_RT_LIB="+lib)
+		if strings.Contains(out, "init deploy") != tc.deploys {
+			t.Errorf("%s holding %q: library started %v, want %v:\n%s", tc.env, tc.text, !tc.deploys, tc.deploys, out)
+		}
+	}
 }
 
 // TestDeployFirstLaunchTrace: with MNEME_TRACE set, the first launch of a
