@@ -35,6 +35,9 @@ var WrappedSymbols = []string{
 	"cudaFreeAsync",
 	"cudaFreeAsync_ptsz",
 	"cudaDeviceReset",
+	// The device an application chooses: deploying, the tuned kernels'
+	// library starts loading then, beside the application's own start.
+	"cudaSetDevice",
 }
 
 // WrapLinkFlag is the linker option that routes WrappedSymbols through the shim.

@@ -1,6 +1,7 @@
 /* Allocations: while recording, served from the library's arena when it
  * takes them, so that a recording can find what a kernel touches; while
- * deploying tuned kernels, the first one starts loading the library in the
+ * deploying tuned kernels, the first one (or the application's choice of
+ * device before it, cudaSetDevice) starts loading the library in the
  * background (mneme_deploy_start_background). */
 #include "shim_internal.h"
 
@@ -18,6 +19,17 @@ static cudaError_t arena_malloc(void **ptr, size_t size, int kind) {
   if (!load_runtime(1))
     return MNEME_RT_FORWARD;
   return mneme_rt.malloc_(ptr, size, kind);
+}
+
+/* Choosing a device is the application's first step on the GPU: deploying,
+ * loading the library from here overlaps the application's own start
+ * (creating the device's context takes far longer than loading), so the
+ * tuned code is ready before the first launch of a short program. */
+cudaError_t __wrap_cudaSetDevice(int device) {
+  cudaError_t e = __real_cudaSetDevice(device);
+  if (e == mneme_cudaSuccess)
+    deploy_early_start();
+  return e;
 }
 
 cudaError_t __wrap_cudaMalloc(void **ptr, size_t size) {

@@ -75,6 +75,7 @@ cudaError_t __real_cudaMallocManaged(void **ptr, size_t size,
                                      unsigned int flags);
 cudaError_t __real_cudaFree(void *ptr);
 cudaError_t __real_cudaDeviceReset(void);
+cudaError_t __real_cudaSetDevice(int device);
 cudaError_t __real_cudaFreeAsync(void *ptr, cudaStream_t stream);
 cudaError_t __real_cudaFreeAsync_ptsz(void *ptr, cudaStream_t stream);
 

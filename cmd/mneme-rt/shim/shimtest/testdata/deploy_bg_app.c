@@ -4,7 +4,9 @@
  * stand-in library's start is held (MNEME_TEST_GATE), lets it go, waits
  * until it is ready and launches twice more, then once with more dynamic
  * shared memory than the default. With MNEME_TEST_WAIT_FIRST set it makes
- * no launch while the library loads: its first launch comes after.
+ * no launch while the library loads: its first launch comes after. With
+ * MNEME_TEST_SET_DEVICE set it chooses its device first, which starts the
+ * library, and lets it go and waits for it before allocating anything.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +34,16 @@ int main(void) {
   const char *gate = getenv("MNEME_TEST_GATE");
   char ready[4096];
   snprintf(ready, sizeof ready, "%s.ready", gate ? gate : "");
+  struct stat st;
+  if (getenv("MNEME_TEST_SET_DEVICE") != NULL) {
+    cudaSetDevice(0);
+    FILE *g = gate ? fopen(gate, "w") : NULL;
+    if (g != NULL)
+      fclose(g);
+    for (int i = 0; gate != NULL && i < 2000 && stat(ready, &st) != 0; i++)
+      sleep_ms(5);
+    sleep_ms(200);
+  }
   void *p;
   cudaMalloc(&p, 64);
   dim3 g = {1, 1, 1}, b = {32, 1, 1};
@@ -42,7 +54,6 @@ int main(void) {
   FILE *f = gate ? fopen(gate, "w") : NULL;
   if (f != NULL)
     fclose(f);
-  struct stat st;
   for (int i = 0; gate != NULL && i < 2000 && stat(ready, &st) != 0; i++)
     sleep_ms(5);
   sleep_ms(200); /* the shim marks the library ready after its init returns */
