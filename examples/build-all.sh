@@ -14,7 +14,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out" && out=$(cd "$out" && pwd)
 mneme=${MNEME:-mneme}
 clangxx=${CLANGXX:-$(command -v clang++-22 || command -v clang++ || echo clang++-22)}
-examples=${EXAMPLES:-"vecadd stencil2d spmv devglobal dynshared saxpy_inplace scalarsweep pointers microphys nbody_dp histo_atomic tiled_matmul bigmem jitspec tracer withcublas heat2d oneshot sizesweep managed"}
+examples=${EXAMPLES:-"vecadd stencil2d spmv devglobal dynshared saxpy_inplace scalarsweep pointers microphys nbody_dp histo_atomic tiled_matmul bigmem jitspec tracer withcublas heat2d oneshot sizesweep managed gridstride"}
 failed=()
 for n in $examples; do
   log="$out/$n.build.log"

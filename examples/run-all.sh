@@ -6,7 +6,7 @@
 # comparison. Usage: examples/run-all.sh OUTDIR...
 set -uo pipefail
 [ $# -ge 1 ] || { echo "usage: run-all.sh OUTDIR..." >&2; exit 2; }
-examples=${EXAMPLES:-"vecadd stencil2d spmv devglobal dynshared saxpy_inplace scalarsweep pointers microphys nbody_dp histo_atomic tiled_matmul bigmem jitspec tracer withcublas heat2d oneshot sizesweep managed"}
+examples=${EXAMPLES:-"vecadd stencil2d spmv devglobal dynshared saxpy_inplace scalarsweep pointers microphys nbody_dp histo_atomic tiled_matmul bigmem jitspec tracer withcublas heat2d oneshot sizesweep managed gridstride"}
 timer='^kernel [A-Za-z_][A-Za-z0-9_]*: median [0-9]+\.[0-9]+ us over [0-9]+ launches$'
 bad=0
 for n in $examples; do

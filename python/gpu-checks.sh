@@ -20,10 +20,12 @@
 # gpu-test-logs/python), MNEME_WHEELS (default .gpu/wheels, made by
 # python/bundle-wheels.sh on a networked machine; used when optuna is missing),
 # MNEME_SCRIPTS, MNEME_SCRIPTS_TRIALS (--num-trials where a script asks, default 40),
+# MNEME_GRID_STRIDE_DB (a recorded grid-stride kernel, examples/gridstride, for
+# the scripts whose space shrinks the grid; without it they get RECORD_DB),
 # MNEME_SCRIPTS_TIMEOUT (seconds per script, default 300).
 set -uo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
-[ $# -ge 1 ] || { sed -n '2,23p' "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,25p' "$0"; exit 2; }
 db="$1"
 [ $# -ge 2 ] && export MNEME_BIN="$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"
 py="${PYTHON:-python3}"
@@ -97,7 +99,9 @@ check two-workers "$py" "$ex/tune_vecadd.py" --record-db "$db" --workers 2 --gpu
 # `mneme tune --space-module` runs this interpreter (MNEME_PYTHON).
 copies="${MNEME_SCRIPTS:-$repo/.mneme-published}"
 if [ -f "$copies/SOURCE" ]; then
-  MNEME_PYTHON="$py" "$py" "$repo/python/mneme_scripts.py" --copies "$copies" --record-db "$db" \
+  stride=()
+  [ -n "${MNEME_GRID_STRIDE_DB:-}" ] && stride=(--grid-stride-db "$MNEME_GRID_STRIDE_DB")
+  MNEME_PYTHON="$py" "$py" "$repo/python/mneme_scripts.py" --copies "$copies" --record-db "$db" "${stride[@]}" \
     --out "$out/mneme-scripts" --trials "${MNEME_SCRIPTS_TRIALS:-40}" --timeout "${MNEME_SCRIPTS_TIMEOUT:-300}" || status=1
 else
   echo "== mneme scripts: SKIP (no fetched copies of Mneme's scripts in $copies; python/mneme_scripts.py says what they are)"

@@ -33,7 +33,7 @@ import re
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -66,6 +66,10 @@ class Script:
     # A Proteus file the script exports into the work folder: it must name
     # the kernel, and its entry is reported with the best configuration.
     proteus: str | None = None
+    # Its space shrinks the grid below the data (fractions of the recorded
+    # grid), which only a kernel that loops over its data survives: it runs
+    # on the grid-stride recording when one is given.
+    grid_stride: bool = False
 
 
 @dataclass
@@ -76,6 +80,15 @@ class Run:
     python: str
     mneme: str
     trials: int
+    # The recording a grid_stride script runs on (db and record_id without).
+    stride_db: Path | None = None
+    stride_id: str = ""
+
+    def for_script(self, script: "Script") -> "Run":
+        """The run a script sees: the grid-stride recording for a grid_stride script, when given."""
+        if script.grid_stride and self.stride_db is not None:
+            return replace(self, db=self.stride_db, record_id=self.stride_id)
+        return self
 
     def text(self, source: str) -> str:
         return (self.copies / source.removeprefix(REPO)).read_text(encoding="utf-8")
@@ -155,7 +168,7 @@ SCRIPTS: list[Script] = [
            proteus="bezier-tuned.json"),
     Script("hecbench/wsm5/tune.py", WSM5, lambda run: py(WSM5)(run) + standard_args(run)),
     Script("hecbench/wsm5/tune_passes.py", WSM5_PASSES, lambda run: py(WSM5_PASSES)(run) + standard_args(run)),
-    Script("hecbench/miniFE/tune.py", MINIFE, lambda run: py(MINIFE)(run) + standard_args(run)),
+    Script("hecbench/miniFE/tune.py", MINIFE, lambda run: py(MINIFE)(run) + standard_args(run), grid_stride=True),
     Script("docs example", DOCS_PAGE,
            lambda run: [run.python, docs_example_path(run)] + standard_args(run),
            files=lambda run: {docs_example_path(run): docs_example(run)}),
@@ -306,6 +319,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--copies", required=True, type=Path, help="the folder of fetched copies (holding SOURCE)")
     ap.add_argument("--record-db", required=True, type=Path, help="the recorded kernel's JSON file")
     ap.add_argument("--record-id", help="the instance (dynamic hash); default: the file's first")
+    ap.add_argument("--grid-stride-db", type=Path,
+                    help="a recorded grid-stride kernel's JSON file (its first instance), for the scripts whose space shrinks the grid")
     ap.add_argument("--out", type=Path, default=Path("mneme-scripts"), help="work folders and logs")
     ap.add_argument("--only", nargs="*", help="run only these scripts (names as printed)")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per script")
@@ -323,8 +338,17 @@ def main(argv: list[str]) -> int:
     if record_id not in instances:
         print(f"mneme_scripts: --record-id {record_id}: no such instance in {a.record_db} (recorded: {', '.join(instances)})", file=sys.stderr)
         return 2
+    stride_db, stride_id = None, ""
+    if a.grid_stride_db is not None:
+        try:
+            stride_id = str(next(iter(json.loads(a.grid_stride_db.read_text())["instances"])))
+        except (OSError, ValueError, KeyError, StopIteration, TypeError) as e:
+            print(f"mneme_scripts: --grid-stride-db {a.grid_stride_db}: not a kernel file with instances ({type(e).__name__}: {e})",
+                  file=sys.stderr)
+            return 2
+        stride_db = a.grid_stride_db.resolve()
     mneme = os.environ.get("MNEME_BIN") or shutil.which("mneme") or "mneme"
-    run = Run(a.copies.resolve(), a.record_db.resolve(), str(record_id), sys.executable, mneme, a.trials)
+    run = Run(a.copies.resolve(), a.record_db.resolve(), str(record_id), sys.executable, mneme, a.trials, stride_db, stride_id)
     out = a.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     chosen = [s for s in SCRIPTS if not a.only or s.name in a.only]
@@ -333,7 +357,7 @@ def main(argv: list[str]) -> int:
         return 2
     failed = 0
     for s in chosen:
-        ok, what = run_one(s, run, out, a.timeout)
+        ok, what = run_one(s, run.for_script(s), out, a.timeout)
         failed += not ok
         print(f"== mneme script {s.name}: {'PASS' if ok else 'FAIL'} ({what})", flush=True)
     return 1 if failed else 0

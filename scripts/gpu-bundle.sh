@@ -7,7 +7,7 @@
 #       .gpu/env.sh provides there with clang-22), for scripts/gpu-test.sh.
 #   scripts/gpu-bundle.sh python        .gpu-py/: what the Python API's GPU
 #       checks need (python/gpu-checks.sh: optuna's wheels, libLLVM without
-#       clang, vecadd prebuilt with the wrapper, and the fetched copies of
+#       clang, vecadd and gridstride prebuilt with the wrapper, and the fetched copies of
 #       Mneme's published scripts from .mneme-published/ when present, never
 #       committed); carry .gpu-py and run .gpu-py/run.sh there.
 #   scripts/gpu-bundle.sh record-bench  .gpu/record-bench.tar.xz: what the
@@ -88,6 +88,9 @@ if [ "${1:-}" = python ]; then
   rm -rf "$b/build"
   CUDA_PATH=$cuda make -s -C examples/vecadd BUILD="$PWD/$b/build" CUDA="$cuda" ARCH=sm_90 CXX="$PWD/build/bin/mneme-cxx" >/dev/null
   mv "$b/build/vecadd" "$b/vecadd" && rm -rf "$b/build"
+  # A grid-stride kernel for the scripts whose space shrinks the grid.
+  CUDA_PATH=$cuda make -s -C examples/gridstride BUILD="$PWD/$b/build" CUDA="$cuda" ARCH=sm_90 CXX="$PWD/build/bin/mneme-cxx" >/dev/null
+  mv "$b/build/gridstride" "$b/gridstride" && rm -rf "$b/build"
   # Mneme's published scripts (python/mneme_scripts.py runs them), as fetched.
   if [ -f .mneme-published/SOURCE ]; then cp -r .mneme-published "$b/mneme-published"
   else echo "warning: no .mneme-published/: the bundle's checks will skip Mneme's published scripts" >&2; fi
@@ -100,7 +103,10 @@ source "$here/env.sh"
 export PATH=$here/prefix/bin:$PATH
 rdb=${TMPDIR:-/tmp}/mneme-py-rdb; rm -rf "$rdb"
 mneme record -rdb "$rdb" --max-recordings 2 -- "$here/vecadd" || exit 1
-MNEME_WHEELS=$here/wheels MNEME_SCRIPTS=$here/mneme-published exec "$here/../python/gpu-checks.sh" "$rdb" "$(command -v mneme)"
+stride=${TMPDIR:-/tmp}/mneme-py-stride-rdb; rm -rf "$stride"
+mneme record -rdb "$stride" --max-recordings 1 -- "$here/gridstride" || exit 1
+MNEME_WHEELS=$here/wheels MNEME_SCRIPTS=$here/mneme-published MNEME_GRID_STRIDE_DB=$(ls "$stride"/*.json | grep -v '/\.' | head -n 1) \
+  exec "$here/../python/gpu-checks.sh" "$rdb" "$(command -v mneme)"
 RUN
   chmod +x "$b/run.sh"
   du -sh "$b"

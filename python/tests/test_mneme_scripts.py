@@ -202,3 +202,23 @@ def test_published_scripts_run_unchanged_against_the_package(recording: Path, tm
     failed = {k: v for k, v in lines.items() if not v.startswith("PASS (best config ")}
     assert not failed, failed
     assert p.returncode == 0
+
+
+def test_grid_stride_scripts_run_on_the_grid_stride_recording(tmp_path: Path) -> None:
+    # miniFE's space shrinks the grid: it gets the grid-stride recording when
+    # one is given, and the others keep the vector add; without one, all do.
+    run = ms.Run(tmp_path, tmp_path / "vecadd.json", "v1", "python3", "mneme", 5, tmp_path / "stride.json", "s1")
+    for s in ms.SCRIPTS:
+        seen = run.for_script(s)
+        want = (tmp_path / "stride.json", "s1") if s.name == "hecbench/miniFE/tune.py" else (tmp_path / "vecadd.json", "v1")
+        assert (seen.db, seen.record_id) == want, s.name
+    plain = ms.Run(tmp_path, tmp_path / "vecadd.json", "v1", "python3", "mneme", 5)
+    assert all(plain.for_script(s) == plain for s in ms.SCRIPTS)
+
+
+def test_a_grid_stride_db_without_instances_is_refused(copies: Path, recording: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"instances": {}}')
+    p = subprocess.run([sys.executable, str(DRIVER), "--copies", str(copies), "--record-db", str(recording), "--grid-stride-db", str(bad)],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "--grid-stride-db" in p.stderr and str(bad) in p.stderr, p.stderr
