@@ -158,3 +158,44 @@ func TestEmbeddedPTXOfAnUncompressedFatbin(t *testing.T) {
 		t.Errorf("got %q, %v; want the PTX entry alone", got, err)
 	}
 }
+
+// An assembler knob on a machine-code kernel resolves to a reassembly of its
+// PTX, a configuration Validate and MachineCodeCheck accept (it was resolved
+// as the recorded code, which refuses compile knobs: every such trial was
+// invalid_config); without a knob it stays the recorded code. Each knob
+// alone, and fp_contract, which the driver's assembler lacks, is refused.
+func TestMachineCodeKnobsResolveToReassembly(t *testing.T) {
+	r := &Recording{Kernel: &db.Kernel{Code: db.CodeMachine, KernelName: "_Z4vaddPKfS0_Pfif"},
+		Instance: &db.Instance{GridDims: mneme.Dim3{X: 16, Y: 1, Z: 1}, BlockDims: mneme.Dim3{X: 256, Y: 1, Z: 1}}}
+	for name, c := range map[string]struct {
+		cfg      mneme.Config
+		original bool
+	}{
+		"no knob":           {mneme.Config{}, true},
+		"ptxas level":       {mneme.Config{PtxasOpt: 1}, false},
+		"register cap":      {mneme.Config{MaxRegisters: 32}, false},
+		"both":              {mneme.Config{PtxasOpt: 3, MaxRegisters: 64}, false},
+		"geometry, no knob": {mneme.Config{Block: mneme.Dim3{X: 128, Y: 1, Z: 1}}, true},
+	} {
+		cfg := r.Resolve(c.cfg)
+		if cfg.Original != c.original {
+			t.Errorf("%s: Original %v, want %v", name, cfg.Original, c.original)
+		}
+		if reassembles(r, cfg) == c.original {
+			t.Errorf("%s: reassembles %v, want %v", name, !c.original, !c.original)
+		}
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("%s: Validate: %v", name, err)
+		}
+		if err := r.MachineCodeCheck(cfg); err != nil {
+			t.Errorf("%s: MachineCodeCheck: %v", name, err)
+		}
+	}
+	if err := r.MachineCodeCheck(r.Resolve(mneme.Config{FPContract: "off"})); err == nil || !strings.Contains(err.Error(), "fp_contract") {
+		t.Errorf("fp_contract on machine code: %v, want a refusal naming it", err)
+	}
+	withIR := &Recording{Kernel: &db.Kernel{KernelName: "k"}, Instance: r.Instance}
+	if withIR.Resolve(mneme.Config{}).Original {
+		t.Error("a kernel with IR resolved to its recorded code")
+	}
+}
