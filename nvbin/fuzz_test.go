@@ -68,3 +68,16 @@ func FuzzPTXEntries(f *testing.F) {
 		}
 	})
 }
+
+func FuzzEmbeddedPTX(f *testing.F) {
+	good := readTestdata(f, "vecadd.nv_fatbin")
+	f.Add(good, 90)
+	f.Add(good[:700], 90)
+	f.Add([]byte("//\n.version 9.0\n.target sm_90\n.visible .entry k()\n{ ret; }\n"), 80)
+	f.Fuzz(func(t *testing.T, data []byte, arch int) {
+		ptx, err := EmbeddedPTX(data, "k", arch)
+		if err == nil && (len(ptx) == 0 || ptx[len(ptx)-1] == 0) {
+			t.Fatalf("PTX of %d bytes ending in a NUL, or empty", len(ptx))
+		}
+	})
+}
