@@ -2,9 +2,11 @@ package deploy
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/mneme-gpu/mneme"
+	"github.com/mneme-gpu/mneme/nvbin"
 )
 
 // Deployment into an application seen through the driver (built without
@@ -194,3 +196,30 @@ func (r *MachineCodeRuntime) Stats() []MachineCodeStats {
 	}
 	return out
 }
+
+// ReassemblyPTX is the PTX to assemble kernel from under tuned ptxas knobs:
+// the PTX module image (a fat binary's or PTX text) embeds for a GPU of
+// architecture arch (90 for sm_90). It is refused when the module declares
+// variables in global or constant memory other than the compiler's own
+// tables ($str..., __cudart_...): the reassembled module would get copies
+// of its own, which the application's code writes and reads elsewhere.
+func ReassemblyPTX(image []byte, kernel string, arch int) ([]byte, error) {
+	ptx, err := nvbin.EmbeddedPTX(image, kernel, arch)
+	if err != nil {
+		return nil, err
+	}
+	var shared []string
+	for _, v := range nvbin.PTXVariables(ptx) {
+		if !strings.HasPrefix(v, "$") && !strings.HasPrefix(v, "__cudart_") {
+			shared = append(shared, v)
+		}
+	}
+	if len(shared) > 0 {
+		return nil, fmt.Errorf("its module declares device variables (%s), which a module assembled again would not share with the application's", strings.Join(shared, ", "))
+	}
+	return ptx, nil
+}
+
+// Reassembles reports whether the plan sets an assembler knob, whose code
+// is assembled from the module's embedded PTX.
+func (p *Plan) Reassembles() bool { return p.reassembles() }

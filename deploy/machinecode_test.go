@@ -174,3 +174,26 @@ func TestMachineCodeRefusesWhatNeedsIR(t *testing.T) {
 		}
 	}
 }
+
+func TestReassemblyPTXRefusesSharedVariables(t *testing.T) {
+	const head = "//\n.version 9.0\n.target sm_90\n.address_size 64\n"
+	const entry = ".visible .entry k()\n{\n\tret;\n}\n"
+	ok := head + ".global .align 1 .b8 $str[2] = {104, 0};\n.const .align 4 .b8 __cudart_i2opi_f[4] = {1, 2, 3, 4};\n" + entry
+	if ptx, err := ReassemblyPTX([]byte(ok), "k", 90); err != nil || !strings.Contains(string(ptx), ".entry k") {
+		t.Errorf("compiler tables only: %v", err)
+	}
+	for name, decl := range map[string]string{
+		"__device__":        ".visible .global .align 4 .f32 scale_factor;\n",
+		"static __device__": ".global .align 4 .u32 _ZL5table[8];\n",
+		"__constant__":      ".visible .const .align 4 .u32 coeff;\n",
+		"extern __device__": ".extern .global .align 4 .u32 other;\n",
+	} {
+		_, err := ReassemblyPTX([]byte(head+decl+entry), "k", 90)
+		if err == nil || !strings.Contains(err.Error(), "device variables") {
+			t.Errorf("%s: %v, want a refusal naming the variables", name, err)
+		}
+	}
+	if _, err := ReassemblyPTX([]byte("\x7fELF\x02\x01\x01 cubin"), "k", 90); err == nil {
+		t.Error("a cubin (no PTX) was accepted")
+	}
+}
