@@ -462,6 +462,9 @@ static void on_launch(const mi_callback_data *cd, enum what w) {
     return;
   }
   launch_token = 0;
+  static atomic_int timing;
+  if (atomic_load(&timing) == 0 && atomic_exchange(&timing, 1) == 0)
+    miTimingStart(); /* every kernel's GPU time, for the statistics */
   CUfunction f;
   void **params, **extra;
   unsigned dims[7];

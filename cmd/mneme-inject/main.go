@@ -266,6 +266,7 @@ func miFinish(ignored C.ulong) {
 	if rec == nil {
 		return
 	}
+	finishStats()
 	rec.Forwarded(uint64(ignored))
 	rec.Finish()
 }
