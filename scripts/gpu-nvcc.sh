@@ -85,6 +85,19 @@ for rt in static shared; do
   [ -n "${recorded[thrust_sort-$rt]:-}" ] && echo "== nvcc thrust_sort ($rt cudart) replays: want ${recorded[thrust_sort-$rt]}/${recorded[thrust_sort-$rt]} verified and 0 refused for a taken range (exit 7); got ${verified[thrust_sort-$rt]}/${recorded[thrust_sort-$rt]}, ${taken[thrust_sort-$rt]:-0} exit 7"
 done
 
+# Launch statistics of a recording through the driver: every kernel that
+# ran, the libraries' too, by its share of the GPU time (mneme inspect).
+topstats() { mneme inspect --json "$1" 2>/dev/null | python3 -c '
+import json, sys
+s = json.load(sys.stdin).get("launch_stats")
+if not s: print("no statistics"); sys.exit()
+ks = s["kernels"]
+top = "; ".join("%s %.1f%% %s" % ((k.get("demangled_name") or k["kernel_name"])[:48], 100 * k["time_share"], "recorded" if k.get("static_hash") else "not recorded") for k in ks[:4])
+print("%d kernels, %d launches: %s" % (len(ks), s["launches"], top))'; }
+for n in withcublas vecadd; do
+  [ -d "$w/rdb-$n-static" ] && echo "== nvcc $n (static cudart) launch statistics (mneme inspect): want every kernel that ran with its time share$([ $n = withcublas ] && echo ", cuBLAS's too"); got $(topstats "$w/rdb-$n-static")"
+done
+
 # Tuning without IR: block shapes (launch safety: aggressive with
 # verification), then the assembler knobs on the embedded PTX; and one
 # replay of the PTX reassembled under a register cap.
