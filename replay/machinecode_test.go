@@ -199,3 +199,45 @@ func TestMachineCodeKnobsResolveToReassembly(t *testing.T) {
 		t.Error("a kernel with IR resolved to its recorded code")
 	}
 }
+
+// A tuner's compile step on a configuration with an assembler knob checks
+// that the image embeds the kernel's PTX and leaves the assembly to the
+// run (it compiled IR there is none of: every such trial was a
+// compile_error); an image without PTX is a compile error.
+func TestCompileOfAReassembly(t *testing.T) {
+	fatbin, err := os.ReadFile("testdata/nvcc-vecadd.nv_fatbin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]struct {
+		image []byte
+		want  mneme.Status
+	}{
+		"fat binary with PTX": {fatbin, mneme.StatusVerified},
+		"cubin":               {[]byte("\x7fELF\x02\x01\x01 cubin stand-in"), mneme.StatusCompileError},
+	} {
+		dir := t.TempDir()
+		const addr = 0x7f3552800000
+		mem := hostMemory{addr: bytes.Repeat([]byte{1}, 4096)}
+		rec, err := inject.New(record.Config{DB: dir, Log: &bytes.Buffer{}}, mem)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec.Alloc(addr, 4096)
+		l := &inject.Launch{Kernel: "_Z4vaddPKfS0_Pfif", Image: rec.Image(c.image), Grid: mneme.Dim3{X: 16, Y: 1, Z: 1}, Block: mneme.Dim3{X: 256, Y: 1, Z: 1},
+			Args: [][]byte{{0, 0, 0x80, 0x52, 0x35, 0x7f, 0, 0}}}
+		rec.LaunchEnd(rec.LaunchBegin(l), nil)
+		s, err := Open(Options{DB: dir, CompileOnly: true})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		res, err := s.Compile(mneme.Config{MaxRegisters: 32})
+		if err != nil || res.Status != c.want {
+			t.Errorf("%s: %s (%s), %v; want %s", name, res.Status, res.Error, err, c.want)
+		}
+		if res, _ := s.Compile(mneme.Config{}); res.Status != mneme.StatusVerified {
+			t.Errorf("%s: the recorded code: %s (%s)", name, res.Status, res.Error)
+		}
+		s.Close()
+	}
+}

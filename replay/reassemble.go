@@ -26,6 +26,21 @@ func EmbeddedPTX(image []byte, kernel string, arch int) ([]byte, error) {
 	return nvbin.EmbeddedPTX(image, kernel, arch)
 }
 
+// ptxArch is the architecture whose embedded PTX is assembled: the
+// device's (without the sm_90a flag), else the recording's GPU's in a
+// compile-only session.
+func (s *Session) ptxArch() int {
+	arch := s.props.Arch()
+	if s.ctx == nil {
+		arch = s.rec.Kernel.Device.Arch
+	}
+	a, err := cuda.ParseArch(arch)
+	if err != nil {
+		return 0
+	}
+	return a & 0xffff
+}
+
 // loadReassembled assembles the recorded PTX under cfg's knobs and loads it.
 func (s *Session) loadReassembled(cfg mneme.Config) (*loadedKernel, *jit.Output, error) {
 	opt := cfg.PtxasOpt
