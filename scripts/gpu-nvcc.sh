@@ -134,7 +134,7 @@ if [ -x "$w/vecadd-static" ] && [ -z "${SKIP_NVCC_DEPLOY:-}" ]; then
   if [ -f "$w/tune-vecadd/mneme_tuned_kernels.json" ]; then
     cp "$logs/plain-vecadd-timed.out" "$logs/plain-vecadd-tuned.out"
     deployed vecadd-tuned "$w/vecadd-static" "$w/tune-vecadd/mneme_tuned_kernels.json"
-    echo "== nvcc deploy vecadd (the launch preset's tuned block $(grep -o '"block": {[^}]*}' "$w/tune-vecadd/mneme_tuned_kernels.json" | head -1 | tr -d ' \n')): want rc=0, output SAME, 206 of 206 launches tuned; got rc=$drc, output $dsame, $dtrace in-app $(median "$logs/deploy-vecadd-tuned.out") tuned vs $(median "$logs/plain-vecadd-timed.out") plain $(tail -n 1 "$logs/deploy-vecadd-tuned.err" | cut -c1-120)"
+    echo "== nvcc deploy vecadd (the launch preset's tuned block $(python3 -c 'import json,sys; [print("%(x)s,%(y)s,%(z)s" % e["config"]["block"], end="") for e in json.load(open(sys.argv[1])).values()]' "$w/tune-vecadd/mneme_tuned_kernels.json" 2>/dev/null)): want rc=0, output SAME, 206 of 206 launches tuned; got rc=$drc, output $dsame, $dtrace in-app $(median "$logs/deploy-vecadd-tuned.out") tuned vs $(median "$logs/plain-vecadd-timed.out") plain $(tail -n 1 "$logs/deploy-vecadd-tuned.err" | cut -c1-120)"
   else
     echo "== nvcc deploy vecadd (the launch preset's tuned block): no tuned file (the baseline was best); see tune-vecadd.log"
   fi
