@@ -74,6 +74,9 @@ func (r *Recorder) KernelsRan(acts []KernelActivity) {
 			k.shapes = append(k.shapes, record.RawShape{Grid: a.Grid, Block: a.Block, Shared: uint64(a.Shared)})
 		}
 		sh := &k.shapes[i]
+		if sh.Launches == 0 {
+			sh.FirstNs = a.Ns // shown apart, as the shim's; counted among the timed too
+		}
 		sh.Launches++
 		sh.Timed++
 		sh.TimedNs += a.Ns

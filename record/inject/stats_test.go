@@ -48,12 +48,12 @@ func TestActivityStatistics(t *testing.T) {
 				t.Errorf("library kernel %+v: want no hash, 2 launches in 2 shapes, 75%%", ks)
 			}
 			for _, sh := range ks.Shapes {
-				if sh.SharedMem != 4096 || sh.TimedLaunches != 1 {
-					t.Errorf("library shape %+v", sh)
+				if sh.SharedMem != 4096 || sh.TimedLaunches != 1 || sh.FirstLaunchNs != sh.TimedNs {
+					t.Errorf("library shape %+v: want its one launch timed, and shown as its first", sh)
 				}
 			}
 		case "_Z4vaddPfi":
-			if ks.StaticHash != k.StaticHash || ks.Launches != 2 || ks.TimedLaunches != 2 || len(ks.Shapes) != 1 || math.Abs(ks.TimeShare-0.25) > 1e-9 {
+			if ks.StaticHash != k.StaticHash || ks.Launches != 2 || ks.TimedLaunches != 2 || len(ks.Shapes) != 1 || ks.Shapes[0].FirstLaunchNs != 1000 || math.Abs(ks.TimeShare-0.25) > 1e-9 {
 				t.Errorf("recorded kernel %+v: want hash %s, 2 timed launches in 1 shape, 25%%", ks, k.StaticHash)
 			}
 		default:
