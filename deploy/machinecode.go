@@ -2,6 +2,8 @@ package deploy
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 
@@ -223,3 +225,54 @@ func ReassemblyPTX(image []byte, kernel string, arch int) ([]byte, error) {
 // Reassembles reports whether the plan sets an assembler knob, whose code
 // is assembled from the module's embedded PTX.
 func (p *Plan) Reassembles() bool { return p.reassembles() }
+
+// CheckMachineCode is Check for an executable built without mneme's
+// wrapper (kernels from its fat binaries), whose tuned kernels deploy
+// through the injection library: an entry that needs IR is invalid there
+// (the application's own code runs), one that changes neither the block
+// nor the assembly is own-code, the rest deploy their block and assembler
+// knobs.
+func CheckMachineCode(plans Plans, kernels []string, gpu string) CheckReport {
+	var rep CheckReport
+	for _, n := range slices.Sorted(maps.Keys(plans)) {
+		p := plans[n]
+		row := CheckRow{Kernel: n, Source: p.Source}
+		var notes []string
+		why := usableOnMachineCode(p)
+		switch {
+		case !slices.Contains(kernels, n):
+			row.Status = StatusUnknown
+			if s := closest(n, kernels); s != "" {
+				notes = append(notes, "did you mean "+s+"?")
+			}
+		case why != "":
+			row.Status = StatusInvalid
+			notes = append(notes, "not applied to machine code: "+why)
+		case !p.Reassembles() && p.TunedBlock.IsZero():
+			row.Status = StatusOriginal
+			rep.Matched++
+		default:
+			row.Status = StatusDeployed
+			rep.Matched++
+			notes = append(notes, machineDescribe(p))
+		}
+		if p.TunedGPU != "" && gpu != "" && p.TunedGPU != gpu {
+			notes = append(notes, fmt.Sprintf("tuned on %s, this GPU is %s", p.TunedGPU, gpu))
+		}
+		row.Note = strings.Join(notes, "; ")
+		rep.Rows = append(rep.Rows, row)
+	}
+	return rep
+}
+
+// machineDescribe is what a plan changes in machine code.
+func machineDescribe(p *Plan) string {
+	var parts []string
+	if !p.TunedBlock.IsZero() {
+		parts = append(parts, "block "+p.TunedBlock.String()+" for launches of block "+p.RecordedBlock.String())
+	}
+	if p.Reassembles() {
+		parts = append(parts, fmt.Sprintf("PTX reassembled (ptxas_opt %d, max_registers %d)", p.Config.PtxasOpt, p.Config.MaxRegisters))
+	}
+	return strings.Join(parts, ", ")
+}

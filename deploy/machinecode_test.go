@@ -197,3 +197,34 @@ func TestReassemblyPTXRefusesSharedVariables(t *testing.T) {
 		t.Error("a cubin (no PTX) was accepted")
 	}
 }
+
+// deploy check on an nvcc binary: each entry's status for machine code.
+func TestCheckMachineCode(t *testing.T) {
+	block := geometryPlan()
+	reg := geometryPlan()
+	reg.Kernel, reg.Original, reg.TunedBlock, reg.Config.MaxRegisters = "_Z3regv", false, mneme.Dim3{}, 32
+	own := geometryPlan()
+	own.Kernel, own.TunedBlock = "_Z3ownv", mneme.Dim3{}
+	ir := geometryPlan()
+	ir.Kernel, ir.Config.Specialize = "_Z2irv", true
+	gone := geometryPlan()
+	gone.Kernel = "_Z6vecaddPKfS0_Pfj"
+	gone.TunedGPU = "NVIDIA H200"
+	plans := Plans{block.Kernel: block, reg.Kernel: reg, own.Kernel: own, ir.Kernel: ir, gone.Kernel: gone}
+	rep := CheckMachineCode(plans, []string{"_Z6vecaddPKfS0_Pfi", "_Z3regv", "_Z3ownv", "_Z2irv"}, "NVIDIA H100 80GB HBM3")
+	want := map[string][2]string{
+		block.Kernel: {StatusDeployed, "block 128,1,1 for launches of block 256,1,1"},
+		reg.Kernel:   {StatusDeployed, "PTX reassembled (ptxas_opt 0, max_registers 32)"},
+		own.Kernel:   {StatusOriginal, ""},
+		ir.Kernel:    {StatusInvalid, "not applied to machine code: it folds arguments or dimensions, which needs IR"},
+		gone.Kernel:  {StatusUnknown, "did you mean _Z6vecaddPKfS0_Pfi?; tuned on NVIDIA H200, this GPU is NVIDIA H100 80GB HBM3"},
+	}
+	if len(rep.Rows) != len(want) || rep.Matched != 3 {
+		t.Fatalf("%d rows, %d matched: %+v", len(rep.Rows), rep.Matched, rep.Rows)
+	}
+	for _, r := range rep.Rows {
+		if w := want[r.Kernel]; r.Status != w[0] || r.Note != w[1] {
+			t.Errorf("%s: %s %q, want %s %q", r.Kernel, r.Status, r.Note, w[0], w[1])
+		}
+	}
+}
