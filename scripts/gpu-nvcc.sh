@@ -142,6 +142,8 @@ if [ -x "$w/vecadd-static" ] && [ -z "${SKIP_NVCC_DEPLOY:-}" ]; then
   cat > "$w/tuned-vecadd-maxreg.json" <<JSON
 {"_Z6vecaddPKfS0_Pfi": {"config": {"max_registers": 32, "passes": "default<O3>", "codegen_opt": 3}, "launch_searched": false}}
 JSON
+  mneme deploy check --tuned "$w/tuned-vecadd-maxreg.json" "$w/vecadd-static" > "$logs/deploy-check-vecadd.out" 2>&1; rc=$?
+  echo "== nvcc deploy check vecadd (max_registers 32): want rc=0, deployed, PTX reassembled; got rc=$rc, $(grep -m1 '_Z6vecadd' "$logs/deploy-check-vecadd.out" | tr -s ' ' | cut -c1-160)"
   cp "$logs/plain-vecadd-timed.out" "$logs/plain-vecadd-maxreg.out"
   deployed vecadd-maxreg "$w/vecadd-static" "$w/tuned-vecadd-maxreg.json"
   echo "== nvcc deploy vecadd (max_registers 32: its PTX reassembled in the application): want rc=0, output SAME, 206 of 206 launches tuned, 1 assembly; got rc=$drc, output $dsame, $dtrace $(grep -c 'assembled from its PTX' "$logs/deploy-vecadd-maxreg.trace" 2>/dev/null) assembly, in-app $(median "$logs/deploy-vecadd-maxreg.out") $(tail -n 1 "$logs/deploy-vecadd-maxreg.err" | cut -c1-120)"
