@@ -180,6 +180,20 @@ func (r *MachineCodeRuntime) kernel(name string, image int) *mcKernel {
 	return k
 }
 
+// Failed reports that a launch of kernel changed by Launch failed: its
+// later launches run the application's code (the failed one is the
+// application's to see; a launch cannot be taken back).
+func (r *MachineCodeRuntime) Failed(kernel string, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for key, k := range r.kernels {
+		if key.name == kernel && k != nil && !k.disabled {
+			k.disabled = true
+			r.warnf("kernel %s: a tuned launch failed (%v); its later launches run the application's code", kernel, err)
+		}
+	}
+}
+
 func (r *MachineCodeRuntime) warnf(format string, args ...any) {
 	if r.Warn != nil {
 		r.Warn(fmt.Sprintf(format, args...))

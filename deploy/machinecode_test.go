@@ -228,3 +228,24 @@ func TestCheckMachineCode(t *testing.T) {
 		}
 	}
 }
+
+// A tuned launch that failed turns the kernel's deployment off, warned once.
+func TestMachineCodeFailedLaunchTurnsTheKernelOff(t *testing.T) {
+	var warned []string
+	r := &MachineCodeRuntime{Plans: Plans{"_Z6vecaddPKfS0_Pfi": geometryPlan()}, Asm: &fakeAssembler{}, Warn: func(m string) { warned = append(warned, m) }}
+	if !r.Launch("_Z6vecaddPKfS0_Pfi", 0, 0xa11, recGrid, recBlock, 0).Changed(recGrid, recBlock) {
+		t.Fatal("the first launch was not tuned")
+	}
+	r.Failed("_Z5otherv", errors.New("CUDA error 701"))
+	if len(warned) != 0 {
+		t.Errorf("a failure of another kernel warned: %q", warned)
+	}
+	r.Failed("_Z6vecaddPKfS0_Pfi", errors.New("CUDA error 701"))
+	r.Failed("_Z6vecaddPKfS0_Pfi", errors.New("CUDA error 701"))
+	if got := r.Launch("_Z6vecaddPKfS0_Pfi", 0, 0xa11, recGrid, recBlock, 0); got.Changed(recGrid, recBlock) {
+		t.Errorf("after a failed tuned launch: %+v, want the application's", got)
+	}
+	if len(warned) != 1 || !strings.Contains(warned[0], "CUDA error 701") {
+		t.Errorf("warned %q, want once naming the error", warned)
+	}
+}

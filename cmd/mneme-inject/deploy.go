@@ -196,3 +196,13 @@ func miDeployLaunch(l *C.struct_mi_deploy) C.int {
 	l.block = [3]C.uint{C.uint(got.Block.X), C.uint(got.Block.Y), C.uint(got.Block.Z)}
 	return 1
 }
+
+// miDeployFailed: a launch miDeployLaunch changed failed with a CUDA error;
+// the kernel's later launches run the application's code.
+//
+//export miDeployFailed
+func miDeployFailed(name *C.char, result C.int) {
+	if dep != nil {
+		dep.rt.Failed(C.GoString(name), fmt.Errorf("CUDA error %d", int(result)))
+	}
+}

@@ -425,9 +425,19 @@ int mi_max_threads(uintptr_t fn, int *out) {
  * launch's parameters are changed in place before the driver performs it.
  * Only cuLaunchKernel (and _ptsz), which the CUDA runtime uses, is changed;
  * functions without a tuned entry are remembered and never asked again. */
+static __thread int deploy_changed; /* this thread's launch was changed */
+
 static void on_deploy_launch(const mi_callback_data *cd, enum what w) {
-  if (cd->callbackSite != MI_SITE_ENTER || w != W_LAUNCH)
+  if (w != W_LAUNCH)
     return;
+  if (cd->callbackSite == MI_SITE_EXIT) {
+    CUresult r = *(CUresult *)cd->functionReturnValue;
+    if (deploy_changed && r != 0 && cd->symbolName != NULL)
+      miDeployFailed((char *)cd->symbolName, r);
+    deploy_changed = 0;
+    return;
+  }
+  deploy_changed = 0;
   p_launch *p = (p_launch *)cd->functionParams;
   if (p->f == NULL || table_get(&ignored, p->f) == 1 || cd->symbolName == NULL)
     return;
@@ -445,6 +455,7 @@ static void on_deploy_launch(const mi_callback_data *cd, enum what w) {
     return;
   }
   if (r == 1) {
+    deploy_changed = 1;
     if (d.fn != 0)
       p->f = (CUfunction)d.fn;
     p->gx = d.grid[0], p->gy = d.grid[1], p->gz = d.grid[2];
