@@ -5,8 +5,10 @@
 # under `mneme record` (must be the same), the recording's instances replayed
 # (each must verify, bitwise, running the recorded machine code), the
 # recording's wall-time overhead, and a launch-geometry tuning of the first
-# instance. Also the bad inputs: a program without CUDA and a driver
-# without CUPTI, each one clear error.
+# instance; the launch statistics (every kernel by time share, cuBLAS's
+# too); deployment of tuned kernels into the unmodified binaries through the
+# same library (MNEME_TUNED_KERNELS). Also the bad inputs: a program without
+# CUDA and a driver without CUPTI, each one clear error.
 # Usage: scripts/gpu-nvcc.sh [PREFIX] [LOGDIR]; prints "== ..." result lines.
 # NVCC_EXAMPLES narrows the programs; NVCC (default $CUDA_PATH/bin/nvcc).
 set -uo pipefail
