@@ -32,11 +32,16 @@ enum { KIND_KERNEL = 3, KIND_CONCURRENT_KERNEL = 10 };
 // Offsets in CUpti_ActivityKernel4 through Kernel10 (CUDA 11-13): the
 // packed, 8-byte-aligned record starts with kind, cache and shared-memory
 // configuration, registers and partitioned-cache fields (16 bytes), then
-// start and end; correlationId and name follow the launch geometry.
+// start, end and completed; after the device, context and stream ids come
+// gridX..Z and blockX..Z (int32), the static and dynamic shared memory,
+// local memory per thread and in total, correlationId, gridId and name.
 enum {
   OFF_KIND = 0,
   OFF_START = 16,
   OFF_END = 24,
+  OFF_GRID = 52,
+  OFF_BLOCK = 64,
+  OFF_DYNAMIC_SHARED = 80,
   OFF_CORRELATION = 92,
   OFF_NAME = 104,
 };
@@ -88,6 +93,9 @@ static void on_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer,
     memcpy(&k->start, r + OFF_START, 8);
     memcpy(&k->end, r + OFF_END, 8);
     memcpy(&k->correlation_id, r + OFF_CORRELATION, 4);
+    memcpy(k->grid, r + OFF_GRID, sizeof k->grid);
+    memcpy(k->block, r + OFF_BLOCK, sizeof k->block);
+    memcpy(&k->dynamic_shared, r + OFF_DYNAMIC_SHARED, 4);
     memcpy(&name, r + OFF_NAME, sizeof(name));
     k->name = name ? strdup(name) : NULL;
   }

@@ -174,6 +174,8 @@ CUresult mn_cuMemSetAccess(CUdeviceptr p, size_t size, CUdevice d);
 typedef struct {
   uint64_t start, end;
   uint32_t correlation_id;
+  int32_t grid[3], block[3];
+  int32_t dynamic_shared;
   char *name; // malloc'd, freed by mn_cupti_free_records
 } mn_kernel_record;
 int mn_cupti_load(char *err, size_t errlen);

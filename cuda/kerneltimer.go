@@ -18,6 +18,10 @@ type KernelRecord struct {
 	Name          string
 	Start, End    uint64 // GPU timestamps, ns
 	CorrelationID uint32
+	// Grid and Block are the launch's dimensions (x, y, z); DynamicShared
+	// its dynamic shared memory in bytes.
+	Grid, Block   [3]uint32
+	DynamicShared uint32
 }
 
 // Duration is the kernel's execution time in ns.
@@ -87,7 +91,10 @@ func (t *KernelTimer) Flush() ([]KernelRecord, error) {
 		if r.start == 0 && r.end == 0 {
 			continue // CUPTI could not time this one
 		}
-		k := KernelRecord{Start: uint64(r.start), End: uint64(r.end), CorrelationID: uint32(r.correlation_id)}
+		k := KernelRecord{Start: uint64(r.start), End: uint64(r.end), CorrelationID: uint32(r.correlation_id), DynamicShared: uint32(r.dynamic_shared)}
+		for i := range 3 {
+			k.Grid[i], k.Block[i] = uint32(r.grid[i]), uint32(r.block[i])
+		}
 		if r.name != nil {
 			k.Name = C.GoString(r.name)
 		}

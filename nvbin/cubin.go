@@ -137,9 +137,13 @@ func ParseCubin(data []byte) (c *Cubin, err error) {
 }
 
 // variable reports whether symbol s is a device variable the application
-// can set: a global (not local) object in a global or user-constant section.
+// can set: an object in a global or user-constant section, of either
+// binding: nvcc's whole-program cubins bind a program's __device__
+// variables locally (measured, CUDA 13.0), and the driver still finds them
+// by name. A local object the driver does not find (a string of printf) is
+// left out by whoever asks the driver.
 func variable(f *elf.File, s elf.Symbol) (Variable, bool) {
-	if elf.ST_TYPE(s.Info) != elf.STT_OBJECT || elf.ST_BIND(s.Info) == elf.STB_LOCAL || s.Size == 0 || s.Name == "" {
+	if elf.ST_TYPE(s.Info) != elf.STT_OBJECT || s.Size == 0 || s.Name == "" {
 		return Variable{}, false
 	}
 	if int(s.Section) <= 0 || int(s.Section) >= len(f.Sections) {

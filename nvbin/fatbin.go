@@ -248,8 +248,15 @@ func parseEntry(c []byte, p int) (*Entry, int, error) {
 	return e, start + int(size), nil
 }
 
+// zstdMinLimit is the least memory bound a zstd entry is decoded under.
+const zstdMinLimit = 64 << 10
+
 func decodeZstd(in []byte, size uint64, off int) ([]byte, error) {
-	d, err := zstd.NewReader(nil, zstd.WithDecoderMaxMemory(max(size, 1)), zstd.WithDecoderConcurrency(1))
+	// The bound is the header's size, but never below zstdMinLimit: a frame
+	// of less than 1 KiB (a small kernel's PTX) still declares zstd's
+	// smallest window, 1 KiB, which a bound of its own size refuses. The
+	// decoded length is checked against the header below.
+	d, err := zstd.NewReader(nil, zstd.WithDecoderMaxMemory(max(size, zstdMinLimit)), zstd.WithDecoderConcurrency(1))
 	if err != nil {
 		return nil, err
 	}

@@ -31,6 +31,7 @@ func FuzzParseFatbin(f *testing.F) {
 func FuzzParseCubin(f *testing.F) {
 	f.Add(readTestdata(f, "vecadd.sm_90.cubin"))
 	f.Add(variablesCubin())
+	f.Add(readTestdata(f, "devglobal.sm_90.cubin"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := ParseCubin(data)
 		if err != nil {
@@ -65,6 +66,20 @@ func FuzzPTXEntries(f *testing.F) {
 					t.Fatalf("%s: parameter %+v", e.Name, p)
 				}
 			}
+		}
+	})
+}
+
+func FuzzEmbeddedPTX(f *testing.F) {
+	good := readTestdata(f, "vecadd.nv_fatbin")
+	f.Add(good, 90)
+	f.Add(good[:700], 90)
+	f.Add(readTestdata(f, "small-ptx.nv_fatbin"), 90)
+	f.Add([]byte("//\n.version 9.0\n.target sm_90\n.visible .entry k()\n{ ret; }\n"), 80)
+	f.Fuzz(func(t *testing.T, data []byte, arch int) {
+		ptx, err := EmbeddedPTX(data, "k", arch)
+		if err == nil && (len(ptx) == 0 || ptx[len(ptx)-1] == 0) {
+			t.Fatalf("PTX of %d bytes ending in a NUL, or empty", len(ptx))
 		}
 	})
 }

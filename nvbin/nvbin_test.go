@@ -274,3 +274,17 @@ func TestPTXOfTheNvccBuildMatchesItsCubin(t *testing.T) {
 		}
 	}
 }
+
+// A PTX entry smaller than zstd's smallest window (1 KiB) decodes: a decoder
+// bounded by the entry's own size refused it ("the payload holds more"),
+// so no small kernel could be reassembled.
+func TestSmallZstdEntryDecodes(t *testing.T) {
+	fb := readTestdata(t, "small-ptx.nv_fatbin")
+	ptx, err := EmbeddedPTX(fb, "_Z6vecaddPKfS0_Pfi", 90)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ptx) != 992 || !strings.Contains(string(ptx), ".entry _Z6vecaddPKfS0_Pfi") {
+		t.Errorf("%d bytes of PTX, want the 992 of the vecadd entry (993 with its terminator)", len(ptx))
+	}
+}

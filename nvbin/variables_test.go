@@ -137,7 +137,7 @@ func TestCubinVariables(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Variable{{Name: "_ZL5table", Size: 64, Constant: true}, {Name: "counter", Size: 16}, {Name: "seed", Size: 8}, {Name: "tally", Size: 4, Managed: true}}
+	want := []Variable{{Name: "_ZL5table", Size: 64, Constant: true}, {Name: "counter", Size: 16}, {Name: "scratch", Size: 4}, {Name: "seed", Size: 8}, {Name: "tally", Size: 4, Managed: true}}
 	if !reflect.DeepEqual(c.Variables, want) {
 		t.Errorf("variables %+v, want %+v", c.Variables, want)
 	}
@@ -153,5 +153,19 @@ func TestRealCubinHasNoVariables(t *testing.T) {
 	c, err := ParseCubin(readTestdata(t, "vecadd.sm_90.cubin"))
 	if err != nil || len(c.Variables) != 0 {
 		t.Errorf("vector add cubin: variables %+v, %v; want none", c.Variables, err)
+	}
+}
+
+// nvcc's whole-program cubin binds the program's __device__ variables
+// locally: they are variables all the same (recording skipped them, and
+// devglobal's replay read zeros for its scale factor).
+func TestWholeProgramCubinLocalVariables(t *testing.T) {
+	c, err := ParseCubin(readTestdata(t, "devglobal.sm_90.cubin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Variable{{Name: "above_threshold", Size: 4}, {Name: "scale_factor", Size: 4}}
+	if !reflect.DeepEqual(c.Variables, want) {
+		t.Errorf("variables %+v, want %+v", c.Variables, want)
 	}
 }

@@ -158,3 +158,86 @@ func TestEmbeddedPTXOfAnUncompressedFatbin(t *testing.T) {
 		t.Errorf("got %q, %v; want the PTX entry alone", got, err)
 	}
 }
+
+// An assembler knob on a machine-code kernel resolves to a reassembly of its
+// PTX, a configuration Validate and MachineCodeCheck accept (it was resolved
+// as the recorded code, which refuses compile knobs: every such trial was
+// invalid_config); without a knob it stays the recorded code. Each knob
+// alone, and fp_contract, which the driver's assembler lacks, is refused.
+func TestMachineCodeKnobsResolveToReassembly(t *testing.T) {
+	r := &Recording{Kernel: &db.Kernel{Code: db.CodeMachine, KernelName: "_Z4vaddPKfS0_Pfif"},
+		Instance: &db.Instance{GridDims: mneme.Dim3{X: 16, Y: 1, Z: 1}, BlockDims: mneme.Dim3{X: 256, Y: 1, Z: 1}}}
+	for name, c := range map[string]struct {
+		cfg      mneme.Config
+		original bool
+	}{
+		"no knob":           {mneme.Config{}, true},
+		"ptxas level":       {mneme.Config{PtxasOpt: 1}, false},
+		"register cap":      {mneme.Config{MaxRegisters: 32}, false},
+		"both":              {mneme.Config{PtxasOpt: 3, MaxRegisters: 64}, false},
+		"geometry, no knob": {mneme.Config{Block: mneme.Dim3{X: 128, Y: 1, Z: 1}}, true},
+	} {
+		cfg := r.Resolve(c.cfg)
+		if cfg.Original != c.original {
+			t.Errorf("%s: Original %v, want %v", name, cfg.Original, c.original)
+		}
+		if reassembles(r, cfg) == c.original {
+			t.Errorf("%s: reassembles %v, want %v", name, !c.original, !c.original)
+		}
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("%s: Validate: %v", name, err)
+		}
+		if err := r.MachineCodeCheck(cfg); err != nil {
+			t.Errorf("%s: MachineCodeCheck: %v", name, err)
+		}
+	}
+	if err := r.MachineCodeCheck(r.Resolve(mneme.Config{FPContract: "off"})); err == nil || !strings.Contains(err.Error(), "fp_contract") {
+		t.Errorf("fp_contract on machine code: %v, want a refusal naming it", err)
+	}
+	withIR := &Recording{Kernel: &db.Kernel{KernelName: "k"}, Instance: r.Instance}
+	if withIR.Resolve(mneme.Config{}).Original {
+		t.Error("a kernel with IR resolved to its recorded code")
+	}
+}
+
+// A tuner's compile step on a configuration with an assembler knob checks
+// that the image embeds the kernel's PTX and leaves the assembly to the
+// run (it compiled IR there is none of: every such trial was a
+// compile_error); an image without PTX is a compile error.
+func TestCompileOfAReassembly(t *testing.T) {
+	fatbin, err := os.ReadFile("testdata/nvcc-vecadd.nv_fatbin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]struct {
+		image []byte
+		want  mneme.Status
+	}{
+		"fat binary with PTX": {fatbin, mneme.StatusVerified},
+		"cubin":               {[]byte("\x7fELF\x02\x01\x01 cubin stand-in"), mneme.StatusCompileError},
+	} {
+		dir := t.TempDir()
+		const addr = 0x7f3552800000
+		mem := hostMemory{addr: bytes.Repeat([]byte{1}, 4096)}
+		rec, err := inject.New(record.Config{DB: dir, Log: &bytes.Buffer{}}, mem)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec.Alloc(addr, 4096)
+		l := &inject.Launch{Kernel: "_Z4vaddPKfS0_Pfif", Image: rec.Image(c.image), Grid: mneme.Dim3{X: 16, Y: 1, Z: 1}, Block: mneme.Dim3{X: 256, Y: 1, Z: 1},
+			Args: [][]byte{{0, 0, 0x80, 0x52, 0x35, 0x7f, 0, 0}}}
+		rec.LaunchEnd(rec.LaunchBegin(l), nil)
+		s, err := Open(Options{DB: dir, CompileOnly: true})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		res, err := s.Compile(mneme.Config{MaxRegisters: 32})
+		if err != nil || res.Status != c.want {
+			t.Errorf("%s: %s (%s), %v; want %s", name, res.Status, res.Error, err, c.want)
+		}
+		if res, _ := s.Compile(mneme.Config{}); res.Status != mneme.StatusVerified {
+			t.Errorf("%s: the recorded code: %s (%s)", name, res.Status, res.Error)
+		}
+		s.Close()
+	}
+}

@@ -1,8 +1,6 @@
 package replay
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
 
 	"github.com/mneme-gpu/mneme"
@@ -23,38 +21,24 @@ func reassembles(rec *Recording, cfg mneme.Config) bool {
 	return rec.Kernel.MachineCodeOnly() && (cfg.PtxasOpt != 0 || cfg.MaxRegisters != 0)
 }
 
-// EmbeddedPTX finds the PTX of kernel in a recorded image for a GPU of
-// architecture arch (90 for sm_90): the image itself when it is PTX text,
-// else the fat binary's PTX of the highest virtual architecture not above
-// arch that defines the kernel.
+// EmbeddedPTX finds the PTX of kernel in a recorded image (nvbin.EmbeddedPTX).
 func EmbeddedPTX(image []byte, kernel string, arch int) ([]byte, error) {
-	cs, err := nvbin.ParseFatbin(image)
-	if errors.Is(err, nvbin.ErrNotFatbin) {
-		if !bytes.HasPrefix(image, []byte("\x7fELF")) && bytes.Contains(image[:min(len(image), 4096)], []byte(".version")) {
-			return bytes.TrimRight(image, "\x00"), nil // PTX text, loaded as such
-		}
-		return nil, errors.New("the recorded image is a cubin, which embeds no PTX")
+	return nvbin.EmbeddedPTX(image, kernel, arch)
+}
+
+// ptxArch is the architecture whose embedded PTX is assembled: the
+// device's (without the sm_90a flag), else the recording's GPU's in a
+// compile-only session.
+func (s *Session) ptxArch() int {
+	arch := s.props.Arch()
+	if s.ctx == nil {
+		arch = s.rec.Kernel.Device.Arch
 	}
+	a, err := cuda.ParseArch(arch)
 	if err != nil {
-		return nil, err
+		return 0
 	}
-	_, entries := nvbin.Select(cs, arch)
-	for _, e := range entries {
-		ptx, err := e.Data()
-		if err != nil {
-			return nil, err
-		}
-		es, err := nvbin.PTXEntries(ptx)
-		if err != nil {
-			return nil, err
-		}
-		for _, pe := range es {
-			if pe.Name == kernel {
-				return bytes.TrimRight(ptx, "\x00"), nil // padding; LinkPTX adds the terminator
-			}
-		}
-	}
-	return nil, fmt.Errorf("the recorded fat binary embeds no PTX of kernel %s for sm_%d or below (build with -gencode ...,code=compute_XX to keep it)", kernel, arch)
+	return a & 0xffff
 }
 
 // loadReassembled assembles the recorded PTX under cfg's knobs and loads it.

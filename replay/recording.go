@@ -379,9 +379,12 @@ func (r *Recording) HasOriginal() bool { return len(r.DeviceCode) > 0 }
 
 // Resolve fills what a configuration leaves unset with the recorded values:
 // the geometry, the shared memory, and for an empty pipeline the
-// application's own -O level (pipeline and codegen level).
+// application's own -O level (pipeline and codegen level). A kernel recorded
+// as machine code runs its recorded code, unless an assembler knob asks for
+// its embedded PTX to be assembled again (which Original would refuse as a
+// knob of recompiling).
 func (r *Recording) Resolve(cfg mneme.Config) mneme.Config {
-	if r.Kernel.MachineCodeOnly() {
+	if r.Kernel.MachineCodeOnly() && cfg.PtxasOpt == 0 && cfg.MaxRegisters == 0 {
 		cfg.Original = true // nothing else to run (MachineCodeCheck refuses what needs IR)
 	}
 	cfg.Grid = fillDim(cfg.Grid, r.Instance.GridDims)
@@ -410,6 +413,8 @@ func (r *Recording) MachineCodeCheck(cfg mneme.Config) error {
 		return errors.New("kernel " + r.Kernel.Name() + " was recorded as machine code only (through the driver): its launch dimensions cannot be folded in")
 	case cfg.SetLaunchBounds:
 		return errors.New("kernel " + r.Kernel.Name() + " was recorded as machine code only (through the driver): launch bounds need its IR")
+	case cfg.FPContract != "":
+		return errors.New("kernel " + r.Kernel.Name() + " was recorded as machine code only (through the driver): fp_contract needs its IR (the driver's assembler has no such knob)")
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -257,11 +258,13 @@ func (s *Session) openDevice() error {
 	if err := s.ctx.SetCurrent(); err != nil {
 		return err
 	}
-	s.comp = jit.NewCompiler(jit.Options{CacheDir: o.CacheDir, Context: s.ctx, Arch: s.props.Arch()})
-	if s.stream, err = cuda.NewStream(); err != nil {
+	// The recorded ranges first, before this process asks the driver for
+	// anything that might be placed there.
+	if err := s.mapArena(); err != nil {
 		return err
 	}
-	if err := s.mapArena(); err != nil {
+	s.comp = jit.NewCompiler(jit.Options{CacheDir: o.CacheDir, Context: s.ctx, Arch: s.props.Arch()})
+	if s.stream, err = cuda.NewStream(); err != nil {
 		return err
 	}
 	if err := s.uploadImages(); err != nil {
@@ -312,15 +315,11 @@ func (s *Session) mapArena() error {
 	// context allocation 16 GB above the base refused a 79 GiB
 	// reservation). The driver honours a fixed address only for large
 	// reservations (256 MiB and more), so a small one gets room to spare.
-	size := reservationSize(maps, s.rec.VAddr, gran)
-	addr, err := cuda.AddressReserve(size, s.rec.VAddr)
+	arena, err := s.reserve(reservations(maps, s.rec.VAddr, gran, recordedSpan(s.lay.blobs)))
 	if err != nil {
-		// Exit 7 (out of resources), naming the range: replaying at other
-		// addresses would break every pointer stored in the data.
-		return fmt.Errorf("%w: the recording's device memory lives at 0x%x..0x%x, and that address range cannot be reserved in this process (is another arena or allocation there?): %v",
-			mneme.ErrOutOfResources, s.rec.VAddr, s.rec.VAddr+size, err)
+		return err
 	}
-	s.arena = span{addr, size}
+	s.arena = arena
 	for _, m := range maps {
 		h, err := cuda.MemCreate(s.dev, m.Size)
 		if err != nil {
@@ -336,6 +335,40 @@ func (s *Session) mapArena() error {
 		}
 	}
 	return nil
+}
+
+// reservations are the ranges to try reserving for the mappings, in order:
+// from the recorded base, at least minReservation (the driver honours a
+// fixed address more readily for large reservations), then the recorded
+// allocations' span alone (reserve.go), which reaches less far.
+func reservations(maps []span, base, gran uint64, recorded span) []span {
+	out := []span{{base, reservationSize(maps, base, gran)}}
+	if recorded.Size != 0 && recorded != out[0] && recorded.Addr <= maps[0].Addr && maps[len(maps)-1].end() <= recorded.end() {
+		out = append(out, recorded)
+	}
+	return out
+}
+
+// reserve reserves the first of the candidate ranges the driver gives at
+// its address. Failing all, it is out of resources (exit 7) naming the
+// range and what occupies it: replaying at other addresses would break
+// every pointer stored in the data.
+func (s *Session) reserve(cands []span) (span, error) {
+	var errs []string
+	for _, c := range cands {
+		addr, err := cuda.AddressReserve(c.Size, c.Addr)
+		if err == nil {
+			return span{addr, c.Size}, nil
+		}
+		errs = append(errs, err.Error())
+	}
+	want := cands[len(cands)-1]
+	what := "is another arena or allocation there?"
+	if occ := occupantsNow(want); occ != "" {
+		what = "this process has mapped " + occ + " there"
+	}
+	return span{}, fmt.Errorf("%w: the recording's device memory lives at 0x%x..0x%x, and that address range cannot be reserved in this process (%s): %s",
+		mneme.ErrOutOfResources, want.Addr, want.end(), what, strings.Join(errs, "; "))
 }
 
 // uploadImages puts the prologue and epilogue into device memory once; every

@@ -75,6 +75,15 @@ func (s *Session) Compile(cfg mneme.Config) (*mneme.Result, error) {
 		res.ObjSize = len(s.rec.DeviceCode)
 		return finish(res, mneme.StatusVerified, nil), nil
 	}
+	if reassembles(s.rec, cfg) {
+		// The recorded PTX is assembled by the driver when the
+		// configuration runs (loadReassembled); there is no IR to compile.
+		// Only its presence is checked here.
+		if _, err := EmbeddedPTX(s.rec.DeviceCode, s.rec.Kernel.KernelName, s.ptxArch()); err != nil {
+			return finish(res, mneme.StatusCompileError, err), nil
+		}
+		return finish(res, mneme.StatusVerified, nil), nil
+	}
 	out, err := s.comp.Compile(s.request(cfg))
 	if err != nil {
 		return finish(res, mneme.StatusCompileError, err), nil

@@ -617,7 +617,7 @@ func amendTuned(study *Study, k *db.Kernel, members []*member, stats *KernelStat
 		tk = TunedKernel{Config: b.Config, Instance: study.Opts.Instance, StaticHash: k.StaticHash, Speedup: 1,
 			TimeNS: b.TimeNS, BaselineTimeNS: b.TimeNS, Metric: study.Opts.Metric, TunedAt: time.Now().UTC().Format(time.RFC3339)}
 		tk.RecordedGrid, tk.RecordedBlock = study.recordedLaunch()
-		tk.LaunchSearched = sum.LaunchSearched && !sum.GeometryDependent
+		tk.LaunchSearched = study.deploysBlock(sum)
 	} else {
 		entries := map[string]TunedKernel{}
 		if err := readJSONFile(filepath.Join(study.Opts.Output, MnemeTunedFile), &entries); err != nil {

@@ -28,6 +28,11 @@ type GeometryReport struct {
 	BlockRule string `json:"block_rule,omitempty"`
 	// Note says it in one line, for the log and the summary.
 	Note string `json:"note"`
+	// MachineCode: the kernel was recorded as machine code only, so nothing
+	// could be analysed and every block shape was verified instead; a
+	// verified tuned block is deployed (for launches of the recorded block),
+	// there being no IR that could ever prove more.
+	MachineCode bool `json:"machine_code,omitempty"`
 }
 
 // launchFixedConstraint marks a space whose launch is held at the recorded
@@ -130,7 +135,7 @@ func (t *target) applyLaunchSafety(opts *Options, analyze GeometryAnalyzer, dbDi
 		safety = LaunchAggressive
 	}
 	opts.LaunchSafety = safety
-	rep := GeometryReport{LaunchSafety: safety}
+	rep := GeometryReport{LaunchSafety: safety, MachineCode: t.kernel.MachineCodeOnly()}
 	if old, ok := readGeometryReport(opts.Output); resume && ok {
 		rep.Decision = old.Decision
 	} else {

@@ -311,3 +311,29 @@ func TestRunExactCoverKeepsBlocksThatDivide(t *testing.T) {
 		t.Errorf("bounded index: block rule %q, %d runtime errors; want no rule and the faults the rule avoids", sum.BlockRule, sum.Statuses[mneme.StatusRuntimeError])
 	}
 }
+
+// A tuned block is deployable when block shapes were searched and the
+// kernel is shown agnostic, or was recorded as machine code (nothing to
+// show, every shape verified); each input changed alone.
+func TestDeploysBlock(t *testing.T) {
+	for _, c := range []struct {
+		searched, dependent, machine, report bool
+		want                                 bool
+	}{
+		{true, false, false, true, true},
+		{false, false, false, true, false},
+		{true, true, false, true, false},
+		{true, true, true, true, true},
+		{false, true, true, true, false},
+		{true, true, true, false, false},
+		{true, false, false, false, true},
+	} {
+		s := &Study{}
+		if c.report {
+			s.Geometry = &GeometryReport{MachineCode: c.machine}
+		}
+		if got := s.deploysBlock(Summary{LaunchSearched: c.searched, GeometryDependent: c.dependent}); got != c.want {
+			t.Errorf("%+v: %v", c, got)
+		}
+	}
+}

@@ -154,6 +154,19 @@ func (s *Study) recordsBaseline() bool {
 	return true
 }
 
+// deploysBlock says whether deployment may apply the tuned block. A block
+// searched only under aggressive launch safety verified on the recorded
+// data alone: deployment keeps the application's block for a kernel whose
+// IR shows (or cannot rule out) that it depends on its block shape. A
+// kernel recorded as machine code has no IR to show anything; its verified
+// block is deployed (GeometryReport.MachineCode).
+func (s *Study) deploysBlock(sum Summary) bool {
+	if !sum.LaunchSearched {
+		return false
+	}
+	return !sum.GeometryDependent || (s.Geometry != nil && s.Geometry.MachineCode)
+}
+
 // baselineKind says what a baseline configuration runs.
 func baselineKind(c mneme.Config) string {
 	if c.Original {
@@ -463,11 +476,8 @@ func (s *Study) Finish(kernel, staticHash, gpuName string, spaceSize int64, resu
 		}
 		tk := TunedKernel{Config: b.Config, Instance: s.Opts.Instance, StaticHash: staticHash, GPU: gpuName,
 			Speedup: b.Speedup, TimeNS: b.TimeNS, BaselineTimeNS: s.baseline.TimeNS, Metric: s.Opts.Metric,
-			TunedAt: time.Now().UTC().Format(time.RFC3339),
-			// A block searched only under aggressive launch safety verified
-			// on the recorded data alone: deployment keeps the
-			// application's block for a geometry-dependent kernel.
-			LaunchSearched: sum.LaunchSearched && !sum.GeometryDependent}
+			TunedAt:        time.Now().UTC().Format(time.RFC3339),
+			LaunchSearched: s.deploysBlock(sum)}
 		tk.RecordedGrid, tk.RecordedBlock = s.recordedLaunch()
 		if err := s.Results.MergeJSONMap(MnemeTunedFile, kernel, tk); err != nil {
 			return sum, err

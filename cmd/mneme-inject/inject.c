@@ -164,6 +164,9 @@ static CUptiResult (*p_cuptiEnableDomain)(uint32_t, CUpti_SubscriberHandle,
                                           CUpti_CallbackDomain);
 
 static CUresult (*p_cuFuncGetParamInfo)(CUfunction, size_t, size_t *, size_t *);
+static CUresult (*p_cuFuncGetAttribute)(int *, int, CUfunction);
+static CUresult (*p_cuKernelGetAttribute)(int *, int, CUkernel, int);
+static CUresult (*p_cuCtxGetDevice)(int *);
 static CUresult (*p_cuKernelGetParamInfo)(CUkernel, size_t, size_t *, size_t *);
 static CUresult (*p_cuDriverGetVersion)(int *);
 
@@ -400,6 +403,66 @@ static const unsigned char *extra_buffer(void **extra) {
 
 static __thread int launch_token;
 
+/* Set when the library deploys tuned kernels instead of recording. */
+static int deploying;
+
+/* CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK */
+enum { MI_ATTR_MAX_THREADS = 0 };
+
+int mi_max_threads(uintptr_t fn, int *out) {
+  int r = p_cuFuncGetAttribute
+              ? p_cuFuncGetAttribute(out, MI_ATTR_MAX_THREADS, (CUfunction)fn)
+              : -1;
+  if (r == 0 || p_cuKernelGetAttribute == NULL || p_cuCtxGetDevice == NULL)
+    return r;
+  int dev = 0;
+  if (p_cuCtxGetDevice(&dev) != 0)
+    return r;
+  return p_cuKernelGetAttribute(out, MI_ATTR_MAX_THREADS, (CUkernel)fn, dev);
+}
+
+/* A launch while deploying: the Go half decides what runs, and the
+ * launch's parameters are changed in place before the driver performs it.
+ * Only cuLaunchKernel (and _ptsz), which the CUDA runtime uses, is changed;
+ * functions without a tuned entry are remembered and never asked again. */
+static __thread int deploy_changed; /* this thread's launch was changed */
+
+static void on_deploy_launch(const mi_callback_data *cd, enum what w) {
+  if (w != W_LAUNCH)
+    return;
+  if (cd->callbackSite == MI_SITE_EXIT) {
+    CUresult r = *(CUresult *)cd->functionReturnValue;
+    if (deploy_changed && r != 0 && cd->symbolName != NULL)
+      miDeployFailed((char *)cd->symbolName, r);
+    deploy_changed = 0;
+    return;
+  }
+  deploy_changed = 0;
+  p_launch *p = (p_launch *)cd->functionParams;
+  if (p->f == NULL || table_get(&ignored, p->f) == 1 || cd->symbolName == NULL)
+    return;
+  struct mi_deploy d = {
+      .name = cd->symbolName,
+      .image = table_get(&functions, p->f),
+      .fn = (uintptr_t)p->f,
+      .grid = {p->gx, p->gy, p->gz},
+      .block = {p->bx, p->by, p->bz},
+      .shared = p->shared,
+  };
+  int r = miDeployLaunch(&d);
+  if (r < 0) {
+    table_put(&ignored, p->f, 1);
+    return;
+  }
+  if (r == 1) {
+    deploy_changed = 1;
+    if (d.fn != 0)
+      p->f = (CUfunction)d.fn;
+    p->gx = d.grid[0], p->gy = d.grid[1], p->gz = d.grid[2];
+    p->bx = d.block[0], p->by = d.block[1], p->bz = d.block[2];
+  }
+}
+
 static void on_launch(const mi_callback_data *cd, enum what w) {
   if (cd->callbackSite == MI_SITE_EXIT) {
     if (launch_token != 0) {
@@ -410,6 +473,9 @@ static void on_launch(const mi_callback_data *cd, enum what w) {
     return;
   }
   launch_token = 0;
+  static atomic_int timing;
+  if (atomic_load(&timing) == 0 && atomic_exchange(&timing, 1) == 0)
+    miTimingStart(); /* every kernel's GPU time, for the statistics */
   CUfunction f;
   void **params, **extra;
   unsigned dims[7];
@@ -508,7 +574,10 @@ static void callback(void *ud, CUpti_CallbackDomain domain, CUpti_CallbackId id,
     break;
   case W_LAUNCH:
   case W_LAUNCH_EX:
-    on_launch(cd, w);
+    if (deploying)
+      on_deploy_launch(cd, w);
+    else
+      on_launch(cd, w);
     break;
   case W_LOAD_DATA:
   case W_LOAD_FILE:
@@ -567,8 +636,10 @@ int InitializeInjection(void) {
   if (done++)
     return 1;
   char err[512];
-  if (miStart() != 0)
+  int mode = miStart();
+  if (mode != 0 && mode != 2)
     return 1;
+  deploying = mode == 2;
   void *cupti = open_cupti(err, sizeof err);
   if (cupti == NULL) {
     miFatal(err);
@@ -590,6 +661,9 @@ int InitializeInjection(void) {
     p_cuDriverGetVersion = dlsym(cuda, "cuDriverGetVersion");
     p_cuLibraryGetGlobal = dlsym(cuda, "cuLibraryGetGlobal");
     p_cuModuleGetGlobal = dlsym(cuda, "cuModuleGetGlobal_v2");
+    p_cuFuncGetAttribute = dlsym(cuda, "cuFuncGetAttribute");
+    p_cuKernelGetAttribute = dlsym(cuda, "cuKernelGetAttribute");
+    p_cuCtxGetDevice = dlsym(cuda, "cuCtxGetDevice");
   }
   CUpti_SubscriberHandle sub;
   CUptiResult r = p_cuptiSubscribe(&sub, callback, NULL);

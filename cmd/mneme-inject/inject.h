@@ -38,4 +38,19 @@ int mi_driver_version(int *v);
 int mi_global(int image, const char *name, unsigned long long *addr,
               size_t *size);
 
+/* One launch of a kernel being deployed: what the application launches,
+ * and, when miDeployLaunch answers 1, what runs instead (fn 0: the
+ * application's function). */
+struct mi_deploy {
+  const char *name;
+  int image;
+  uintptr_t fn;
+  unsigned grid[3], block[3], shared;
+};
+
+/* The most threads per block function fn takes (a CUfunction, or the
+ * CUkernel handle the runtime launches): cuFuncGetAttribute, else
+ * cuKernelGetAttribute on the current device. Returns the driver's result. */
+int mi_max_threads(uintptr_t fn, int *out);
+
 #endif

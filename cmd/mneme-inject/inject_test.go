@@ -52,4 +52,28 @@ func TestLoadsLikeTheDriverLoadsIt(t *testing.T) {
 	if len(st.Errors) != 1 || !strings.Contains(st.Errors[0], "MNEME_CUPTI_LIB=/nonexistent/libcupti.so") || st.KernelsRegistered != 0 {
 		t.Errorf("status errors %q: want the missing CUPTI named", st.Errors)
 	}
+
+	// Deploying (a tuned file, no recording): without CUPTI the application
+	// runs its own code, told once; a tuned file that cannot be read is
+	// named, and the application runs too.
+	tuned := filepath.Join(dir, "tuned.json")
+	if err := os.WriteFile(tuned, []byte(`{"_Z6vecaddPKfS0_Pfi": {"config": {"block": {"x": 128}}, "launch_searched": true, "recorded_block": {"x": 256}}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]struct {
+		file, want string
+	}{
+		"no CUPTI":        {tuned, "MNEME_CUPTI_LIB=/nonexistent/libcupti.so: "},
+		"unreadable file": {filepath.Join(dir, "missing.json"), "missing.json"},
+	} {
+		cmd := exec.Command(loader, lib)
+		cmd.Env = append(os.Environ(), envTunedKernels+"="+c.file, "MNEME_CUPTI_LIB=/nonexistent/libcupti.so")
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "InitializeInjection returned 1") {
+			t.Fatalf("%s: loading the library: %v\n%s", name, err, out)
+		}
+		if !strings.Contains(string(out), "mneme deploy: ") || !strings.Contains(string(out), c.want) {
+			t.Errorf("%s: the library said %q, want a warning naming %q", name, out, c.want)
+		}
+	}
 }

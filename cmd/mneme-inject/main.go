@@ -82,14 +82,21 @@ func (driverDevice) Describe() (db.DeviceInfo, error) {
 }
 
 // miStart reads the recording's settings; called inside cuInit, so it makes
-// no driver call. Non-zero: the library does not record.
+// no driver call. 0: record; 2: deploy tuned kernels (MNEME_TUNED_KERNELS,
+// not recording); 1: neither.
 //
 //export miStart
 func miStart() C.int {
 	startMu.Lock()
 	defer startMu.Unlock()
 	if carriesShim() {
-		return 1 // built with mneme's wrapper: its shim records it
+		return 1 // built with mneme's wrapper: its shim records it or deploys
+	}
+	if os.Getenv(record.EnvDB) == "" {
+		if dep = startDeploy(); dep != nil {
+			return 2
+		}
+		return 1
 	}
 	cfg, err := record.ConfigFromEnv(os.Getenv)
 	if err != nil {
@@ -130,6 +137,9 @@ func version() string {
 //export miFatal
 func miFatal(msg *C.char) {
 	fatal = C.GoString(msg)
+	if dep != nil {
+		dep.warn(fatal + "; the application's own code runs")
+	}
 	if rec != nil {
 		rec.ReportError(fatal)
 		rec.Finish()
@@ -151,6 +161,9 @@ func miUnreadable(name *C.char) {
 
 //export miImage
 func miImage(p unsafe.Pointer, n C.size_t) C.int {
+	if dep != nil {
+		return C.int(dep.image(unsafe.Slice((*byte)(p), int(n))))
+	}
 	if rec == nil {
 		return -1
 	}
@@ -159,11 +172,17 @@ func miImage(p unsafe.Pointer, n C.size_t) C.int {
 
 //export miImageFile
 func miImageFile(path *C.char) C.int {
-	if rec == nil {
+	if rec == nil && (dep == nil || !dep.keep) {
 		return -1
 	}
 	name := C.GoString(path)
 	b, err := os.ReadFile(name)
+	if dep != nil {
+		if err != nil {
+			return -1
+		}
+		return C.int(dep.image(b))
+	}
 	if err != nil {
 		rec.ReportError(fmt.Sprintf("module file %s: %v; its kernels are not recorded", name, err))
 		return -1
@@ -241,9 +260,13 @@ func miContextEnds() {
 
 //export miFinish
 func miFinish(ignored C.ulong) {
+	if dep != nil {
+		dep.finish()
+	}
 	if rec == nil {
 		return
 	}
+	finishStats()
 	rec.Forwarded(uint64(ignored))
 	rec.Finish()
 }

@@ -10,11 +10,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mneme-gpu/mneme/appabi"
 	"github.com/mneme-gpu/mneme/cuda"
 	"github.com/mneme-gpu/mneme/db"
 	"github.com/mneme-gpu/mneme/deploy"
 	"github.com/mneme-gpu/mneme/internal/safefile"
 	"github.com/mneme-gpu/mneme/jit"
+	"github.com/mneme-gpu/mneme/nvbin"
 	"github.com/mneme-gpu/mneme/replay"
 )
 
@@ -51,34 +53,50 @@ every later launch runs the result, cached in memory and in MNEME_CACHE_DIR
 (default .mneme-cache). MNEME_JIT=off turns it off.
 
 deploy check tells which kernels of a tuned file the executable has; deploy
-precompile fills the cache for this GPU so production runs compile nothing.`,
+precompile fills the cache for this GPU so production runs compile nothing.
+
+An application built without the wrapper (nvcc) runs the tuned kernels it was
+recorded with through the driver when CUDA_INJECTION64_PATH also names
+libmneme_inject.so: their tuned blocks and assembler knobs, nothing that needs
+IR; deploy check says so for each entry.`,
 	}
 
 	var cf deployFlags
 	check := &cobra.Command{
 		Use:   "check EXECUTABLE",
 		Short: "Which kernels of the tuned files the executable has, and where they were tuned",
-		Args:  exactArgs("deploy check", "an executable built with the mneme compilers"),
+		Args:  exactArgs("deploy check", "an executable (built with the mneme compilers, or with nvcc)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			plans, err := cf.plans()
 			if err != nil {
 				return err
-			}
-			kernels, _, err := jit.ExecutableKernels(args[0])
-			if err != nil {
-				return withExit(exitUsage, err)
 			}
 			gpu := ""
 			if ctx, props, err := jit.OpenGPU(0); err == nil {
 				gpu = props.Name
 				ctx.Release()
 			}
-			// A pipeline LLVM does not parse compiles nothing at run time:
-			// reported, not counted as deployed.
-			rep := deploy.CheckWith(plans, kernels, gpu, func(p *deploy.Plan) error {
-				return replay.ValidatePipeline(p.Config.Passes)
-			})
-			printDeployCheck(cmd.OutOrStdout(), rep)
+			var rep deploy.CheckReport
+			if machine, err := machineCodeKernels(args[0]); err != nil {
+				return withExit(exitUsage, err)
+			} else if machine != nil {
+				// Built without the wrapper: deployed through the
+				// injection library, machine code only.
+				rep = deploy.CheckMachineCode(plans, machine, gpu)
+				printDeployCheck(cmd.OutOrStdout(), rep)
+				fmt.Fprintf(cmd.OutOrStdout(), "built without mneme's wrapper: run it with CUDA_INJECTION64_PATH naming libmneme_inject.so and MNEME_TUNED_KERNELS the tuned file\n")
+			} else {
+				kernels, _, err := jit.ExecutableKernels(args[0])
+				if err != nil {
+					return withExit(exitUsage, err)
+				}
+				// A pipeline LLVM does not parse compiles nothing at run
+				// time: reported, not counted as deployed.
+				rep = deploy.CheckWith(plans, kernels, gpu, func(p *deploy.Plan) error {
+					return replay.ValidatePipeline(p.Config.Passes)
+				})
+				printDeployCheck(cmd.OutOrStdout(), rep)
+			}
 			if rep.Matched == 0 {
 				return withExit(exitFailure, fmt.Errorf("deploy check: %s has none of the %d tuned kernels", args[0], len(plans)))
 			}
@@ -165,6 +183,17 @@ func printDeployCheck(w io.Writer, rep deploy.CheckReport) {
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "%d of %d tuned kernels are in the executable\n", rep.Matched, len(rep.Rows))
+}
+
+// machineCodeKernels lists the kernels of an executable that carries no IR
+// from mneme's wrapper but fat binaries (an nvcc build); nil for one that
+// carries IR, or no device code at all.
+func machineCodeKernels(exe string) ([]string, error) {
+	ir, err := appabi.ExecutableIR(exe)
+	if err != nil || ir != nil {
+		return nil, err
+	}
+	return nvbin.ExecutableKernels(exe)
 }
 
 // runPrecompile compiles each tuned kernel's variants into the cache.

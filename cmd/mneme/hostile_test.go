@@ -27,6 +27,7 @@ import (
 	"github.com/mneme-gpu/mneme/appabi"
 	"github.com/mneme-gpu/mneme/db"
 	"github.com/mneme-gpu/mneme/llvm"
+	"github.com/mneme-gpu/mneme/nvbin"
 )
 
 // The hostile-input suite: recordings, results folders, protocol lines and
@@ -526,6 +527,27 @@ var hostileCases = []hostileCase{
 		stderr: []string{"app", "not a regular file (a FIFO)"},
 	},
 	{
+		name: "deploy check of an nvcc build (fat binaries, no IR): each entry as the injection library applies it",
+		setup: func(h *hostileEnv) ([]string, string) {
+			h.executableWithFatbin(filepath.Join(h.Dir, "app"), 0)
+			h.write(filepath.Join(h.Dir, "tuned.json"), []byte(`{"_Z6vecaddPKfS0_Pfi": {"config": {"max_registers": 32}},
+				"_Z5otherv": {"config": {"max_registers": 32}}}`))
+			return []string{"deploy", "check", "--tuned", "tuned.json", "app"}, ""
+		},
+		code:   0,
+		stdout: []string{"PTX reassembled (ptxas_opt 0, max_registers 32)", "not-in-program", "1 of 2 tuned kernels", "CUDA_INJECTION64_PATH"},
+	},
+	{
+		name: "deploy check of an executable whose fat binary is truncated",
+		setup: func(h *hostileEnv) ([]string, string) {
+			h.executableWithFatbin(filepath.Join(h.Dir, "app"), 700)
+			h.write(filepath.Join(h.Dir, "tuned.json"), []byte(`{"_Z6vecaddPKfS0_Pfi": {"config": {"max_registers": 32}}}`))
+			return []string{"deploy", "check", "--tuned", "tuned.json", "app"}, ""
+		},
+		code:   2,
+		stderr: []string{"app", ".nv_fatbin", "truncated"},
+	},
+	{
 		name: "deploy precompile of an executable that is a FIFO",
 		setup: func(h *hostileEnv) ([]string, string) {
 			h.write(filepath.Join(h.Dir, "tuned.json"), []byte(`{"_Z6vecaddPfPKfif":{"config":{}}}`))
@@ -775,6 +797,26 @@ define ptx_kernel void @_Z6vecaddPfPKfif(ptr %y, ptr %x, i32 %n, float %a) {
 
 // executableWithIR writes an ELF executable at path whose mneme_ir section
 // holds the test database's kernels, as the mneme compilers build one.
+// executableWithFatbin writes an executable carrying nvcc's fat binary of
+// a vector add (nvbin's testdata), cut to its first cut bytes when cut > 0.
+func (h *hostileEnv) executableWithFatbin(path string, cut int) {
+	h.t.Helper()
+	objcopy, err := exec.LookPath("objcopy")
+	if err != nil {
+		h.t.Skip("no objcopy: ", err)
+	}
+	fat, err := os.ReadFile("../../nvbin/testdata/small-ptx.nv_fatbin")
+	h.must(err)
+	if cut > 0 {
+		fat = fat[:cut]
+	}
+	sec := filepath.Join(h.Dir, "fatbin-section")
+	h.write(sec, fat)
+	if out, err := exec.Command(objcopy, "--add-section", nvbin.FatbinSection+"="+sec, "/bin/true", path).CombinedOutput(); err != nil {
+		h.t.Fatalf("objcopy: %v\n%s", err, out)
+	}
+}
+
 func (h *hostileEnv) executableWithIR(path string) {
 	h.t.Helper()
 	objcopy, err := exec.LookPath("objcopy")

@@ -82,6 +82,8 @@ type Recorder struct {
 	match        int // launches of selected kernels so far (--skip)
 	status       record.Status
 	device       *db.DeviceInfo
+	// activity counts every kernel that ran, by mangled name (stats.go).
+	activity map[string]*activityKernel
 
 	// Toolchain names the versions the recording is made with (set by the
 	// caller before launches begin).

@@ -267,12 +267,12 @@ func TestDeviceVariablesAreSnapshotted(t *testing.T) {
 	const counter, table = 0x7f0000100000, 0x7f0000200000
 	dev.mem[counter] = bytes.Repeat([]byte{7}, 16)
 	dev.mem[table] = bytes.Repeat([]byte{3}, 64)
-	dev.vars = map[string]uint64{"counter": counter, "_ZL5table": table} // "seed" is not found
+	dev.vars = map[string]uint64{"counter": counter, "_ZL5table": table} // "seed" and "scratch" are not found
 	cubin, err := os.ReadFile("testdata/variables.cubin")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c, err := nvbin.ParseCubin(cubin); err != nil || len(c.Variables) != 3 {
+	if c, err := nvbin.ParseCubin(cubin); err != nil || len(c.Variables) != 4 { // _ZL5table, counter, scratch (local), seed
 		t.Fatalf("testdata/variables.cubin: %+v %v", c, err)
 	}
 	l := launch(r.Image(cubin), 1)

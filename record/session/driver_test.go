@@ -123,6 +123,13 @@ func TestMachineKernelsAreDemangled(t *testing.T) {
 	}
 	write("_Z5scalePfi", db.CodeMachine)
 	write("_Z4vaddPfi", db.CodeIR)
+	stats := &db.LaunchStats{FormatVersion: db.LaunchStatsVersion, Limits: db.StatsLimits{MaxShapes: 1, MaxArgValues: 1, MaxArgBytes: 1, TimedEvery: 1},
+		Kernels: []db.KernelStats{{KernelName: "_Z5scalePfi", Launches: 1, Shapes: []db.ShapeStats{}, Args: []db.ArgStats{}, OtherShapeLaunches: 1},
+			{KernelName: "cutlass_gemm_kernel", Launches: 1, Shapes: []db.ShapeStats{}, Args: []db.ArgStats{}, OtherShapeLaunches: 1}}}
+	stats.Finish()
+	if err := db.WriteLaunchStats(dir, stats); err != nil {
+		t.Fatal(err)
+	}
 	if err := demangleMachineKernels(dir); err != nil {
 		t.Fatal(err)
 	}
@@ -137,5 +144,15 @@ func TestMachineKernelsAreDemangled(t *testing.T) {
 	}
 	if got["_Z5scalePfi"] != "scale(float*, int)" || got["_Z4vaddPfi"] != "_Z4vaddPfi" {
 		t.Errorf("demangled names %v", got)
+	}
+	st, err := db.ReadLaunchStats(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range st.Kernels {
+		want := map[string]string{"_Z5scalePfi": "scale(float*, int)", "cutlass_gemm_kernel": ""}[k.KernelName]
+		if k.DemangledName != want {
+			t.Errorf("statistics: %s demangled %q, want %q", k.KernelName, k.DemangledName, want)
+		}
 	}
 }

@@ -423,5 +423,31 @@ func demangleMachineKernels(rdb string) error {
 			}
 		}
 	}
+	return demangleStats(rdb)
+}
+
+// demangleStats gives each kernel of the launch statistics that lacks one
+// its demangled name: the injection library writes them without LLVM.
+func demangleStats(rdb string) error {
+	st, err := db.ReadLaunchStats(rdb)
+	if err != nil {
+		return nil // none; an unreadable file is inspect's to report
+	}
+	changed := false
+	for i := range st.Kernels {
+		k := &st.Kernels[i]
+		if k.DemangledName != "" {
+			continue
+		}
+		if d := llvm.Demangle(k.KernelName); d != k.KernelName {
+			k.DemangledName, changed = d, true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	if err := db.WriteLaunchStats(rdb, st); err != nil {
+		return fmt.Errorf("launch statistics: %w", err)
+	}
 	return nil
 }
