@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,7 +39,44 @@ type ExecRunner struct {
 	// out of OutputHash: lines a program prints that change from run to run
 	// (its own timings) would otherwise make every tuned run differ.
 	OutputFilter *regexp.Regexp
-	runs         int
+	// OwnTimer, when set, reads the application's own timer from its output
+	// (standard output and error): the number its first group matches, in
+	// the last line it matches (Outcome.OwnTime).
+	OwnTimer *regexp.Regexp
+	runs     int
+}
+
+// keptStderr is how much of the end of a run's standard error is searched
+// for its own timer.
+const keptStderr = 64 << 10
+
+// tailWriter keeps the last keptStderr bytes written to it.
+type tailWriter struct{ buf []byte }
+
+func (w *tailWriter) Write(p []byte) (int, error) {
+	w.buf = append(w.buf, p...)
+	if over := len(w.buf) - keptStderr; over > 0 {
+		w.buf = append(w.buf[:0], w.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+// ownTime is the number timer's first group matches in the last line of
+// outputs that it matches; 0 when none does or it is not a positive number.
+func ownTime(timer *regexp.Regexp, outputs ...[]byte) float64 {
+	found := 0.0
+	for _, out := range outputs {
+		for _, line := range bytes.Split(out, []byte{'\n'}) {
+			m := timer.FindSubmatch(line)
+			if len(m) < 2 {
+				continue
+			}
+			if v, err := strconv.ParseFloat(string(m[1]), 64); err == nil && v > 0 && v < math.Inf(1) {
+				found = v
+			}
+		}
+	}
+	return found
 }
 
 // Run starts the application once with env added and waits for it.
@@ -55,9 +93,20 @@ func (e *ExecRunner) Run(ctx context.Context, env []string) (Outcome, error) {
 	out := &hashingWriter{h: xxh3.New(), filter: e.OutputFilter}
 	cmd.Stdout = out
 	cmd.Stderr = e.Stderr
+	var stderr tailWriter
+	if e.OwnTimer != nil {
+		if e.Stderr != nil {
+			cmd.Stderr = io.MultiWriter(e.Stderr, &stderr)
+		} else {
+			cmd.Stderr = &stderr
+		}
+	}
 	start := time.Now()
 	err := cmd.Run()
 	o := Outcome{Seconds: time.Since(start).Seconds(), OutputHash: out.Sum64(), Output: out.kept.Bytes()}
+	if e.OwnTimer != nil {
+		o.OwnTime = ownTime(e.OwnTimer, o.Output, stderr.buf)
+	}
 	var exit *exec.ExitError
 	switch {
 	case err == nil:

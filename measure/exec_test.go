@@ -133,3 +133,45 @@ func FuzzOutputFilterSplit(f *testing.F) {
 		}
 	})
 }
+
+// The application's own timer is the number in the last line, of standard
+// output or error, that the expression matches; a line without a number
+// the group accepts counts as none, and without a match the time is 0.
+func TestExecRunnerReadsTheApplicationsOwnTimer(t *testing.T) {
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh")
+	}
+	timer := regexp.MustCompile(`wall time: ([0-9.]+) ms`)
+	for _, tc := range []struct {
+		script string
+		want   float64
+	}{
+		{`echo "wall time: 12.5 ms" >&2`, 12.5},
+		{`echo "wall time: 12.5 ms"`, 12.5},
+		{`echo "wall time: 3 ms"; echo "wall time: 4 ms" >&2`, 4},
+		{`echo "wall time: 3 ms" >&2; echo "wall time: 4 ms" >&2`, 4},
+		{`echo "wall time: . ms" >&2`, 0},
+		{`echo "wall time: 0 ms" >&2`, 0},
+		{`echo "elapsed: 12 ms" >&2`, 0},
+	} {
+		var stderr bytes.Buffer
+		r := &ExecRunner{App: sh, Args: []string{"-c", tc.script}, StatsDir: t.TempDir(), Stderr: &stderr, OwnTimer: timer}
+		o, err := r.Run(context.Background(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.OwnTime != tc.want {
+			t.Errorf("%s: own time %v, want %v", tc.script, o.OwnTime, tc.want)
+		}
+		// The application's standard error still reaches the runner's.
+		if strings.Contains(tc.script, ">&2") && stderr.Len() == 0 {
+			t.Errorf("%s: standard error was not passed on", tc.script)
+		}
+	}
+	// Without an expression nothing is read.
+	r := &ExecRunner{App: sh, Args: []string{"-c", `echo "wall time: 12.5 ms" >&2`}, StatsDir: t.TempDir()}
+	if o, err := r.Run(context.Background(), nil); err != nil || o.OwnTime != 0 {
+		t.Errorf("without --own-timer: own time %v (%v), want 0", o.OwnTime, err)
+	}
+}

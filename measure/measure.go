@@ -56,7 +56,11 @@ type Outcome struct {
 	// a message when it differs.
 	OutputHash uint64
 	Output     []byte
-	Kernels    map[string]KernelTime // by mangled name; nil without statistics
+	// OwnTime is the application's own timer, read from its output with
+	// the runner's own-timer expression; 0 when none is given or it printed
+	// none.
+	OwnTime float64
+	Kernels map[string]KernelTime // by mangled name; nil without statistics
 }
 
 // Runner runs the application once with extra environment variables.
@@ -114,10 +118,11 @@ const maxRounds = 3
 // alternating which goes first, and judges every tuned kernel. When some
 // kernels are dropped, the kernels kept are measured again on their own
 // (their tuned file is what the application will run), until the kept set
-// holds; the last round's end-to-end times then decide whether the kept set
-// helps the application as a whole: tuned slower than untuned beyond the
-// noise of the untuned runs drops every kernel, so a deployment is a
-// measured win or a no-op.
+// holds; the last round's end-to-end times (wall time, and the
+// application's own timer where the runner reads one) then decide whether
+// the kept set helps the application as a whole: tuned slower than untuned
+// beyond the noise of the untuned runs keeps only what helps alone
+// (keepWhatHelpsAlone), so a deployment is a measured win or a no-op.
 func Measure(ctx context.Context, r Runner, opts Options) (*Result, error) {
 	if opts.Runs < 2 {
 		return nil, fmt.Errorf("measure: %d runs; at least 2 of each are needed to see noise", opts.Runs)
@@ -147,13 +152,10 @@ func Measure(ctx context.Context, r Runner, opts Options) (*Result, error) {
 	kept := res.Kept
 	if len(kept) > 0 {
 		if why := slowerEndToEnd(res); why != "" {
-			logf(opts.Log, "measure: %s; no kernel is kept", why)
-			for _, k := range kept {
-				v := verdicts[k]
-				v.Kept, v.Reason = false, why
-				verdicts[k] = v
+			var err error
+			if kept, res, err = keepWhatHelpsAlone(ctx, r, round, res, why, verdicts); err != nil {
+				return nil, err
 			}
-			kept = nil
 		}
 	}
 	if len(kept) == 0 && len(res.Tuned) > 0 {
@@ -169,20 +171,124 @@ func Measure(ctx context.Context, r Runner, opts Options) (*Result, error) {
 	return res, nil
 }
 
-// slowerEndToEnd says why the tuned runs of a round count as slower than
-// the untuned ones: their median wall time above the untuned median by more
-// than the untuned runs' own spread (at least 2%); "" when not.
-func slowerEndToEnd(res *Result) string {
-	u, t := Seconds(res.Untuned), Seconds(res.Tuned)
-	if len(u) == 0 || len(t) == 0 {
-		return ""
+// maxAlone bounds the kernels of a kept set that is slower end to end
+// which are measured one by one before the whole set is dropped.
+const maxAlone = 4
+
+// keepWhatHelpsAlone handles a kept set whose application ran slower end to
+// end (why): every kernel of a set of 2 to maxAlone is measured alone, the
+// ones not slower alone are measured together, and what holds is kept (the
+// kernels that helped alone together, else the one whose application ran
+// fastest alone); the others are dropped, saying why. With one kernel, or
+// nothing that helps alone, nothing is kept. It returns the kernels kept
+// and the round that decided (its runs are the end-to-end figures).
+func keepWhatHelpsAlone(ctx context.Context, r Runner, round Options, res *Result, why string, verdicts map[string]Verdict) ([]string, *Result, error) {
+	set := res.Kept
+	drop := func(ks []string, reason string) {
+		for _, k := range ks {
+			v := verdicts[k]
+			v.Kept, v.Reason = false, reason
+			verdicts[k] = v
+		}
 	}
-	mu, mt := median(u), median(t)
-	tol := math.Max(0.02, spread(u))
-	if mt > mu*(1+tol) {
+	if len(set) < 2 || len(set) > maxAlone {
+		logf(round.Log, "measure: %s; no kernel is kept", why)
+		drop(set, why)
+		return nil, res, nil
+	}
+	logf(round.Log, "measure: %s with %d kernels together; measuring each alone", why, len(set))
+	var helped []string
+	alone := map[string]*Result{}
+	for _, k := range set {
+		file, err := round.Subset([]string{k})
+		if err != nil {
+			return nil, nil, err
+		}
+		one := round
+		one.Tuned, one.Kernels = file, []string{k}
+		r1, err := measureRound(ctx, r, one)
+		if err != nil {
+			return nil, nil, err
+		}
+		alone[k] = r1
+		if w := slowerEndToEnd(r1); w != "" || len(r1.Kept) != 1 {
+			if w == "" {
+				w = r1.Verdicts[0].Reason
+			}
+			drop([]string{k}, w+" (measured alone, after the kept kernels together ran slower)")
+			continue
+		}
+		helped = append(helped, k)
+	}
+	switch len(helped) {
+	case 0:
+		return nil, res, nil
+	case 1:
+		return helped, alone[helped[0]], nil
+	}
+	file, err := round.Subset(helped)
+	if err != nil {
+		return nil, nil, err
+	}
+	together := round
+	together.Tuned, together.Kernels = file, helped
+	rt, err := measureRound(ctx, r, together)
+	if err != nil {
+		return nil, nil, err
+	}
+	if slowerEndToEnd(rt) == "" && len(rt.Kept) == len(helped) {
+		return helped, rt, nil
+	}
+	// Together they still cost the application: the one that helped most
+	// alone (the fastest tuned median) stays.
+	best := helped[0]
+	for _, k := range helped[1:] {
+		if median(Seconds(alone[k].Tuned)) < median(Seconds(alone[best].Tuned)) {
+			best = k
+		}
+	}
+	drop(without(helped, map[string]string{best: ""}), "each helped alone, but not together with "+best)
+	return []string{best}, alone[best], nil
+}
+
+// slowerEndToEnd says why the tuned runs of a round count as slower than
+// the untuned ones: their median wall time, or the application's own timer
+// where every run printed it, above the untuned median by more than the
+// untuned runs' own spread (at least 2%); "" when not. The own timer sees
+// what the wall time of a short program drowns: a kernel whose tuned code
+// is as fast on the GPU but costs the application more around it.
+func slowerEndToEnd(res *Result) string {
+	if mt, mu, tol, slower := slowerBy(Seconds(res.Untuned), Seconds(res.Tuned)); slower {
 		return fmt.Sprintf("the application ran slower tuned end to end (%.3f s against %.3f s untuned, noise %.1f%%)", mt, mu, 100*tol)
 	}
+	if mt, mu, tol, slower := slowerBy(OwnTimes(res.Untuned), OwnTimes(res.Tuned)); slower {
+		return fmt.Sprintf("the application's own timer says it ran slower tuned (%.4g against %.4g untuned, in its units; noise %.1f%%)", mt, mu, 100*tol)
+	}
 	return ""
+}
+
+// slowerBy compares tuned with untuned times (lower is better): the
+// medians and the tolerance, and whether the tuned median exceeds the
+// untuned one by more than the untuned runs' spread (at least 2%).
+func slowerBy(u, t []float64) (mt, mu, tol float64, slower bool) {
+	if len(u) == 0 || len(t) == 0 {
+		return 0, 0, 0, false
+	}
+	mu, mt = median(u), median(t)
+	tol = math.Max(0.02, spread(u))
+	return mt, mu, tol, mt > mu*(1+tol)
+}
+
+// OwnTimes lists the runs' own timers; nil unless every run printed one.
+func OwnTimes(runs []Outcome) []float64 {
+	out := make([]float64, len(runs))
+	for i, r := range runs {
+		if r.OwnTime <= 0 {
+			return nil
+		}
+		out[i] = r.OwnTime
+	}
+	return out
 }
 
 // measureRound runs one interleaved measurement of opts.Kernels and judges

@@ -339,3 +339,108 @@ func (o oneShot) Run(ctx context.Context, env []string) (Outcome, error) {
 	}
 	return out, err
 }
+
+// A kernel as fast on the GPU tuned but costing the application more around
+// it shows only in the application's own timer: the kept set is dropped
+// when every run printed that timer and the tuned median is slower beyond
+// noise, and kept when the timer agrees or some run printed none.
+func TestTheOwnTimerJudgesTheKeptSetToo(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		untunedOwn, own  float64
+		missing, dropped bool
+	}{
+		{"own timer slower", 100, 110, false, true},
+		{"own timer within noise", 100, 101, false, false},
+		{"own timer faster", 100, 90, false, false},
+		{"a run printed none", 100, 110, true, false},
+	} {
+		a := newApp()
+		r, err := Measure(context.Background(), &ownTimed{fakeApp: a, untunedOwn: tc.untunedOwn, own: tc.own, missing: tc.missing}, opts(a))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := verdict(t, r, "A"); v.Kept == tc.dropped {
+			t.Errorf("%s: A kept %v, want %v: %+v", tc.name, v.Kept, !tc.dropped, v)
+		} else if tc.dropped && !strings.Contains(v.Reason, "own timer") {
+			t.Errorf("%s: reason %q does not name the own timer", tc.name, v.Reason)
+		}
+	}
+}
+
+// ownTimed is fakeApp printing an own timer: untuned runs untunedOwn,
+// tuned ones own; with missing, every other tuned run prints none.
+type ownTimed struct {
+	*fakeApp
+	untunedOwn, own float64
+	missing         bool
+	tuned           int
+}
+
+func (o *ownTimed) Run(ctx context.Context, env []string) (Outcome, error) {
+	out, err := o.fakeApp.Run(ctx, env)
+	if strings.TrimPrefix(env[0], EnvTunedKernels+"=") == "" {
+		out.OwnTime = o.untunedOwn
+	} else {
+		o.tuned++
+		out.OwnTime = o.own
+		if o.missing && o.tuned%2 == 0 {
+			out.OwnTime = 0
+		}
+	}
+	return out, err
+}
+
+// When kernels kept together make the application slower end to end, each
+// is measured alone: the one that costs the application (A) is dropped,
+// saying so, and the one that helps alone (B) stays, with its own runs as
+// the end-to-end figures. When both help alone but not together, the one
+// whose application ran fastest alone stays; when neither helps alone,
+// nothing does.
+func TestASlowerKeptSetKeepsTheKernelsThatHelpAlone(t *testing.T) {
+	faster := func() *fakeApp {
+		a := newApp()
+		a.tunedNS["B"] = 400 // both faster per launch
+		return a
+	}
+	a := faster()
+	a.extraSeconds = map[string]float64{"A": 0.2}
+	r, err := Measure(context.Background(), a, opts(a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(r.Kept, []string{"B"}) {
+		t.Fatalf("kept %v, want [B]", r.Kept)
+	}
+	if v := verdict(t, r, "A"); v.Kept || !strings.Contains(v.Reason, "measured alone") || !strings.Contains(v.Reason, "slower tuned end to end") {
+		t.Errorf("A: %+v", v)
+	}
+	for _, o := range r.Tuned {
+		if o.Seconds != 1 {
+			t.Errorf("a tuned run of %v s: not of B alone", o.Seconds)
+		}
+	}
+
+	// Each costs a little, within noise alone, beyond it together.
+	a = faster()
+	a.extraSeconds = map[string]float64{"A": 0.015, "B": 0.012}
+	if r, err = Measure(context.Background(), a, opts(a)); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(r.Kept, []string{"B"}) {
+		t.Errorf("kept %v, want [B] (the faster alone)", r.Kept)
+	}
+	if v := verdict(t, r, "A"); v.Kept || !strings.Contains(v.Reason, "not together with B") {
+		t.Errorf("A: %+v", v)
+	}
+
+	// Neither helps alone.
+	a = faster()
+	a.extraSeconds = map[string]float64{"A": 0.2, "B": 0.2}
+	if r, err = Measure(context.Background(), a, opts(a)); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Kept) != 0 || len(r.Tuned) != 0 {
+		t.Errorf("kept %v (tuned runs %d), want nothing", r.Kept, len(r.Tuned))
+	}
+}

@@ -77,7 +77,10 @@ type Options struct {
 	// OutputFilter is the expression the runner leaves matching output
 	// lines out of the comparison with, for the report.
 	OutputFilter string
-	Runs         int // interleaved runs of each, untuned and tuned
+	// OwnTimer is the expression that read the application's own timer
+	// from its output (--own-timer); "" when none.
+	OwnTimer string
+	Runs     int // interleaved runs of each, untuned and tuned
 	// OptunaStorage, when set, has each kernel tuned by an Optuna study kept
 	// there (one per kernel and result key), for optuna-dashboard.
 	OptunaStorage string
@@ -502,6 +505,11 @@ func fillReport(rep *report.Report, o Options, all, chosen []*kernel, stats *db.
 		rep.EndToEnd.OutputFilter = o.OutputFilter
 	}
 	rep.EndToEnd.OutputSame = res.OutputSame
+	if o.OwnTimer != "" {
+		rep.EndToEnd.OwnTimer = o.OwnTimer
+		rep.EndToEnd.UntunedOwn = measure.OwnTimes(res.Untuned)
+		rep.EndToEnd.TunedOwn = measure.OwnTimes(res.Tuned)
+	}
 	if len(rep.EndToEnd.TunedSeconds) == 0 {
 		// Nothing tuned: the application as it is, which is the untuned run.
 		rep.EndToEnd.TunedSeconds = rep.EndToEnd.UntunedSeconds

@@ -142,7 +142,8 @@ code{font-size:.85em}
 <p>Median wall time {{secs (median .R.EndToEnd.UntunedSeconds)}} untuned, {{secs (median .R.EndToEnd.TunedSeconds)}} tuned
 (predicted from replay: {{secs .R.EndToEnd.PredictedTunedSeconds}});
 {{len .R.EndToEnd.UntunedSeconds}} + {{len .R.EndToEnd.TunedSeconds}} interleaved runs.
-{{if .R.EndToEnd.OutputChecked}}{{if .R.EndToEnd.OutputSame}}The application's output was the same tuned{{else}}The application's output differed when tuned{{end}}{{with .R.EndToEnd.OutputFilter}} (lines matching <code>{{.}}</code> left out){{end}}.{{else}}Output not compared.{{end}}</p>
+{{if and .R.EndToEnd.UntunedOwn .R.EndToEnd.TunedOwn}}By the application's own timer (<code>{{.R.EndToEnd.OwnTimer}}</code>): {{printf "%.4g" (median .R.EndToEnd.UntunedOwn)}} untuned, {{printf "%.4g" (median .R.EndToEnd.TunedOwn)}} tuned (median, in its units).
+{{end}}{{if .R.EndToEnd.OutputChecked}}{{if .R.EndToEnd.OutputSame}}The application's output was the same tuned{{else}}The application's output differed when tuned{{end}}{{with .R.EndToEnd.OutputFilter}} (lines matching <code>{{.}}</code> left out){{end}}.{{else}}Output not compared.{{end}}</p>
 {{range .R.Notes}}<p class="note">{{.}}</p>{{end}}
 <div class="figs">
 <figure id="fig-end-to-end">{{.EndToEnd}}</figure>

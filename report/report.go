@@ -67,6 +67,12 @@ type EndToEnd struct {
 	// OutputFilter is the regular expression whose matching output lines
 	// were left out of the comparison (--output-filter); "" when none.
 	OutputFilter string `json:"output_filter,omitempty"`
+	// OwnTimer is the expression that read the application's own timer
+	// (--own-timer); UntunedOwn and TunedOwn its readings, in the
+	// application's units (empty when a run printed none).
+	OwnTimer   string    `json:"own_timer,omitempty"`
+	UntunedOwn []float64 `json:"untuned_own,omitempty"`
+	TunedOwn   []float64 `json:"tuned_own,omitempty"`
 }
 
 // Kernel is one kernel of the application.

@@ -14,6 +14,10 @@ func WriteSummary(w io.Writer, r *Report, escape func(string) string) {
 	fmt.Fprintf(w, "end to end: %s untuned, %s tuned (median of %d and %d runs): %s; predicted from replay %.3f s\n",
 		fmtNS(1e9*Median(e.UntunedSeconds)), fmtNS(1e9*Median(e.TunedSeconds)), len(e.UntunedSeconds), len(e.TunedSeconds),
 		speedupText(e.Speedup()), e.PredictedTunedSeconds)
+	if len(e.UntunedOwn) > 0 && len(e.TunedOwn) > 0 {
+		u, t := Median(e.UntunedOwn), Median(e.TunedOwn)
+		fmt.Fprintf(w, "by its own timer: %.4g untuned, %.4g tuned (median, in its units): %s\n", u, t, speedupText(u/t))
+	}
 	ks := append([]Kernel(nil), r.Kernels...)
 	SortByShare(ks)
 	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)

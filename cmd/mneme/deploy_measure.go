@@ -27,6 +27,7 @@ type measureFlags struct {
 	runs        int
 	checkOutput bool
 	filter      string
+	ownTimer    string
 	output      string
 	workDir     string
 }
@@ -34,7 +35,7 @@ type measureFlags struct {
 func init() {
 	var f measureFlags
 	cmd := &cobra.Command{
-		Use:   "measure --tuned FILE [--runs N] [--check-output [--output-filter REGEX]] [--output KEPT.json] -- APP ARGS",
+		Use:   "measure --tuned FILE [--runs N] [--check-output [--output-filter REGEX]] [--own-timer REGEX] [--output KEPT.json] -- APP ARGS",
 		Short: "Run the application untuned and tuned, interleaved, and keep only the kernels that help in it",
 		Long: `deploy measure runs the application (built with the mneme compilers) N times
 untuned and N times with the tuned file, alternating which goes first, and
@@ -80,6 +81,7 @@ other kernel was dropped.`,
 	cmd.Flags().IntVar(&f.runs, "runs", 5, "runs of each, untuned and tuned")
 	cmd.Flags().BoolVar(&f.checkOutput, "check-output", false, "require the tuned runs to print what the untuned ones print")
 	cmd.Flags().StringVar(&f.filter, "output-filter", "", "with --check-output, leave out of the comparison the output lines this regular expression matches")
+	cmd.Flags().StringVar(&f.ownTimer, "own-timer", "", "a regular expression whose first group matches the time the application prints (e.g. 'wall time: ([0-9.]+) ms'): the end-to-end check compares it too")
 	cmd.Flags().StringVar(&f.output, "output", "", "write the kernels kept to this tuned file")
 	cmd.Flags().StringVar(&f.workDir, "work-dir", "", "folder for the runs' statistics and subset files (default: a temporary one)")
 	for _, c := range rootCmd.Commands() {
@@ -92,6 +94,10 @@ other kernel was dropped.`,
 // measureTuned runs the measurement of one tuned file on the application.
 func measureTuned(ctx context.Context, f measureFlags, app []string, log io.Writer) (*measure.Result, error) {
 	filter, err := outputFilter(f.filter, f.checkOutput)
+	if err != nil {
+		return nil, withExit(exitUsage, err)
+	}
+	timer, err := ownTimer(f.ownTimer)
 	if err != nil {
 		return nil, withExit(exitUsage, err)
 	}
@@ -121,7 +127,7 @@ func measureTuned(ctx context.Context, f measureFlags, app []string, log io.Writ
 	} else if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	runner := &measure.ExecRunner{App: app[0], Args: app[1:], StatsDir: dir, ReadStats: readKernelTimes, Stderr: log, OutputFilter: filter}
+	runner := &measure.ExecRunner{App: app[0], Args: app[1:], StatsDir: dir, ReadStats: readKernelTimes, Stderr: log, OutputFilter: filter, OwnTimer: timer}
 	subsets := &measure.SubsetWriter{Source: f.tuned, Dir: dir}
 	return measure.Measure(ctx, runner, measure.Options{
 		Tuned: f.tuned, Kernels: kernels, Runs: f.runs, CheckOutput: f.checkOutput,
@@ -155,6 +161,9 @@ func readKernelTimes(path string) (map[string]measure.KernelTime, error) {
 func printMeasurement(w io.Writer, res *measure.Result) {
 	fmt.Fprintf(w, "application: %s untuned, %s tuned (median wall time of %d runs each)\n",
 		fmtSeconds(measure.Seconds(res.Untuned)), fmtSeconds(measure.Seconds(res.Tuned)), len(res.Untuned))
+	if u, t := measure.OwnTimes(res.Untuned), measure.OwnTimes(res.Tuned); len(u) > 0 && len(t) > 0 {
+		fmt.Fprintf(w, "by its own timer: %.4g untuned, %.4g tuned (median, in its units)\n", medianOf(u), medianOf(t))
+	}
 	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "KERNEL\tLAUNCHES\tUNTUNED/LAUNCH\tTUNED/LAUNCH\tIN APP\tREPLAY\tKEPT\tWHY")
 	for _, v := range res.Verdicts {

@@ -23,7 +23,7 @@ import (
 
 type optimizeFlags struct {
 	rdb, output, budget, gpus, minShare, sampler, preset string
-	optunaStorage, outputFilter                          string
+	optunaStorage, outputFilter, ownTimer                string
 	top, runs, trials                                    int
 	checkOutput                                          bool
 }
@@ -31,7 +31,7 @@ type optimizeFlags struct {
 func init() {
 	var f optimizeFlags
 	cmd := &cobra.Command{
-		Use:   "optimize [-rdb DIR] [--output DIR] [--budget 10m] [--gpus 0,1] [--min-share 5%|--top N] [--check-output [--output-filter REGEX]] -- APP ARGS",
+		Use:   "optimize [-rdb DIR] [--output DIR] [--budget 10m] [--gpus 0,1] [--min-share 5%|--top N] [--check-output [--output-filter REGEX]] [--own-timer REGEX] -- APP ARGS",
 		Short: "From an application to a faster application: record, tune what matters, keep what helps, report",
 		Long: `optimize runs an application built with the mneme compilers through every
 step: it records it (with launch statistics), ranks its kernels by their share
@@ -59,6 +59,10 @@ toolchain or launch statistics changed, and reuses the rest.`,
 			if err != nil {
 				return withExit(exitUsage, err)
 			}
+			timer, err := ownTimer(f.ownTimer)
+			if err != nil {
+				return withExit(exitUsage, err)
+			}
 			self, err := os.Executable()
 			if err != nil {
 				return err
@@ -66,7 +70,7 @@ toolchain or launch statistics changed, and reuses the rest.`,
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			tools := &commandTools{mneme: self, sampler: f.sampler, preset: f.preset, trials: f.trials, optunaStorage: f.optunaStorage, log: cmd.ErrOrStderr()}
-			runner := &measure.ExecRunner{App: args[0], Args: args[1:], StatsDir: filepath.Join(o.Output, "work"), ReadStats: readKernelTimes, Stderr: io.Discard, OutputFilter: filter}
+			runner := &measure.ExecRunner{App: args[0], Args: args[1:], StatsDir: filepath.Join(o.Output, "work"), ReadStats: readKernelTimes, Stderr: io.Discard, OutputFilter: filter, OwnTimer: timer}
 			rep, err := optimize.Run(ctx, tools, runner, o)
 			if err != nil {
 				return err
@@ -86,6 +90,7 @@ toolchain or launch statistics changed, and reuses the rest.`,
 	fl.IntVar(&f.top, "top", 0, "tune the N kernels with the largest shares instead of --min-share")
 	fl.BoolVar(&f.checkOutput, "check-output", false, "require the tuned application to print what the untuned one prints")
 	fl.StringVar(&f.outputFilter, "output-filter", "", "with --check-output, leave out of the comparison the output lines this regular expression matches (e.g. the application's own timings)")
+	fl.StringVar(&f.ownTimer, "own-timer", "", "a regular expression whose first group matches the time the application prints (stdout or stderr), e.g. 'wall time: ([0-9.]+) ms': the end-to-end check compares it too, so a kernel that makes the application slower by its own timer is not kept")
 	fl.IntVar(&f.runs, "runs", 5, "interleaved runs of the application, untuned and tuned each")
 	fl.StringVar(&f.sampler, "sampler", "tpe", "the tuner's sampler")
 	fl.StringVar(&f.preset, "preset", "standard", "the tuner's preset space")
@@ -136,7 +141,7 @@ func (f *optimizeFlags) options(app []string, log io.Writer) (optimize.Options, 
 		return optimize.Options{}, err
 	}
 	return optimize.Options{App: app, Output: f.output, DB: f.rdb, Budget: budget, GPUs: f.gpus, MinShare: share,
-		Top: f.top, CheckOutput: f.checkOutput, OutputFilter: f.outputFilter, Runs: f.runs, OptunaStorage: f.optunaStorage, Log: log}, nil
+		Top: f.top, CheckOutput: f.checkOutput, OutputFilter: f.outputFilter, OwnTimer: f.ownTimer, Runs: f.runs, OptunaStorage: f.optunaStorage, Log: log}, nil
 }
 
 // outputFilter compiles --output-filter, which only --check-output uses.
@@ -150,6 +155,23 @@ func outputFilter(expr string, checkOutput bool) (*regexp.Regexp, error) {
 	re, err := regexp.Compile(expr)
 	if err != nil {
 		return nil, fmt.Errorf("--output-filter %q: not a regular expression: %v", expr, err)
+	}
+	return re, nil
+}
+
+// ownTimer compiles --own-timer: a regular expression whose first group
+// matches the number the application prints as its own time (nil when
+// not given).
+func ownTimer(expr string) (*regexp.Regexp, error) {
+	if expr == "" {
+		return nil, nil
+	}
+	re, err := regexp.Compile(expr)
+	if err != nil {
+		return nil, fmt.Errorf("--own-timer %q: not a regular expression: %v", expr, err)
+	}
+	if re.NumSubexp() < 1 {
+		return nil, fmt.Errorf("--own-timer %q: give a group around the number, as in 'wall time: ([0-9.]+) ms'", expr)
 	}
 	return re, nil
 }
