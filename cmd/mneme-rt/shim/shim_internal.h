@@ -520,9 +520,13 @@ extern int mneme_rt_loading;
 void mneme_deploy_start_background(void) __attribute__((cold, noinline));
 
 /* deploy_early_start is the allocation path's hook: one predictable
- * branch unless deploying with the library not yet started. */
+ * branch unless deploying or counting with the library not yet started.
+ * Counting (deploy measure's runs, untuned ones too) starts it early as
+ * well, so that no run pays for loading it inside the application's own
+ * timer, which measure compares. */
 static inline void deploy_early_start(void) {
-  if (__builtin_expect(mneme_deploying && mneme_rt_ready == 0, 0))
+  if (__builtin_expect(
+          (mneme_deploying || mneme_counting) && mneme_rt_ready == 0, 0))
     mneme_deploy_start_background();
 }
 

@@ -915,6 +915,15 @@ func TestDeployStartsInTheBackground(t *testing.T) {
 		strings.Count(counted, "launch f=kernel_a") != 0 || !strings.Contains(counted, " first=2000 ") || stderr != "" {
 		t.Errorf("deploying and counted, with the library loading in the background:\n%s\nstderr: %s", counted, stderr)
 	}
+	// Counting only (deploy measure's untuned runs), the choice of device
+	// starts the library in the background too: the launches then find it
+	// ready, are counted and run the application's code.
+	countOnly, stderr := runProgram(t, app, "MNEME_RT_LIB="+lib, "MNEME_TEST_GATE="+filepath.Join(t.TempDir(), "gate-count"),
+		"MNEME_TEST_SET_DEVICE=1", "MNEME_LAUNCH_STATS="+filepath.Join(b.dir, "count-stats"), "MNEME_TEST_STATS=1")
+	if !strings.Contains(countOnly, "init deploy thread=background background=1") || !strings.Contains(countOnly, "stats _Z6kernelPfi launches=4 ") ||
+		strings.Count(countOnly, "launch f=kernel_a") != 4 || stderr != "" {
+		t.Errorf("counting, the library started by the choice of device:\n%s\nstderr: %s", countOnly, stderr)
+	}
 	// Not deploying, the allocation starts nothing.
 	plain, _ := runProgram(t, app, "MNEME_RT_LIB="+lib)
 	if strings.Contains(plain, "init") || strings.Count(plain, "launch f=kernel_a") != 4 {
