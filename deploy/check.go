@@ -61,13 +61,19 @@ func CheckWith(plans Plans, kernels []string, gpu string, valid func(*Plan) erro
 			rep.Matched++
 			notes = append(notes, describe(p))
 		}
-		if p.TunedGPU != "" && gpu != "" && p.TunedGPU != gpu {
-			notes = append(notes, fmt.Sprintf("tuned on %s, this GPU is %s", p.TunedGPU, gpu))
-		}
-		row.Note = strings.Join(notes, "; ")
-		rep.Rows = append(rep.Rows, row)
+		rep.addRow(row, notes, p, gpu)
 	}
 	return rep
+}
+
+// addRow adds row with its notes, and a note when p was tuned on another
+// GPU than gpu.
+func (rep *CheckReport) addRow(row CheckRow, notes []string, p *Plan, gpu string) {
+	if p.TunedGPU != "" && gpu != "" && p.TunedGPU != gpu {
+		notes = append(notes, fmt.Sprintf("tuned on %s, this GPU is %s", p.TunedGPU, gpu))
+	}
+	row.Note = strings.Join(notes, "; ")
+	rep.Rows = append(rep.Rows, row)
 }
 
 // describe is a short account of what a plan changes.

@@ -270,11 +270,7 @@ func CheckMachineCode(plans Plans, kernels []string, gpu string) CheckReport {
 			rep.Matched++
 			notes = append(notes, machineDescribe(p))
 		}
-		if p.TunedGPU != "" && gpu != "" && p.TunedGPU != gpu {
-			notes = append(notes, fmt.Sprintf("tuned on %s, this GPU is %s", p.TunedGPU, gpu))
-		}
-		row.Note = strings.Join(notes, "; ")
-		rep.Rows = append(rep.Rows, row)
+		rep.addRow(row, notes, p, gpu)
 	}
 	return rep
 }

@@ -209,17 +209,20 @@ func TestGPUVecAdd(t *testing.T) {
 	}
 }
 
-func TestGPUInPlaceUpdateIsResetBeforeEveryIteration(t *testing.T) {
-	const n = 300_000
-	l := &fixture.Launch{
-		Kernel: "axpy", Grid: dim((n + 255) / 256), Block: dim(256),
-		Args: []fixture.Arg{fixture.F32("a", 1.5), fixture.Ptr("x", 0), fixture.Ptr("y", 1), fixture.I32("n", n)},
+// axpyLaunch is y = a*x + y over n floats, in place, as one recorded launch.
+func axpyLaunch(n int) *fixture.Launch {
+	return &fixture.Launch{
+		Kernel: "axpy", Grid: dim(uint32((n + 255) / 256)), Block: dim(256),
+		Args: []fixture.Arg{fixture.F32("a", 1.5), fixture.Ptr("x", 0), fixture.Ptr("y", 1), fixture.I32("n", int32(n))},
 		Buffers: [][]byte{
 			f32buf(n, func(i int) float32 { return float32(i % 101) }),
 			f32buf(n, func(i int) float32 { return float32(i%13) * 0.25 }),
 		},
 	}
-	dir := recordOnGPU(t, l)
+}
+
+func TestGPUInPlaceUpdateIsResetBeforeEveryIteration(t *testing.T) {
+	dir := recordOnGPU(t, axpyLaunch(300_000))
 	for _, full := range []bool{false, true} {
 		s := openSession(t, dir, Options{Iterations: 20, Warmup: 3, FullReset: full})
 		for _, cfg := range []mneme.Config{s.Baseline(), func() mneme.Config {
@@ -248,16 +251,7 @@ func TestGPUInPlaceUpdateIsResetBeforeEveryIteration(t *testing.T) {
 // starts from the prologue every time and verifies; its time is then that
 // of inputs read from device memory (logged beside the warm figure).
 func TestGPUColdL2ReplayVerifies(t *testing.T) {
-	const n = 4 << 20 // 2 x 16 MiB: fits the L2 of current GPUs when warm
-	l := &fixture.Launch{
-		Kernel: "axpy", Grid: dim((n + 255) / 256), Block: dim(256),
-		Args: []fixture.Arg{fixture.F32("a", 1.5), fixture.Ptr("x", 0), fixture.Ptr("y", 1), fixture.I32("n", n)},
-		Buffers: [][]byte{
-			f32buf(n, func(i int) float32 { return float32(i % 101) }),
-			f32buf(n, func(i int) float32 { return float32(i%13) * 0.25 }),
-		},
-	}
-	dir := recordOnGPU(t, l)
+	dir := recordOnGPU(t, axpyLaunch(4<<20)) // 2 x 16 MiB: fits the L2 of current GPUs when warm
 	medians := map[bool]float64{}
 	for _, cold := range []bool{false, true} {
 		s := openSession(t, dir, Options{Iterations: 20, Warmup: 3, ColdL2: cold})
