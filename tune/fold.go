@@ -69,6 +69,11 @@ type FoldPolicy struct {
 	Variants int
 	// Dims is whether block and grid dimensions may be folded.
 	Dims bool
+	// Shapes is the number of launch shapes of the run (a configuration
+	// folding the dimensions compiles one variant each); distinct the values
+	// of each argument that took several (one variant each when folded).
+	Shapes   int
+	distinct map[int]int
 	// Notes say why each argument or the dimensions were kept out, for the
 	// log and the summary.
 	Notes []string
@@ -130,9 +135,16 @@ func DecideFold(k *db.Kernel, stats *KernelStats, maxVariants int, insts []*db.I
 		}
 		p.Variants *= c.distinct
 		p.Args = append(p.Args, c.arg)
+		if c.distinct > 1 {
+			if p.distinct == nil {
+				p.distinct = map[int]int{}
+			}
+			p.distinct[c.arg] = c.distinct
+		}
 	}
 	slices.Sort(p.Args)
 	shapes := max(len(stats.Shapes), 1)
+	p.Shapes = shapes
 	p.Dims = p.Variants*shapes <= maxVariants && !stats.MoreShapes
 	switch {
 	case stats.MoreShapes:
@@ -209,6 +221,40 @@ func (p FoldPolicy) Restrict(c mneme.Config) mneme.Config {
 		c.SpecializeDims = false
 	}
 	return c
+}
+
+// VariantFirstLaunchNS is what each compiled variant beyond the first costs
+// the application: its first launch. Measured on an H100 (driver 580): a
+// preloaded variant's first launch took up to 212-304 us, the application's
+// own kernel's first launch (loading its code) ~260 us, which the first
+// variant replaces. A configuration's objective across instances carries
+// this cost for every variant it makes the runtime compile beyond one, and
+// a launch-shape class must save more than it to get code of its own.
+const VariantFirstLaunchNS = 200_000.0
+
+// VariantsOf is how many variants the runtime compiles for configuration c
+// under this policy: one per launch shape when c folds the dimensions,
+// times one per value of each folded argument that took several.
+func (p FoldPolicy) VariantsOf(c mneme.Config) int {
+	if c.Original {
+		return 0 // the application's own code: nothing is compiled
+	}
+	n := 1
+	if c.SpecializeDims {
+		n *= max(p.Shapes, 1)
+	}
+	if c.Specialize {
+		for _, a := range c.SpecializeArgs {
+			n *= max(p.distinct[a], 1)
+		}
+	}
+	return n
+}
+
+// VariantCostNS is the first-launch cost of c's variants beyond the first
+// (VariantFirstLaunchNS each).
+func (p FoldPolicy) VariantCostNS(c mneme.Config) float64 {
+	return float64(max(p.VariantsOf(c)-1, 0)) * VariantFirstLaunchNS
 }
 
 // applyFold restricts every configuration the space derives to the policy.

@@ -197,3 +197,84 @@ func TestRunOneInstanceClassWhenOtherShapesRan(t *testing.T) {
 		}
 	}
 }
+
+// Each variant a configuration makes the runtime compile beyond the first
+// costs its first launch in the objective: one per launch shape when the
+// dimensions fold, one per value of each folded multi-valued argument, none
+// for the application's own code. Each input changed alone.
+func TestVariantCost(t *testing.T) {
+	k := &db.Kernel{ArgNames: []string{"y", "step", "n", "alpha"}, Specializations: []bool{false, true, true, true}}
+	all := []*db.Instance{
+		{Args: []string{"00", "01", "e8030000", "a1"}}, {Args: []string{"00", "02", "e8030000", "a2"}},
+		{Args: []string{"00", "03", "e8030000", "a3"}}, {Args: []string{"00", "04", "e8030000", "a1"}},
+	}
+	stats := &KernelStats{Shapes: make([]ShapeStats, 6), Args: []ArgStats{{Arg: 1, Distinct: 4}, {Arg: 2, Invariant: true, Distinct: 1}, {Arg: 3, Distinct: 3}}}
+	p := DecideFold(k, stats, 128, all)
+	for _, tc := range []struct {
+		name string
+		c    mneme.Config
+		want int
+	}{
+		{"nothing folded", mneme.Config{Passes: "default<O3>"}, 1},
+		{"the application's own code", mneme.Config{Original: true}, 0},
+		{"dimensions folded, 6 shapes", mneme.Config{SpecializeDims: true}, 6},
+		{"an invariant argument folded", mneme.Config{Specialize: true, SpecializeArgs: []int{2}}, 1},
+		{"a 4-valued argument folded", mneme.Config{Specialize: true, SpecializeArgs: []int{1}}, 4},
+		{"4 and 3 values folded", mneme.Config{Specialize: true, SpecializeArgs: []int{1, 3}}, 12},
+		{"4 values and the dimensions", mneme.Config{Specialize: true, SpecializeArgs: []int{1}, SpecializeDims: true}, 24},
+	} {
+		if got := p.VariantsOf(tc.c); got != tc.want {
+			t.Errorf("%s: %d variants, want %d", tc.name, got, tc.want)
+		}
+		if got, want := p.VariantCostNS(tc.c), float64(max(tc.want-1, 0))*VariantFirstLaunchNS; got != want {
+			t.Errorf("%s: cost %v ns, want %v", tc.name, got, want)
+		}
+	}
+	// The objective across instances carries the cost; none without one.
+	members := []*member{{id: "a", launches: 10}, {id: "b", launches: 5}}
+	ok := func(ns float64) JobResult {
+		return JobResult{Status: mneme.StatusVerified, Result: mneme.Result{ExecTime: []float64{ns, ns, ns}}}
+	}
+	job := Job{Config: mneme.Config{SpecializeDims: true}}
+	plain := combineInstances(job, []JobResult{ok(100), ok(200)}, members, "median", nil)
+	costed := combineInstances(job, []JobResult{ok(100), ok(200)}, members, "median", p.VariantCostNS)
+	if plain.Result.ExecTime[0] != 2000 || costed.Result.ExecTime[0] != 2000+5*VariantFirstLaunchNS {
+		t.Errorf("totals %v and %v, want 2000 and 2000 plus 5 variants' first launches", plain.Result.ExecTime, costed.Result.ExecTime)
+	}
+}
+
+// A launch shape gets code of its own only where its best saves the
+// application more than a variant's first launch over the configuration
+// chosen for all: a small gain on a few launches keeps the shared code (no
+// classes); a large one gets its class. Each input changed alone.
+func TestShapeClassesPayForTheirVariants(t *testing.T) {
+	inst := func(grid uint32) *db.Instance {
+		return &db.Instance{GridDims: mneme.Dim3{X: grid, Y: 1, Z: 1}, BlockDims: mneme.Dim3{X: 256, Y: 1, Z: 1}}
+	}
+	members := []*member{{t: &target{inst: inst(64)}, id: "small", launches: 20}, {t: &target{inst: inst(4096)}, id: "large", launches: 20}}
+	trial := func(n int, key string, small, large float64) Trial {
+		return Trial{Number: n, ConfigKey: key, Status: mneme.StatusVerified, TimeNS: 20 * (small + large), Config: mneme.Config{Passes: key},
+			Instances: []InstanceFigure{{Instance: "small", Status: mneme.StatusVerified, TimeNS: small}, {Instance: "large", Status: mneme.StatusVerified, TimeNS: large}}}
+	}
+	base := trial(0, "baseline", 50_000, 100_000)
+	base.Params = Point{baselineParam: true}
+	chosen := trial(1, "chosen", 49_000, 80_000) // best in total
+	for _, tc := range []struct {
+		name    string
+		small   float64 // the other configuration's time on the small shape
+		classes int
+	}{
+		{"a gain on 20 launches far below a first launch", 48_500, 0},
+		{"a gain on 20 launches above a first launch", 49_000 - VariantFirstLaunchNS/20 - 100, 2},
+	} {
+		other := trial(2, "other", tc.small, 90_000) // worse in total, better on the small shape
+		got := shapeClasses([]Trial{base, chosen, other}, base, chosen, members, mneme.Config{}, false, VariantFirstLaunchNS)
+		if len(got) != tc.classes {
+			t.Errorf("%s: %d classes, want %d: %+v", tc.name, len(got), tc.classes, got)
+		}
+		// Without the cost the better code always gets its class.
+		if free := shapeClasses([]Trial{base, chosen, other}, base, chosen, members, mneme.Config{}, false, 0); len(free) != 2 {
+			t.Errorf("%s, no first-launch cost: %d classes, want 2", tc.name, len(free))
+		}
+	}
+}

@@ -174,7 +174,7 @@ func RunInstances(ctx context.Context, run InstancesOptions) error {
 	}
 	fmt.Fprintf(logFile, "%s %s\n%s %s\n%s %s\n", now(), geo.Note, now(), fold, now(), coverageNote(members, stats))
 
-	x := &instanceExec{members: members, metric: opts.Metric, lead: lead.t.space.Baseline}
+	x := &instanceExec{members: members, metric: opts.Metric, lead: lead.t.space.Baseline, variantCost: fold.VariantCostNS}
 	for i, m := range members {
 		ro := run.RunOptions
 		if i > 0 {
@@ -447,6 +447,10 @@ type instanceExec struct {
 	members []*member
 	metric  string
 	lead    mneme.Config // the lead instance's recorded launch
+	// variantCost is what a configuration's variants beyond the first cost
+	// the application at their first launches (FoldPolicy.VariantCostNS),
+	// added to its total; nil adds nothing.
+	variantCost func(mneme.Config) float64
 
 	mu      sync.Mutex
 	pending map[int]*gather
@@ -524,7 +528,7 @@ func (x *instanceExec) collect(i int, r JobResult) {
 	x.mu.Unlock()
 	if done {
 		select {
-		case x.results <- combineInstances(g.job, g.got, x.members, x.metric):
+		case x.results <- combineInstances(g.job, g.got, x.members, x.metric, x.variantCost):
 		case <-x.stop:
 		}
 	}
@@ -559,8 +563,11 @@ func (x *instanceExec) SetTrialTimeout(d time.Duration) {
 	}
 }
 
-// combineInstances makes one result of a job's results on every instance.
-func combineInstances(job Job, rs []JobResult, members []*member, metric string) JobResult {
+// combineInstances makes one result of a job's results on every instance:
+// the total the application would see, each instance's time times the
+// launches it stands for, plus the first launches of the variants the
+// configuration makes the runtime compile beyond one (variantCost).
+func combineInstances(job Job, rs []JobResult, members []*member, metric string, variantCost func(mneme.Config) float64) JobResult {
 	out := JobResult{Job: job, Worker: rs[0].Worker, GPU: rs[0].GPU, Start: rs[0].Start, End: rs[0].End}
 	total := 0.0
 	for i, r := range rs {
@@ -590,6 +597,9 @@ func combineInstances(job Job, rs []JobResult, members []*member, metric string)
 	if out.Status == "" {
 		out.Status = mneme.StatusVerified
 		out.Result = rs[0].Result
+		if variantCost != nil {
+			total += variantCost(job.Config)
+		}
 		out.Result.ExecTime = []float64{total}
 	}
 	return out
@@ -604,7 +614,16 @@ func amendTuned(study *Study, k *db.Kernel, members []*member, stats *KernelStat
 		return nil
 	}
 	trials := study.Trials()
-	classes := shapeClasses(trials, study.Baseline(), members, study.Space.Baseline, len(uncoveredShapes(members, stats)) > 0)
+	var best Trial
+	for _, t := range trials {
+		if t.Number == sum.BestTrial {
+			best = t
+		}
+	}
+	if sum.BaselineIsBest {
+		best = study.Baseline()
+	}
+	classes := shapeClasses(trials, study.Baseline(), best, members, study.Space.Baseline, len(uncoveredShapes(members, stats)) > 0, VariantFirstLaunchNS)
 	if sum.BaselineIsBest && len(classes) == 0 {
 		sum.Folding = fold.String()
 		return study.Results.WriteJSON(SummaryFile, sum)
@@ -627,15 +646,6 @@ func amendTuned(study *Study, k *db.Kernel, members []*member, stats *KernelStat
 		if tk, ok = entries[k.KernelName]; !ok {
 			return fmt.Errorf("%s: the entry of %s is missing", MnemeTunedFile, k.KernelName)
 		}
-	}
-	var best Trial
-	for _, t := range trials {
-		if t.Number == sum.BestTrial {
-			best = t
-		}
-	}
-	if sum.BaselineIsBest {
-		best = study.Baseline()
 	}
 	baseFigs := figuresByInstance(study.Baseline())
 	for _, f := range best.Instances {
@@ -682,11 +692,16 @@ func figuresByInstance(t Trial) map[string]InstanceFigure {
 // or every class's best is the same configuration: one configuration then
 // serves all.
 //
+// A shape's own best must save the application more than minSaving (a
+// variant's first launch, VariantFirstLaunchNS) over best, the
+// configuration chosen for all, on that shape's launches; else the shape
+// takes best's configuration, whose code the other shapes share.
+//
 // With uncovered set (the run had launch shapes no selected instance has),
 // every shape with a winner gets its class even when they agree, so that
 // the launches of the uncovered shapes, never measured, run the
 // application's own code.
-func shapeClasses(trials []Trial, base Trial, members []*member, lead mneme.Config, uncovered bool) []deploy.TunedClass {
+func shapeClasses(trials []Trial, base, best Trial, members []*member, lead mneme.Config, uncovered bool, minSaving float64) []deploy.TunedClass {
 	byShape := map[shapeKey][]*member{}
 	var shapes []shapeKey
 	for _, m := range members {
@@ -728,6 +743,11 @@ func shapeClasses(trials []Trial, base Trial, members []*member, lead mneme.Conf
 			}
 			if total, ok := classTotal(*t, ms); ok && total < bestTotal {
 				bestT, bestTotal = t, total
+			}
+		}
+		if bestT != nil && !best.IsBaseline() && best.OK() && bestT.ConfigKey != best.ConfigKey {
+			if chosen, ok := classTotal(best, ms); ok && chosen < baseTotal && chosen-bestTotal < minSaving {
+				bestT, bestTotal = &best, chosen // too little to pay for code of its own
 			}
 		}
 		key := "baseline"
