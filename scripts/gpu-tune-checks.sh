@@ -89,7 +89,7 @@ rows = [json.loads(l) for l in open(out + "/trials.jsonl")]
 st = collections.Counter(r["status"] for r in rows)
 n = max((len(r.get("instances") or []) for r in rows), default=0)
 bad_total = [r["number"] for r in rows if r["status"] == "verified" and
-             abs(r["time_ns"] - sum(f["time_ns"] * f["launches"] for f in r["instances"])) > 1e-6 * r["time_ns"]]
+             abs(r["time_ns"] - sum(f["time_ns"] * f["launches"] for f in r["instances"]) - r.get("variant_cost_ns", 0)) > 1e-6 * r["time_ns"]]
 summ = json.load(open(out + "/summary.json"))
 folded = {a for r in rows if r["config"].get("specialize") for a in (r["config"].get("specialize_args") or ["all"])}
 try:

@@ -62,6 +62,9 @@ type JobResult struct {
 	// Instances are the figures of each instance, for a job run across
 	// several (instanceExec).
 	Instances []InstanceFigure
+	// VariantCostNS is what the configuration's variants beyond one add to
+	// the total across instances (their first launches); 0 otherwise.
+	VariantCostNS float64
 }
 
 // Executor runs jobs on worker processes: run workers (WorkersPerGPU for

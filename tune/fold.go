@@ -251,10 +251,10 @@ func (p FoldPolicy) VariantsOf(c mneme.Config) int {
 	return n
 }
 
-// VariantCostNS is the first-launch cost of c's variants beyond the first
-// (VariantFirstLaunchNS each).
-func (p FoldPolicy) VariantCostNS(c mneme.Config) float64 {
-	return float64(max(p.VariantsOf(c)-1, 0)) * VariantFirstLaunchNS
+// VariantCostNS is the first-launch cost of c's variants beyond the first,
+// each costing perVariantNS.
+func (p FoldPolicy) VariantCostNS(c mneme.Config, perVariantNS float64) float64 {
+	return float64(max(p.VariantsOf(c)-1, 0)) * perVariantNS
 }
 
 // applyFold restricts every configuration the space derives to the policy.

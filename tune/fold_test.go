@@ -226,7 +226,7 @@ func TestVariantCost(t *testing.T) {
 		if got := p.VariantsOf(tc.c); got != tc.want {
 			t.Errorf("%s: %d variants, want %d", tc.name, got, tc.want)
 		}
-		if got, want := p.VariantCostNS(tc.c), float64(max(tc.want-1, 0))*VariantFirstLaunchNS; got != want {
+		if got, want := p.VariantCostNS(tc.c, VariantFirstLaunchNS), float64(max(tc.want-1, 0))*VariantFirstLaunchNS; got != want {
 			t.Errorf("%s: cost %v ns, want %v", tc.name, got, want)
 		}
 	}
@@ -237,8 +237,8 @@ func TestVariantCost(t *testing.T) {
 	}
 	job := Job{Config: mneme.Config{SpecializeDims: true}}
 	plain := combineInstances(job, []JobResult{ok(100), ok(200)}, members, "median", nil)
-	costed := combineInstances(job, []JobResult{ok(100), ok(200)}, members, "median", p.VariantCostNS)
-	if plain.Result.ExecTime[0] != 2000 || costed.Result.ExecTime[0] != 2000+5*VariantFirstLaunchNS {
+	costed := combineInstances(job, []JobResult{ok(100), ok(200)}, members, "median", func(c mneme.Config) float64 { return p.VariantCostNS(c, VariantFirstLaunchNS) })
+	if plain.Result.ExecTime[0] != 2000 || costed.Result.ExecTime[0] != 2000+5*VariantFirstLaunchNS || costed.VariantCostNS != 5*VariantFirstLaunchNS || plain.VariantCostNS != 0 {
 		t.Errorf("totals %v and %v, want 2000 and 2000 plus 5 variants' first launches", plain.Result.ExecTime, costed.Result.ExecTime)
 	}
 }

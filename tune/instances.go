@@ -174,7 +174,8 @@ func RunInstances(ctx context.Context, run InstancesOptions) error {
 	}
 	fmt.Fprintf(logFile, "%s %s\n%s %s\n%s %s\n", now(), geo.Note, now(), fold, now(), coverageNote(members, stats))
 
-	x := &instanceExec{members: members, metric: opts.Metric, lead: lead.t.space.Baseline, variantCost: fold.VariantCostNS}
+	x := &instanceExec{members: members, metric: opts.Metric, lead: lead.t.space.Baseline,
+		variantCost: func(c mneme.Config) float64 { return fold.VariantCostNS(c, 1000*opts.VariantCostUS) }}
 	for i, m := range members {
 		ro := run.RunOptions
 		if i > 0 {
@@ -598,7 +599,8 @@ func combineInstances(job Job, rs []JobResult, members []*member, metric string,
 		out.Status = mneme.StatusVerified
 		out.Result = rs[0].Result
 		if variantCost != nil {
-			total += variantCost(job.Config)
+			out.VariantCostNS = variantCost(job.Config)
+			total += out.VariantCostNS
 		}
 		out.Result.ExecTime = []float64{total}
 	}
@@ -623,7 +625,7 @@ func amendTuned(study *Study, k *db.Kernel, members []*member, stats *KernelStat
 	if sum.BaselineIsBest {
 		best = study.Baseline()
 	}
-	classes := shapeClasses(trials, study.Baseline(), best, members, study.Space.Baseline, len(uncoveredShapes(members, stats)) > 0, VariantFirstLaunchNS)
+	classes := shapeClasses(trials, study.Baseline(), best, members, study.Space.Baseline, len(uncoveredShapes(members, stats)) > 0, 1000*study.Opts.VariantCostUS)
 	if sum.BaselineIsBest && len(classes) == 0 {
 		sum.Folding = fold.String()
 		return study.Results.WriteJSON(SummaryFile, sum)

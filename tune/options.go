@@ -2,6 +2,7 @@ package tune
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -33,6 +34,10 @@ type Options struct {
 	// ColdL2 times every trial with the L2 cache evicted before each
 	// launch (replay.Options.ColdL2).
 	ColdL2 bool `json:"cold_l2,omitempty" yaml:"cold_l2,omitempty"`
+	// VariantCostUS is what each variant beyond one costs a configuration
+	// across instances (its first launch in the application), in
+	// microseconds; the command line's default is VariantFirstLaunchNS.
+	VariantCostUS float64 `json:"variant_cost_us,omitempty" yaml:"variant_cost_us,omitempty"`
 	// LaunchSafety is LaunchSafe (a geometry-dependent kernel keeps its
 	// recorded launch) or LaunchAggressive (block shapes are searched
 	// anyway); empty means safe.
@@ -100,6 +105,9 @@ func (o Options) Validate() error {
 	if o.Warmup < 0 {
 		return fmt.Errorf("warmup %d: must not be negative", o.Warmup)
 	}
+	if o.VariantCostUS < 0 || math.IsNaN(o.VariantCostUS) || math.IsInf(o.VariantCostUS, 0) {
+		return fmt.Errorf("variant-cost-us %v: want a duration in microseconds, 0 or more", o.VariantCostUS)
+	}
 	if o.Workers < 1 {
 		return fmt.Errorf("workers %d: must be at least 1", o.Workers)
 	}
@@ -152,6 +160,7 @@ func KeyChanges(old, cur Options) []string {
 	cmp("objective", old.Objective, cur.Objective)
 	cmp("iterations", old.Iterations, cur.Iterations)
 	cmp("cold_l2", old.ColdL2, cur.ColdL2) // times of a warm and a cold L2 do not rank together
+	cmp("variant_cost_us", old.VariantCostUS, cur.VariantCostUS)
 	cmp("instance", old.Instance, cur.Instance)
 	cmp("kernel", old.Kernel, cur.Kernel)
 	oldSafety, _ := ParseLaunchSafety(old.LaunchSafety)

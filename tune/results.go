@@ -43,6 +43,9 @@ type Trial struct {
 	// instances; TimeNS is then their total, each instance's time times the
 	// launches it stands for.
 	Instances []InstanceFigure `json:"instances,omitempty"`
+	// VariantCostNS is the part of TimeNS that is the first launches of the
+	// configuration's variants beyond one (across instances).
+	VariantCostNS float64 `json:"variant_cost_ns,omitempty"`
 }
 
 // OK reports whether the trial produced a verified timing.

@@ -203,7 +203,7 @@ func (s *Study) trialOf(number int, pt Point, r JobResult) Trial {
 	t := Trial{Number: number, Params: pt, Config: r.Job.Config, ConfigKey: ConfigKey(r.Job.Config),
 		Status: r.Status, Worker: r.Worker, GPU: r.GPU, Error: r.Error,
 		Start: r.Start.UTC().Format(time.RFC3339Nano), End: r.End.UTC().Format(time.RFC3339Nano),
-		Seconds: r.End.Sub(r.Start).Seconds(), Instances: r.Instances}
+		Seconds: r.End.Sub(r.Start).Seconds(), Instances: r.Instances, VariantCostNS: r.VariantCostNS}
 	res := r.Result
 	t.Result = &res
 	if t.Status == mneme.StatusVerified {
