@@ -364,11 +364,30 @@ func (s *Session) reserve(cands []span) (span, error) {
 	}
 	want := cands[len(cands)-1]
 	what := "is another arena or allocation there?"
-	if occ := occupantsNow(want); occ != "" {
+	occ := occupantsNow(want)
+	if occ != "" {
 		what = "this process has mapped " + occ + " there"
 	}
-	return span{}, fmt.Errorf("%w: the recording's device memory lives at 0x%x..0x%x, and that address range cannot be reserved in this process (%s): %s",
-		mneme.ErrOutOfResources, want.Addr, want.end(), what, strings.Join(errs, "; "))
+	return span{}, &rangeTakenError{host: occ != "", msg: fmt.Sprintf("%v: the recording's device memory lives at 0x%x..0x%x, and that address range cannot be reserved in this process (%s): %s",
+		mneme.ErrOutOfResources, want.Addr, want.end(), what, strings.Join(errs, "; "))}
+}
+
+// ErrRangeHeldByThisProcess marks a recorded range that this process's own
+// host mappings (a library, a heap) occupy: a process started afresh, laid
+// out anew by address-space randomization, may find it free.
+var ErrRangeHeldByThisProcess = errors.New("the recorded range is mapped by this process")
+
+// rangeTakenError is reserve's refusal: out of resources (exit 7), and held
+// by this process when host is set.
+type rangeTakenError struct {
+	msg  string
+	host bool
+}
+
+func (e *rangeTakenError) Error() string { return e.msg }
+
+func (e *rangeTakenError) Is(target error) bool {
+	return target == mneme.ErrOutOfResources || (e.host && target == ErrRangeHeldByThisProcess)
 }
 
 // uploadImages puts the prologue and epilogue into device memory once; every

@@ -1,8 +1,12 @@
 package replay
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/mneme-gpu/mneme"
 )
 
 func TestRecordedSpanCoversTheAllocationsOn64MiBBoundaries(t *testing.T) {
@@ -89,4 +93,22 @@ func FuzzParseMaps(f *testing.F) {
 			}
 		}
 	})
+}
+
+// reserve's refusal is out of resources (exit 7) either way, and marked as
+// held by this process only when its own mappings occupy the range, which
+// `mneme replay` answers by starting again in a fresh process.
+func TestRangeTakenErrorSaysWhoHoldsIt(t *testing.T) {
+	for _, host := range []bool{false, true} {
+		err := error(&rangeTakenError{msg: "out of resources: the range", host: host})
+		if !errors.Is(err, mneme.ErrOutOfResources) {
+			t.Errorf("host %v: not out of resources", host)
+		}
+		if errors.Is(err, ErrRangeHeldByThisProcess) != host {
+			t.Errorf("host %v: held by this process = %v", host, !host)
+		}
+		if wrapped := fmt.Errorf("open: %w", err); errors.Is(wrapped, ErrRangeHeldByThisProcess) != host || !errors.Is(wrapped, mneme.ErrOutOfResources) {
+			t.Errorf("host %v: wrapped, the marks are lost", host)
+		}
+	}
 }

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -250,6 +252,9 @@ func runReplay(stdout io.Writer, changed func(string) bool, positional []string,
 		return withExit(exitUsage, err)
 	}
 	rep, err := replay.RunJob(job)
+	if rep == nil && errors.Is(err, replay.ErrRangeHeldByThisProcess) && os.Getenv(envReplayRespawned) == "" {
+		respawn(err)
+	}
 	if rep != nil {
 		enc := json.NewEncoder(stdout)
 		if !f.jsonOut {
@@ -266,6 +271,23 @@ func runReplay(stdout io.Writer, changed func(string) bool, positional []string,
 }
 
 // replayJob is the job the flags describe.
+// envReplayRespawned marks a replay started again by respawn.
+const envReplayRespawned = "MNEME_REPLAY_RESPAWNED"
+
+// respawn starts this replay again, once, in place of this process: the
+// recorded range is held by this process's own mappings (err), which a
+// fresh process, laid out anew by address-space randomization, is unlikely
+// to have there. It returns only when that cannot be done; the replay then
+// fails with err (exit 7).
+func respawn(err error) {
+	self, e := os.Executable()
+	if e != nil {
+		return
+	}
+	fmt.Fprintf(os.Stderr, "mneme replay: %v; starting again in a fresh process\n", err)
+	_ = syscall.Exec(self, os.Args, append(os.Environ(), envReplayRespawned+"=1"))
+}
+
 func replayJob(f *replayFlags, changed func(string) bool, positional []string) (replay.Job, error) {
 	if f.rdb == "" {
 		return replay.Job{}, errors.New("-rdb: a recording database (directory or kernel .json) is required")
