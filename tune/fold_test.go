@@ -2,6 +2,7 @@ package tune
 
 import (
 	"context"
+	"math"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -276,5 +277,36 @@ func TestShapeClassesPayForTheirVariants(t *testing.T) {
 		if free := shapeClasses([]Trial{base, chosen, other}, base, chosen, members, mneme.Config{}, false, 0); len(free) != 2 {
 			t.Errorf("%s, no first-launch cost: %d classes, want 2", tc.name, len(free))
 		}
+	}
+}
+
+// The trials' timer and a variant's cost are checked like the other
+// options: every timer name is accepted ("" is auto), anything else and a
+// negative or non-finite cost are refused naming the option.
+func TestOptionsValidateTimerAndVariantCost(t *testing.T) {
+	ok := Options{Metric: MetricNames[0], Objective: ObjectiveNames[0], Sampler: SamplerNames[0], Iterations: 1, Workers: 1}
+	for _, name := range TimerNames {
+		o := ok
+		o.Timer = name
+		if err := o.Validate(); err != nil {
+			t.Errorf("timer %q: %v", name, err)
+		}
+	}
+	bad := ok
+	bad.Timer = "fast"
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), `timer "fast"`) {
+		t.Errorf("timer fast: %v", err)
+	}
+	for _, us := range []float64{-1, math.NaN(), math.Inf(1)} {
+		o := ok
+		o.VariantCostUS = us
+		if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "variant-cost-us") {
+			t.Errorf("variant cost %v: %v", us, err)
+		}
+	}
+	o := ok
+	o.VariantCostUS = 0
+	if err := o.Validate(); err != nil {
+		t.Errorf("variant cost 0: %v", err)
 	}
 }

@@ -34,6 +34,11 @@ type Options struct {
 	// ColdL2 times every trial with the L2 cache evicted before each
 	// launch (replay.Options.ColdL2).
 	ColdL2 bool `json:"cold_l2,omitempty" yaml:"cold_l2,omitempty"`
+	// Timer times the trials' launches: auto (CUPTI when it loads, else
+	// events; the default when empty), cupti or events (replay's --timer).
+	// The application's own in-application timing (deploy measure) is by
+	// events, so events make replay's figures comparable to it.
+	Timer string `json:"timer,omitempty" yaml:"timer,omitempty"`
 	// VariantCostUS is what each variant beyond one costs a configuration
 	// across instances (its first launch in the application), in
 	// microseconds; the command line's default is VariantFirstLaunchNS.
@@ -105,6 +110,9 @@ func (o Options) Validate() error {
 	if o.Warmup < 0 {
 		return fmt.Errorf("warmup %d: must not be negative", o.Warmup)
 	}
+	if !slices.Contains(TimerNames, o.Timer) {
+		return fmt.Errorf("timer %q: want auto, cupti or events", o.Timer)
+	}
 	if o.VariantCostUS < 0 || math.IsNaN(o.VariantCostUS) || math.IsInf(o.VariantCostUS, 0) {
 		return fmt.Errorf("variant-cost-us %v: want a duration in microseconds, 0 or more", o.VariantCostUS)
 	}
@@ -161,12 +169,23 @@ func KeyChanges(old, cur Options) []string {
 	cmp("iterations", old.Iterations, cur.Iterations)
 	cmp("cold_l2", old.ColdL2, cur.ColdL2) // times of a warm and a cold L2 do not rank together
 	cmp("variant_cost_us", old.VariantCostUS, cur.VariantCostUS)
+	cmp("timer", canonicalTimer(old.Timer), canonicalTimer(cur.Timer)) // times by two timers do not rank together
 	cmp("instance", old.Instance, cur.Instance)
 	cmp("kernel", old.Kernel, cur.Kernel)
 	oldSafety, _ := ParseLaunchSafety(old.LaunchSafety)
 	curSafety, _ := ParseLaunchSafety(cur.LaunchSafety)
 	cmp("launch_safety", oldSafety, curSafety)
 	return out
+}
+
+// TimerNames are the values of Options.Timer ("" is auto).
+var TimerNames = []string{"", "auto", "cupti", "events"}
+
+func canonicalTimer(t string) string {
+	if t == "" {
+		return "auto"
+	}
+	return t
 }
 
 func canonicalSampler(s string) string {

@@ -33,6 +33,7 @@ type OpenParams struct {
 	CacheDir    string              `json:"cache_dir,omitempty"`
 	CompileOnly bool                `json:"compile_only,omitempty"`
 	ColdL2      bool                `json:"cold_l2,omitempty"`
+	Timer       string              `json:"timer,omitempty"`
 }
 
 // Validate checks the fields a worker cannot do without.

@@ -16,7 +16,7 @@ func TestResumeKeyEachOptionAlone(t *testing.T) {
 		Objective: "time", Seed: 1, TrialTimeout: "10s", Output: "out", CacheDir: "c", LaunchSafety: LaunchSafe,
 		AdaptiveInvalidBan: true}
 	refused := map[string]string{"Sampler": "sampler", "Preset": "preset", "SpaceHash": "space", "Seed": "seed",
-		"Metric": "metric", "Objective": "objective", "Iterations": "iterations", "ColdL2": "cold_l2", "VariantCostUS": "variant_cost_us", "Instance": "instance",
+		"Metric": "metric", "Objective": "objective", "Iterations": "iterations", "ColdL2": "cold_l2", "VariantCostUS": "variant_cost_us", "Timer": "timer", "Instance": "instance",
 		"Kernel": "kernel", "LaunchSafety": "launch_safety", "SpaceModule": "space_module", "SpaceArgs": "space_arg"}
 	if ch := KeyChanges(base, base); len(ch) != 0 {
 		t.Fatalf("equal options: %v", ch)

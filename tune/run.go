@@ -355,7 +355,7 @@ func newExecutor(ro RunOptions, opts Options, t *target, trialTimeout time.Durat
 	ex := &Executor{
 		Factory: ro.Factory,
 		Open: OpenParams{DB: opts.DB, Kernel: t.kernel.StaticHash, Instance: t.inst.DynamicHash,
-			Iterations: opts.Iterations, Warmup: opts.Warmup, Verify: opts.Verify, CacheDir: opts.CacheDir, ColdL2: opts.ColdL2},
+			Iterations: opts.Iterations, Warmup: opts.Warmup, Verify: opts.Verify, CacheDir: opts.CacheDir, ColdL2: opts.ColdL2, Timer: opts.Timer},
 		GPUs: opts.GPUs, WorkersPerGPU: opts.Workers, CompileWorkers: cw,
 		TrialTimeout: trialTimeout, Log: log,
 	}

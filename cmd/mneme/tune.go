@@ -155,6 +155,7 @@ func (f *tuneFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&o.Output, "output", "", "results directory (default: tune-<kernel hash>-<instance hash>)")
 	fl.StringVar(&o.CacheDir, "cache-dir", "", "compile cache shared by the workers (default: OUTPUT/jit-cache)")
 	fl.Float64Var(&o.VariantCostUS, "variant-cost-us", tune.VariantFirstLaunchNS/1000, "across instances: what each variant beyond one that a configuration compiles costs it (its first launch in the application), in microseconds; 0 counts none")
+	fl.StringVar(&o.Timer, "timer", "", "kernel timer of every trial: auto (CUPTI if available, else events), cupti or events (deploy measure times the application's launches with events)")
 	fl.BoolVar(&o.ColdL2, "cold-l2", false, "evict the L2 cache before every timed launch of every trial (inputs read from device memory, as after other work)")
 	fl.StringVar(&o.Verify.Mode, "verify", mneme.VerifyAuto, "output check: auto (floats by the type the kernel writes, within per-type bounds; the rest bitwise), bitwise, \"ulp N\", tolerance or none")
 	fl.Float64Var(&f.tolerance, "tolerance", 0, "absolute and relative tolerance for --verify tolerance")
@@ -197,6 +198,7 @@ var optionFlags = []struct {
 	{"output", "output", func(d *tune.Options, s tune.Options) { d.Output = s.Output }},
 	{"cache-dir", "cache_dir", func(d *tune.Options, s tune.Options) { d.CacheDir = s.CacheDir }},
 	{"cold-l2", "cold_l2", func(d *tune.Options, s tune.Options) { d.ColdL2 = s.ColdL2 }},
+	{"timer", "timer", func(d *tune.Options, s tune.Options) { d.Timer = s.Timer }},
 	{"variant-cost-us", "variant_cost_us", func(d *tune.Options, s tune.Options) { d.VariantCostUS = s.VariantCostUS }},
 	{"verify", "verify", func(d *tune.Options, s tune.Options) { d.Verify.Mode, d.Verify.ULP = s.Verify.Mode, s.Verify.ULP }},
 	{"launch-safety", "launch_safety", func(d *tune.Options, s tune.Options) { d.LaunchSafety = s.LaunchSafety }},

@@ -63,7 +63,7 @@ func (w *replayWorker) checkLLVM() {
 
 func (w *replayWorker) Open(p tune.OpenParams) (tune.OpenInfo, error) {
 	s, err := replay.Open(replay.Options{DB: p.DB, Kernel: p.Kernel, Instance: p.Instance, Device: p.GPU,
-		Iterations: p.Iterations, Warmup: p.Warmup, Verify: p.Verify, CacheDir: p.CacheDir, CompileOnly: p.CompileOnly, ColdL2: p.ColdL2})
+		Iterations: p.Iterations, Warmup: p.Warmup, Verify: p.Verify, CacheDir: p.CacheDir, CompileOnly: p.CompileOnly, ColdL2: p.ColdL2, Timer: p.Timer})
 	if err != nil {
 		// A missing GPU matches mneme.ErrNoGPU already: Serve answers no_gpu.
 		return tune.OpenInfo{}, err
