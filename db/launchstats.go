@@ -79,6 +79,10 @@ type KernelStats struct {
 	Shapes []ShapeStats `json:"Shapes"`
 	// OtherShapeLaunches are launches whose shape did not fit the table.
 	OtherShapeLaunches uint64 `json:"OtherShapeLaunches"`
+	// EarlyLaunches were made while the runtime library loaded beside the
+	// application for deployment: a counted run waits for it, a run
+	// without counting runs the application's own code for them.
+	EarlyLaunches uint64 `json:"EarlyLaunches,omitempty"`
 	// Args, one per parameter in order; empty when the parameters were
 	// never learnt (the kernel's first launch failed before they were).
 	Args []ArgStats `json:"Args"`
@@ -384,6 +388,9 @@ func (k *KernelStats) validate(l StatsLimits) error {
 	}
 	if timedNs != k.TimedNs {
 		return fieldErr("TimedNs", "%d, but its shapes' sum to %d", k.TimedNs, timedNs)
+	}
+	if k.EarlyLaunches > k.Launches {
+		return fieldErr("EarlyLaunches", "%d, more than its %d launches", k.EarlyLaunches, k.Launches)
 	}
 	for i := range k.Args {
 		if err := k.Args[i].validate(i, k.Launches, l); err != nil {

@@ -192,6 +192,7 @@ func TestLaunchStatsRejects(t *testing.T) {
 		{"kernel launches", "Kernels[0].Launches", func(s *LaunchStats) { s.Kernels[0].OtherShapeLaunches++ }},
 		{"kernel timed", "Kernels[0].TimedLaunches", func(s *LaunchStats) { s.Kernels[0].TimedLaunches++ }},
 		{"kernel timed ns", "Kernels[0].TimedNs", func(s *LaunchStats) { s.Kernels[0].TimedNs++ }},
+		{"early launches", "Kernels[0].EarlyLaunches", func(s *LaunchStats) { s.Kernels[0].EarlyLaunches = s.Kernels[0].Launches + 1 }},
 		{"arg index", "Kernels[0].Args[1].Index", func(s *LaunchStats) { s.Kernels[0].Args[1].Index = 2 }},
 		{"arg size", "Kernels[0].Args[1].Size", func(s *LaunchStats) { s.Kernels[0].Args[1].Size = 1 << 17 }},
 		{"untracked with values", "Kernels[0].Args[2].Tracked", func(s *LaunchStats) { s.Kernels[0].Args[2].Tracked = false }},

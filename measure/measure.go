@@ -36,6 +36,10 @@ type KernelTime struct {
 	// FirstNS is the mean GPU time of its shapes' first launches, timed
 	// apart from the sample; 0 when none was timed.
 	FirstNS float64
+	// EarlyLaunches were made while the runtime library loaded beside the
+	// application: the run waited for it, a deployed run without counting
+	// runs the application's own code for them.
+	EarlyLaunches int64
 }
 
 // PerLaunchNS is the mean time of a timed launch: of the sample, or of the
@@ -436,16 +440,23 @@ func judge(opts Options, res *Result, failed map[string]string) []Verdict {
 				}
 			}
 		}
+		allEarly := len(res.Tuned) > 0
 		for _, o := range res.Tuned {
-			if ns := o.Kernels[name].PerLaunchNS(); ns > 0 {
+			kt := o.Kernels[name]
+			if ns := kt.PerLaunchNS(); ns > 0 {
 				v.TunedNS = append(v.TunedNS, ns)
 			}
+			allEarly = allEarly && kt.Launches > 0 && kt.EarlyLaunches >= kt.Launches
 		}
 		switch {
 		case failed[name] != "":
 			v.Reason = failed[name]
 		case v.Launches == 0:
 			v.Reason = "not launched in the measured runs"
+		case allEarly:
+			// Measured, its tuned code ran (the run waited for the library);
+			// deployed, none of its launches would.
+			v.Reason = "every launch of it comes before the runtime library is ready: deployed, they run the application's own code"
 		case len(v.UntunedNS) > 0 && len(v.TunedNS) == 0:
 			// The untuned runs timed it: its tuned launches were not (they ran
 			// before the runtime library was ready, say).

@@ -444,3 +444,43 @@ func TestASlowerKeptSetKeepsTheKernelsThatHelpAlone(t *testing.T) {
 		t.Errorf("kept %v (tuned runs %d), want nothing", r.Kept, len(r.Tuned))
 	}
 }
+
+// A kernel whose every tuned launch came while the runtime library loaded
+// is not kept: measured, the run waited and its tuned code ran, but
+// deployed, the application's own code runs them all. One with some early
+// launches is judged by its time as usual.
+func TestAKernelLaunchedOnlyBeforeTheLibraryIsReadyIsNotKept(t *testing.T) {
+	for _, tc := range []struct {
+		early int64
+		kept  bool
+	}{{10, false}, {9, true}, {0, true}} {
+		a := newApp()
+		r, err := Measure(context.Background(), &earlyApp{a, tc.early}, opts(a))
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := verdict(t, r, "A")
+		if v.Kept != tc.kept {
+			t.Errorf("%d of 10 launches early: kept %v, want %v (%s)", tc.early, v.Kept, tc.kept, v.Reason)
+		}
+		if !tc.kept && !strings.Contains(v.Reason, "before the runtime library is ready") {
+			t.Errorf("%d early: reason %q", tc.early, v.Reason)
+		}
+	}
+}
+
+// earlyApp is fakeApp whose tuned runs made early launches of A.
+type earlyApp struct {
+	*fakeApp
+	early int64
+}
+
+func (e *earlyApp) Run(ctx context.Context, env []string) (Outcome, error) {
+	out, err := e.fakeApp.Run(ctx, env)
+	if strings.TrimPrefix(env[0], EnvTunedKernels+"=") != "" {
+		kt := out.Kernels["A"]
+		kt.EarlyLaunches = e.early
+		out.Kernels["A"] = kt
+	}
+	return out, err
+}

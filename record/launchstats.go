@@ -17,6 +17,7 @@ type RawKernelStats struct {
 	Kernel        Kernel
 	Launches      uint64
 	OtherLaunches uint64 // of shapes beyond the shim's table
+	EarlyLaunches uint64 // made while the library loaded beside the application
 	Shapes        []RawShape
 	// NParams is -1 when the parameters were never learnt, -2 when they
 	// were learnt after launches had been counted; Args is then empty.
@@ -85,6 +86,7 @@ func kernelStats(r RawKernelStats, limits StatsLimits) db.KernelStats {
 	k := db.KernelStats{
 		KernelName:         r.Kernel.Name,
 		OtherShapeLaunches: r.OtherLaunches,
+		EarlyLaunches:      r.EarlyLaunches,
 		Shapes:             []db.ShapeStats{},
 		Args:               []db.ArgStats{},
 	}
@@ -163,6 +165,7 @@ func argStats(i int, a RawArg, limits StatsLimits) db.ArgStats {
 // the same parameters, else untracked.
 func mergeKernelStats(a, b *db.KernelStats, limits StatsLimits) {
 	a.OtherShapeLaunches += b.OtherShapeLaunches
+	a.EarlyLaunches += b.EarlyLaunches
 	for _, sh := range b.Shapes {
 		if have := a.ShapeOf(sh.GridDims, sh.BlockDims, sh.SharedMem); have != nil {
 			have.Launches += sh.Launches

@@ -214,6 +214,7 @@ func readStats() []record.RawKernelStats {
 			Kernel:        record.Kernel{Name: C.GoString(reg.device_name), Demangled: C.GoString(reg.demangled), Module: int(reg.module)},
 			Launches:      uint64(cs.launches),
 			OtherLaunches: uint64(cs.other_launches),
+			EarlyLaunches: uint64(cs.early_launches),
 			NParams:       int(cs.nparams),
 		}
 		for _, sh := range cs.shapes[:min(int(cs.nshapes), len(cs.shapes))] {

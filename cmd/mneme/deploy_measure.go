@@ -148,7 +148,8 @@ func readKernelTimes(path string) (map[string]measure.KernelTime, error) {
 	}
 	out := map[string]measure.KernelTime{}
 	for _, k := range stats.Kernels {
-		kt := measure.KernelTime{Launches: int64(k.Launches), TimedLaunches: int64(k.TimedLaunches), TimedNS: float64(k.TimedNs)}
+		kt := measure.KernelTime{Launches: int64(k.Launches), TimedLaunches: int64(k.TimedLaunches), TimedNS: float64(k.TimedNs),
+			EarlyLaunches: int64(k.EarlyLaunches)}
 		if k.TimedLaunches == 0 {
 			kt.FirstNS = k.MeanLaunchNs() // a kernel launched once per shape
 		}

@@ -169,6 +169,10 @@ struct mneme_stats_arg {
 struct mneme_kernel_stats {
   uint64_t launches;
   uint64_t other_launches; /* of shapes beyond the table */
+  /* Launches made while the library loaded beside the application for
+   * deployment: counted runs wait for it, uncounted ones run the
+   * application's own code for these. */
+  uint64_t early_launches;
   int nshapes;
   int last_shape;
   struct mneme_stats_shape shapes[MNEME_STATS_MAX_SHAPES];

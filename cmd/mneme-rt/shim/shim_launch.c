@@ -584,6 +584,8 @@ static cudaError_t counted_launch(const void *func, dim3 grid, dim3 block,
                                   cudaStream_t stream, int ptsz) {
   struct launch_stats st = {0, -1, 0};
   int idx = -1;
+  int early = mneme_deploying && mneme_rt_ready == 0 &&
+              __atomic_load_n(&mneme_rt_loading, __ATOMIC_ACQUIRE);
   if (load_runtime(1)) {
     pthread_mutex_lock(&mneme_table_lock);
     idx = kernel_index_locked(func);
@@ -591,6 +593,8 @@ static cudaError_t counted_launch(const void *func, dim3 grid, dim3 block,
       st.counted = 1;
       st.shape = stats_count(&mneme_kernels[idx], grid, block, shared, args,
                              &st.timed);
+      if (early && mneme_kernels[idx].stats != NULL)
+        mneme_kernels[idx].stats->early_launches++;
     }
     pthread_mutex_unlock(&mneme_table_lock);
   }

@@ -915,6 +915,15 @@ func TestDeployStartsInTheBackground(t *testing.T) {
 		strings.Count(counted, "launch f=kernel_a") != 0 || !strings.Contains(counted, " first=2000 ") || stderr != "" {
 		t.Errorf("deploying and counted, with the library loading in the background:\n%s\nstderr: %s", counted, stderr)
 	}
+	// Counted while the library is held loading: the launch made meanwhile
+	// waits for it and is counted as early (a run without counting would
+	// have run the application's code for it); the later ones are not.
+	early, stderr := runProgram(t, app, "MNEME_TUNED_KERNELS=tuned.json", "MNEME_RT_LIB="+lib,
+		"MNEME_TEST_GATE="+filepath.Join(t.TempDir(), "gate-early"), "MNEME_TEST_GATE_AFTER_MS=100",
+		"MNEME_LAUNCH_STATS="+filepath.Join(b.dir, "early-stats"), "MNEME_TEST_STATS=1")
+	if !strings.Contains(early, "stats _Z6kernelPfi launches=4 other=0 params=-1 early=1\n") || strings.Count(early, "jit launch tuned_kernel") != 4 || stderr != "" {
+		t.Errorf("counted, one launch made while the library loads:\n%s\nstderr: %s", early, stderr)
+	}
 	// Counting only (deploy measure's untuned runs), the choice of device
 	// starts the library in the background too: the launches then find it
 	// ready, are counted and run the application's code.

@@ -7,7 +7,12 @@
  * no launch while the library loads: its first launch comes after. With
  * MNEME_TEST_SET_DEVICE set it chooses its device first, which starts the
  * library, and lets it go and waits for it before allocating anything.
+ * With MNEME_TEST_GATE_AFTER_MS set, a thread of its own lets the library
+ * go after that many milliseconds, so a launch made while it loads may
+ * wait for it (as counted launches do) without holding it up.
  */
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -30,11 +35,28 @@ static void sleep_ms(long ms) {
   nanosleep(&ts, NULL);
 }
 
+static const char *gate_path;
+
+static void *open_gate_later(void *arg) {
+  sleep_ms((long)(intptr_t)arg);
+  FILE *f = fopen(gate_path, "w");
+  if (f != NULL)
+    fclose(f);
+  return NULL;
+}
+
 int main(void) {
   const char *gate = getenv("MNEME_TEST_GATE");
   char ready[4096];
   snprintf(ready, sizeof ready, "%s.ready", gate ? gate : "");
   struct stat st;
+  const char *later = getenv("MNEME_TEST_GATE_AFTER_MS");
+  if (later != NULL && gate != NULL) {
+    pthread_t t;
+    gate_path = gate;
+    pthread_create(&t, NULL, open_gate_later, (void *)(intptr_t)atol(later));
+    pthread_detach(t);
+  }
   if (getenv("MNEME_TEST_SET_DEVICE") != NULL) {
     cudaSetDevice(0);
     FILE *g = gate ? fopen(gate, "w") : NULL;

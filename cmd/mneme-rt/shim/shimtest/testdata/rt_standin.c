@@ -528,9 +528,12 @@ static void print_stats(void) {
       printf("stats %s none\n", reg.device_name);
       continue;
     }
-    printf("stats %s launches=%llu other=%llu params=%d\n", reg.device_name,
+    printf("stats %s launches=%llu other=%llu params=%d", reg.device_name,
            (unsigned long long)s.launches, (unsigned long long)s.other_launches,
            s.nparams);
+    if (s.early_launches > 0)
+      printf(" early=%llu", (unsigned long long)s.early_launches);
+    printf("\n");
     for (int i = 0; i < s.nshapes; i++)
       printf("stats %s shape grid=%u block=%u shared=%llu launches=%llu "
              "timed=%llu ns=%llu first=%llu covered=%d\n",
