@@ -182,8 +182,8 @@ const maxAlone = 4
 // keepWhatHelpsAlone handles a kept set whose application ran slower end to
 // end (why): every kernel of a set of 2 to maxAlone is measured alone, the
 // ones not slower alone are measured together, and what holds is kept (the
-// kernels that helped alone together, else the one whose application ran
-// fastest alone); the others are dropped, saying why. With one kernel, or
+// kernels that helped alone together, else the one the application gained
+// most with alone); the others are dropped, saying why. With one kernel, or
 // nothing that helps alone, nothing is kept. It returns the kernels kept
 // and the round that decided (its runs are the end-to-end figures).
 func keepWhatHelpsAlone(ctx context.Context, r Runner, round Options, res *Result, why string, verdicts map[string]Verdict) ([]string, *Result, error) {
@@ -244,10 +244,21 @@ func keepWhatHelpsAlone(ctx context.Context, r Runner, round Options, res *Resul
 		return helped, rt, nil
 	}
 	// Together they still cost the application: the one that helped most
-	// alone (the fastest tuned median) stays.
+	// alone stays, by the application's own timer where it has one, else
+	// by wall time (the untuned median over the tuned, each alone round's).
+	gain := func(r *Result) float64 {
+		u, t := OwnTimes(r.Untuned), OwnTimes(r.Tuned)
+		if len(u) == 0 || len(t) == 0 {
+			u, t = Seconds(r.Untuned), Seconds(r.Tuned)
+		}
+		if mt := median(t); mt > 0 {
+			return median(u) / mt
+		}
+		return 0
+	}
 	best := helped[0]
 	for _, k := range helped[1:] {
-		if median(Seconds(alone[k].Tuned)) < median(Seconds(alone[best].Tuned)) {
+		if gain(alone[k]) > gain(alone[best]) {
 			best = k
 		}
 	}

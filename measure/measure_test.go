@@ -428,7 +428,7 @@ func TestASlowerKeptSetKeepsTheKernelsThatHelpAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !slices.Equal(r.Kept, []string{"B"}) {
-		t.Errorf("kept %v, want [B] (the faster alone)", r.Kept)
+		t.Errorf("kept %v, want [B] (the one that costs the application less alone)", r.Kept)
 	}
 	if v := verdict(t, r, "A"); v.Kept || !strings.Contains(v.Reason, "not together with B") {
 		t.Errorf("A: %+v", v)
