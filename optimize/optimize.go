@@ -80,7 +80,11 @@ type Options struct {
 	// OwnTimer is the expression that read the application's own timer
 	// from its output (--own-timer); "" when none.
 	OwnTimer string
-	Runs     int // interleaved runs of each, untuned and tuned
+	// TuneConditions names how tuning times the trials when not by default
+	// (a timer, a cold L2): part of the result key, since figures taken
+	// otherwise do not compare.
+	TuneConditions string
+	Runs           int // interleaved runs of each, untuned and tuned
 	// OptunaStorage, when set, has each kernel tuned by an Optuna study kept
 	// there (one per kernel and result key), for optuna-dashboard.
 	OptunaStorage string
@@ -440,6 +444,9 @@ func resultKey(o Options, k *kernel) string {
 	field(o.Driver)
 	field(o.Toolchain)
 	field(launchClass(k.stats))
+	if o.TuneConditions != "" {
+		field(o.TuneConditions) // absent by default: earlier results keep their keys
+	}
 	sum := h.Sum128().Bytes()
 	return hex.EncodeToString(sum[:8])
 }

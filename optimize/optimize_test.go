@@ -278,7 +278,8 @@ func TestResultKeyChangesWithEachInputAlone(t *testing.T) {
 		"args": func(_ *Options, k *kernel) {
 			k.stats.Args = []db.ArgStats{{Index: 0, Invariant: true, Distinct: 1}}
 		},
-		"name": func(_ *Options, k *kernel) { k.stats.KernelName = "other" },
+		"name":            func(_ *Options, k *kernel) { k.stats.KernelName = "other" },
+		"tune conditions": func(o *Options, _ *kernel) { o.TuneConditions = "timer=events" },
 		"ir": func(o *Options, k *kernel) {
 			os.WriteFile(filepath.Join(o.DB, k.rec.Modules[0]), []byte("changed"), 0o644)
 		},

@@ -10,7 +10,9 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -19,13 +21,14 @@ import (
 	"github.com/mneme-gpu/mneme/measure"
 	"github.com/mneme-gpu/mneme/optimize"
 	"github.com/mneme-gpu/mneme/report"
+	"github.com/mneme-gpu/mneme/tune"
 )
 
 type optimizeFlags struct {
 	rdb, output, budget, gpus, minShare, sampler, preset string
-	optunaStorage, outputFilter, ownTimer                string
+	optunaStorage, outputFilter, ownTimer, timer         string
 	top, runs, trials                                    int
-	checkOutput                                          bool
+	checkOutput, coldL2                                  bool
 }
 
 func init() {
@@ -69,7 +72,8 @@ toolchain or launch statistics changed, and reuses the rest.`,
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			tools := &commandTools{mneme: self, sampler: f.sampler, preset: f.preset, trials: f.trials, optunaStorage: f.optunaStorage, log: cmd.ErrOrStderr()}
+			tools := &commandTools{mneme: self, sampler: f.sampler, preset: f.preset, trials: f.trials, optunaStorage: f.optunaStorage,
+				timer: f.timer, coldL2: f.coldL2, log: cmd.ErrOrStderr()}
 			runner := &measure.ExecRunner{App: args[0], Args: args[1:], StatsDir: filepath.Join(o.Output, "work"), ReadStats: readKernelTimes, Stderr: io.Discard, OutputFilter: filter, OwnTimer: timer}
 			rep, err := optimize.Run(ctx, tools, runner, o)
 			if err != nil {
@@ -91,6 +95,8 @@ toolchain or launch statistics changed, and reuses the rest.`,
 	fl.BoolVar(&f.checkOutput, "check-output", false, "require the tuned application to print what the untuned one prints")
 	fl.StringVar(&f.outputFilter, "output-filter", "", "with --check-output, leave out of the comparison the output lines this regular expression matches (e.g. the application's own timings)")
 	fl.StringVar(&f.ownTimer, "own-timer", "", "a regular expression whose first group matches the time the application prints (stdout or stderr), e.g. 'wall time: ([0-9.]+) ms': the end-to-end check compares it too, so a kernel that makes the application slower by its own timer is not kept")
+	fl.StringVar(&f.timer, "timer", "", "how tuning times the trials: auto (CUPTI if available, else events), cupti or events (the in-application measurement is by events)")
+	fl.BoolVar(&f.coldL2, "cold-l2", false, "tune with the L2 cache evicted before every timed launch (inputs read from device memory, as after the application's other work)")
 	fl.IntVar(&f.runs, "runs", 5, "interleaved runs of the application, untuned and tuned each")
 	fl.StringVar(&f.sampler, "sampler", "tpe", "the tuner's sampler")
 	fl.StringVar(&f.preset, "preset", "standard", "the tuner's preset space")
@@ -140,8 +146,12 @@ func (f *optimizeFlags) options(app []string, log io.Writer) (optimize.Options, 
 	if _, err := parseGPUList(f.gpus); err != nil {
 		return optimize.Options{}, err
 	}
+	if !slices.Contains(tune.TimerNames, f.timer) {
+		return optimize.Options{}, fmt.Errorf("--timer %q: want auto, cupti or events", f.timer)
+	}
 	return optimize.Options{App: app, Output: f.output, DB: f.rdb, Budget: budget, GPUs: f.gpus, MinShare: share,
-		Top: f.top, CheckOutput: f.checkOutput, OutputFilter: f.outputFilter, OwnTimer: f.ownTimer, Runs: f.runs, OptunaStorage: f.optunaStorage, Log: log}, nil
+		Top: f.top, CheckOutput: f.checkOutput, OutputFilter: f.outputFilter, OwnTimer: f.ownTimer, Runs: f.runs, OptunaStorage: f.optunaStorage, Log: log,
+		TuneConditions: tuneConditions(f.timer, f.coldL2)}, nil
 }
 
 // outputFilter compiles --output-filter, which only --check-output uses.
@@ -157,6 +167,19 @@ func outputFilter(expr string, checkOutput bool) (*regexp.Regexp, error) {
 		return nil, fmt.Errorf("--output-filter %q: not a regular expression: %v", expr, err)
 	}
 	return re, nil
+}
+
+// tuneConditions names how the trials are timed when not by default, for
+// the result key: "" by default (CUPTI where it loads, a warm L2).
+func tuneConditions(timer string, coldL2 bool) string {
+	var parts []string
+	if timer != "" && timer != "auto" {
+		parts = append(parts, "timer="+timer)
+	}
+	if coldL2 {
+		parts = append(parts, "cold_l2")
+	}
+	return strings.Join(parts, ",")
 }
 
 // ownTimer compiles --own-timer: a regular expression whose first group
@@ -230,7 +253,12 @@ type commandTools struct {
 	mneme, sampler, preset string
 	optunaStorage          string
 	trials                 int
-	log                    io.Writer
+	// timer and coldL2 are how tune times the trials (its --timer and
+	// --cold-l2): matched to the application, they bring replay's
+	// prediction closer to what the application measures.
+	timer  string
+	coldL2 bool
+	log    io.Writer
 }
 
 func (t *commandTools) Record(ctx context.Context, dbDir string, app []string) error {
@@ -256,6 +284,12 @@ func (t *commandTools) Tune(ctx context.Context, job optimize.TuneJob) error {
 	}
 	if job.Study != "" {
 		args = append(args, "--optuna-storage", t.optunaStorage, "--study-name", job.Study)
+	}
+	if t.timer != "" {
+		args = append(args, "--timer", t.timer)
+	}
+	if t.coldL2 {
+		args = append(args, "--cold-l2")
 	}
 	return t.run(ctx, args)
 }
