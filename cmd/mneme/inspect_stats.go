@@ -24,17 +24,20 @@ type inspectStats struct {
 }
 
 type inspectStatsKernel struct {
-	KernelName         string              `json:"kernel_name"`
-	DemangledName      string              `json:"demangled_name,omitempty"`
-	StaticHash         string              `json:"static_hash,omitempty"` // set when the kernel was recorded
-	Launches           uint64              `json:"launches"`
-	TimedLaunches      uint64              `json:"timed_launches"`
-	GPUTimeNs          uint64              `json:"gpu_time_ns"`
-	TimeShare          float64             `json:"time_share"` // of the run's GPU time
-	RecordedShare      float64             `json:"recorded_share"`
-	OtherShapeLaunches uint64              `json:"other_shape_launches"`
-	Shapes             []inspectStatsShape `json:"shapes"`
-	Args               []inspectStatsArg   `json:"args"`
+	KernelName         string  `json:"kernel_name"`
+	DemangledName      string  `json:"demangled_name,omitempty"`
+	StaticHash         string  `json:"static_hash,omitempty"` // set when the kernel was recorded
+	Launches           uint64  `json:"launches"`
+	TimedLaunches      uint64  `json:"timed_launches"`
+	GPUTimeNs          uint64  `json:"gpu_time_ns"`
+	TimeShare          float64 `json:"time_share"` // of the run's GPU time
+	RecordedShare      float64 `json:"recorded_share"`
+	OtherShapeLaunches uint64  `json:"other_shape_launches"`
+	// EarlyLaunches were made while the runtime library loaded for
+	// deployment (a measured run's statistics).
+	EarlyLaunches uint64              `json:"early_launches,omitempty"`
+	Shapes        []inspectStatsShape `json:"shapes"`
+	Args          []inspectStatsArg   `json:"args"`
 }
 
 type inspectStatsShape struct {
@@ -83,7 +86,7 @@ func describeStats(s *db.LaunchStats, d *db.DB, path string, short map[string]st
 	for _, k := range s.Kernels {
 		ik := inspectStatsKernel{
 			KernelName: k.KernelName, DemangledName: k.DemangledName, StaticHash: k.StaticHash,
-			Launches: k.Launches, TimedLaunches: k.TimedLaunches, GPUTimeNs: k.GPUTimeNs, TimeShare: k.TimeShare,
+			Launches: k.Launches, TimedLaunches: k.TimedLaunches, GPUTimeNs: k.GPUTimeNs, TimeShare: k.TimeShare, EarlyLaunches: k.EarlyLaunches,
 			OtherShapeLaunches: k.OtherShapeLaunches, Shapes: []inspectStatsShape{}, Args: []inspectStatsArg{},
 		}
 		rk := recorded[k.StaticHash]
