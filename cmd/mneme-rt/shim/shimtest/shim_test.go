@@ -74,6 +74,14 @@ func (b *build) run(name string, args ...string) string {
 	return string(out)
 }
 
+// standinLibrary builds the stand-in runtime library (testdata/rt_standin.c)
+// with warnings as errors and returns its path.
+func (b *build) standinLibrary() string {
+	lib := filepath.Join(b.dir, "librt_standin.so")
+	b.run(b.cc, "-O2", "-fPIC", "-shared", "-Wall", "-Werror", "-o", lib, "testdata/rt_standin.c")
+	return lib
+}
+
 // link builds src into a program, with the shim and the wrap flags when
 // wrapped, the way the compiler wrapper links applications.
 func (b *build) link(out, src string, wrapped bool) string {
@@ -271,8 +279,7 @@ func BenchmarkForwardedLaunch(b *testing.B) {
 // whole of the shim's recording path around them.
 func BenchmarkRecordingLaunchStats(b *testing.B) {
 	bd := newBuild(b)
-	lib := filepath.Join(bd.dir, "librt_standin.so")
-	bd.run(bd.cc, "-O2", "-fPIC", "-shared", "-Wall", "-Werror", "-o", lib, "testdata/rt_standin.c")
+	lib := bd.standinLibrary()
 	plain := bd.link("stats_plain", benchDir+"/stats_bench.c", false)
 	wrapped := bd.link("stats_wrapped", benchDir+"/stats_bench.c", true)
 	n := max(b.N, 1000000)
@@ -291,8 +298,7 @@ func BenchmarkRecordingLaunchStats(b *testing.B) {
 // Target: at most 100 ns a launch.
 func BenchmarkCountedLaunchStats(b *testing.B) {
 	bd := newBuild(b)
-	lib := filepath.Join(bd.dir, "librt_standin.so")
-	bd.run(bd.cc, "-O2", "-fPIC", "-shared", "-Wall", "-Werror", "-o", lib, "testdata/rt_standin.c")
+	lib := bd.standinLibrary()
 	plain := bd.link("stats_plain", benchDir+"/stats_bench.c", false)
 	wrapped := bd.link("stats_wrapped", benchDir+"/stats_bench.c", true)
 	n := max(b.N, 1000000)
@@ -352,8 +358,7 @@ func measure(b *testing.B, exe string, n int, env ...string) float64 {
 // what it decided alone.
 func TestLaunchMemo(t *testing.T) {
 	b := newBuild(t)
-	lib := filepath.Join(b.dir, "librt_standin.so")
-	b.run(b.cc, "-O2", "-fPIC", "-shared", "-Wall", "-Werror", "-o", lib, "testdata/rt_standin.c")
+	lib := b.standinLibrary()
 	app := b.link("memo_app", "testdata/memo_app.c", true)
 	out, stderr := runProgram(t, app, "MNEME_RECORD=1", "MNEME_RT_LIB="+lib)
 	var asked, counted []string
@@ -426,8 +431,7 @@ func TestLaunchMemo(t *testing.T) {
 // turns it off the launches make no event calls.
 func TestLaunchThrottle(t *testing.T) {
 	b := newBuild(t)
-	lib := filepath.Join(b.dir, "librt_standin.so")
-	b.run(b.cc, "-O2", "-fPIC", "-shared", "-Wall", "-Werror", "-o", lib, "testdata/rt_standin.c")
+	lib := b.standinLibrary()
 	app := b.link("throttle_app", "testdata/throttle_app.c", true)
 	out, stderr := runProgram(t, app, "MNEME_RECORD=1", "MNEME_RT_LIB="+lib, "MNEME_TEST_THROTTLE=1")
 	var events, modes []string
@@ -503,8 +507,7 @@ func TestLaunchThrottle(t *testing.T) {
 // without loading the library.
 func TestDeployFastPath(t *testing.T) {
 	b := newBuild(t)
-	lib := filepath.Join(b.dir, "librt_standin.so")
-	b.run(b.cc, "-O2", "-fPIC", "-shared", "-Wall", "-Werror", "-o", lib, "testdata/rt_standin.c")
+	lib := b.standinLibrary()
 	app := b.link("memo_app", "testdata/memo_app.c", true)
 	out, stderr := runProgram(t, app, "MNEME_TUNED_KERNELS=tuned.json", "MNEME_RT_LIB="+lib)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
@@ -649,8 +652,7 @@ func TestDeployFastPath(t *testing.T) {
 // their repeats reach CUDA without asking the library.
 func TestDeployClasses(t *testing.T) {
 	b := newBuild(t)
-	lib := filepath.Join(b.dir, "librt_standin.so")
-	b.run(b.cc, "-O2", "-fPIC", "-shared", "-Wall", "-Werror", "-o", lib, "testdata/rt_standin.c")
+	lib := b.standinLibrary()
 	app := b.link("classes_app", "testdata/classes_app.c", true)
 	out, stderr := runProgram(t, app, "MNEME_TUNED_KERNELS=tuned.json", "MNEME_RT_LIB="+lib)
 	var asked []string
@@ -772,8 +774,7 @@ func TestDeployFindsTheRuntimeOfAMovedInstallation(t *testing.T) {
 // and a step counter fills the value table, then stops being watched.
 func TestLaunchStatistics(t *testing.T) {
 	b := newBuild(t)
-	lib := filepath.Join(b.dir, "librt_standin.so")
-	b.run(b.cc, "-O2", "-fPIC", "-shared", "-Wall", "-Werror", "-o", lib, "testdata/rt_standin.c")
+	lib := b.standinLibrary()
 	app := b.link("stats_app", "testdata/stats_app.c", true)
 	out, stderr := runProgram(t, app, "MNEME_RECORD=1", "MNEME_RT_LIB="+lib, "MNEME_TEST_STATS=1")
 	var asked, stats []string
@@ -849,8 +850,7 @@ func TestLaunchStatistics(t *testing.T) {
 // memory than the code accepts asks the library, which opens it up.
 func TestDeployStartsInTheBackground(t *testing.T) {
 	b := newBuild(t)
-	lib := filepath.Join(b.dir, "librt_standin.so")
-	b.run(b.cc, "-O2", "-fPIC", "-shared", "-Wall", "-Werror", "-o", lib, "testdata/rt_standin.c")
+	lib := b.standinLibrary()
 	app := b.link("deploy_bg_app", "testdata/deploy_bg_app.c", true)
 	for _, tc := range []struct {
 		name string
@@ -970,8 +970,7 @@ func TestDeployStartsInTheBackground(t *testing.T) {
 // code, and says so.
 func TestDeployFirstLaunchTrace(t *testing.T) {
 	b := newBuild(t)
-	lib := filepath.Join(b.dir, "librt_standin.so")
-	b.run(b.cc, "-O2", "-fPIC", "-shared", "-Wall", "-Werror", "-o", lib, "testdata/rt_standin.c")
+	lib := b.standinLibrary()
 	app := b.link("deploy_bg_app", "testdata/deploy_bg_app.c", true)
 	for _, tc := range []struct {
 		name string
@@ -1133,8 +1132,7 @@ func writeTuned(t *testing.T, dir, name, text string) string {
 // host's latency.
 func TestLaunchStatisticsOutsideRecording(t *testing.T) {
 	b := newBuild(t)
-	lib := filepath.Join(b.dir, "librt_standin.so")
-	b.run(b.cc, "-O2", "-fPIC", "-shared", "-Wall", "-Werror", "-o", lib, "testdata/rt_standin.c")
+	lib := b.standinLibrary()
 	app := b.link("stats_app", "testdata/stats_app.c", true)
 	for _, tc := range []struct {
 		mode        string
