@@ -513,6 +513,13 @@ static inline int load_runtime(int init_cuda) {
  * instead of waiting, so loading never holds the application up. */
 extern int mneme_rt_loading;
 
+/* library_loading: the library is being loaded beside the application and
+ * is not ready yet. */
+static inline int library_loading(void) {
+  return mneme_rt_ready == 0 &&
+         __atomic_load_n(&mneme_rt_loading, __ATOMIC_ACQUIRE);
+}
+
 /* mneme_deploy_start_background starts loading the library for deployment
  * in a thread of its own, once: the runtime then loads the tuned kernels'
  * cached code before their first launch. Called at the application's first

@@ -512,8 +512,7 @@ static cudaError_t deploy_launch(const void *func, dim3 grid, dim3 block,
   }
   /* The library is being loaded beside the application: this launch runs
    * the application's own code rather than wait, and a later one asks. */
-  if (__builtin_expect(mneme_rt_ready == 0, 0) &&
-      __atomic_load_n(&mneme_rt_loading, __ATOMIC_ACQUIRE)) {
+  if (__builtin_expect(library_loading(), 0)) {
     mneme_trace("deploy: a launch ran the application's code while the "
                 "library loads");
     cudaError_t e = api_launch(func, grid, block, args, shared, stream, ptsz);
@@ -584,8 +583,7 @@ static cudaError_t counted_launch(const void *func, dim3 grid, dim3 block,
                                   cudaStream_t stream, int ptsz) {
   struct launch_stats st = {0, -1, 0};
   int idx = -1;
-  int early = mneme_deploying && mneme_rt_ready == 0 &&
-              __atomic_load_n(&mneme_rt_loading, __ATOMIC_ACQUIRE);
+  int early = mneme_deploying && library_loading();
   if (load_runtime(1)) {
     pthread_mutex_lock(&mneme_table_lock);
     idx = kernel_index_locked(func);
