@@ -95,7 +95,7 @@ toolchain or launch statistics changed, and reuses the rest.`,
 	fl.BoolVar(&f.checkOutput, "check-output", false, "require the tuned application to print what the untuned one prints")
 	fl.StringVar(&f.outputFilter, "output-filter", "", "with --check-output, leave out of the comparison the output lines this regular expression matches (e.g. the application's own timings)")
 	fl.StringVar(&f.ownTimer, "own-timer", "", "a regular expression whose first group matches the time the application prints (stdout or stderr), e.g. 'wall time: ([0-9.]+) ms': the end-to-end check compares it too, so a kernel that makes the application slower by its own timer is not kept")
-	fl.StringVar(&f.timer, "timer", "", "how tuning times the trials: auto (CUPTI if available, else events), cupti or events (the in-application measurement is by events)")
+	fl.StringVar(&f.timer, "timer", "events", "how tuning times the trials: events (the default: the in-application measurement is by events, so replay's prediction and the application's figure are taken alike), auto (CUPTI if available, else events) or cupti")
 	fl.BoolVar(&f.coldL2, "cold-l2", false, "tune with the L2 cache evicted before every timed launch (inputs read from device memory, as after the application's other work)")
 	fl.IntVar(&f.runs, "runs", 5, "interleaved runs of the application, untuned and tuned each")
 	fl.StringVar(&f.sampler, "sampler", "tpe", "the tuner's sampler")
@@ -169,8 +169,9 @@ func outputFilter(expr string, checkOutput bool) (*regexp.Regexp, error) {
 	return re, nil
 }
 
-// tuneConditions names how the trials are timed when not by default, for
-// the result key: "" by default (CUPTI where it loads, a warm L2).
+// tuneConditions names how the trials are timed, for the result key: ""
+// for tune's own default (CUPTI where it loads, a warm L2), the key results
+// had before optimize timed its trials with events by default.
 func tuneConditions(timer string, coldL2 bool) string {
 	var parts []string
 	if timer != "" && timer != "auto" {

@@ -615,13 +615,13 @@ func TestDeployFastPath(t *testing.T) {
 		}
 	}
 	wantStats := []string{
-		// 4 + 4 + 3 + 1 launches of the sample (a shape's 2nd to 5th);
+		// 8 + 4 + 3 + 1 launches of the sample (a shape's 2nd to 9th);
 		// the untuned kernel's reach the stand-in runtime, which fails
 		// grid 1: no second event, and no time.
 		// Five first launches, timed without a gate.
-		"gates 12 ungated=5 held=8 early=0 gave_up=0 captured=0",
+		"gates 16 ungated=5 held=12 early=0 gave_up=0 captured=0",
 		"_Z6kernelPfi launches=12 other=0 params=-1",
-		"_Z6kernelPfi shape grid=1 block=32 shared=0 launches=11 timed=4 ns=8000 first=2000 covered=0",
+		"_Z6kernelPfi shape grid=1 block=32 shared=0 launches=11 timed=8 ns=16000 first=2000 covered=0",
 		// A shape launched once has its first launch's time only.
 		"_Z6kernelPfi shape grid=2 block=32 shared=0 launches=1 timed=0 ns=0 first=2000 covered=0",
 		"_Z5otherv launches=5 other=0 params=-1",
@@ -766,7 +766,7 @@ func TestDeployFindsTheRuntimeOfAMovedInstallation(t *testing.T) {
 // stand-in library (MNEME_TEST_STATS): every launch of every kernel is
 // counted by shape and argument value, selected or not; the library is
 // asked once per shape of a kernel whose shapes it covers; a shape's
-// launches 2 to 5 and every 256th are timed with a pair of events, except on
+// launches 2 to 9 and every 256th are timed with a pair of events, except on
 // a stream being captured, each behind a gate enqueued just before its
 // first event and still holding when its second is recorded (none on the
 // captured stream; a failed launch opens its gate at once and is not
@@ -806,18 +806,18 @@ func TestLaunchStatistics(t *testing.T) {
 	want := []string{
 		"timer refused without elapsed",
 		"timer on",
-		// 10 sampled launches of the step kernel and 8 of the other (4
+		// 18 sampled launches of the step kernel and 8 of the other (4
 		// of them failed: no second event, their gates opened at once);
 		// the other kernel's first launches of its two shapes, ungated.
-		"gates 18 ungated=2 held=14 early=0 gave_up=0 captured=0",
-		// The 15 that launched are waiting for their events, then collected.
-		"in flight 15",
+		"gates 27 ungated=2 held=22 early=0 gave_up=0 captured=0",
+		// The 23 that launched are waiting for their events, then collected.
+		"in flight 23",
 		"in flight 0",
-		"records 35",
+		"records 52",
 		"_Z4stepPfii launches=610 other=0 params=3",
-		// The library's own launch (1 us) and launches 2-5 and 256 (2 us).
-		"_Z4stepPfii shape grid=7 block=128 shared=0 launches=300 timed=6 ns=11000 first=0 covered=1",
-		"_Z4stepPfii shape grid=14 block=128 shared=0 launches=300 timed=6 ns=11000 first=0 covered=1",
+		// The library's own launch (1 us) and launches 2-9 and 256 (2 us).
+		"_Z4stepPfii shape grid=7 block=128 shared=0 launches=300 timed=10 ns=19000 first=0 covered=1",
+		"_Z4stepPfii shape grid=14 block=128 shared=0 launches=300 timed=10 ns=19000 first=0 covered=1",
 		// Captured: only the library's launch is timed.
 		"_Z4stepPfii shape grid=21 block=128 shared=256 launches=10 timed=1 ns=1000 first=0 covered=1",
 		"_Z4stepPfii arg 0 size=8 tracked=1 more=0 values=1 7f0000001000:610",
@@ -1144,15 +1144,15 @@ func TestLaunchStatisticsOutsideRecording(t *testing.T) {
 	}{
 		// The first launches have no gate: a gate that gives up drops
 		// none of them.
-		{"1", "gates 18 ungated=4 held=14 early=0 gave_up=0 captured=0", [2]int{5, 5}, [2]int{10000, 10000}, 4, 8000, 2000},
-		{"timeout", "gates 18 ungated=4 held=0 early=14 gave_up=18 captured=0", [2]int{0, 0}, [2]int{0, 0}, 0, 0, 2000},
+		{"1", "gates 27 ungated=4 held=22 early=0 gave_up=0 captured=0", [2]int{9, 9}, [2]int{18000, 18000}, 4, 8000, 2000},
+		{"timeout", "gates 27 ungated=4 held=0 early=22 gave_up=27 captured=0", [2]int{0, 0}, [2]int{0, 0}, 0, 0, 2000},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
 			trace := filepath.Join(t.TempDir(), "trace")
 			out, stderr := runProgram(t, app, "MNEME_LAUNCH_STATS="+filepath.Join(b.dir, "stats"), "MNEME_RT_LIB="+lib, "MNEME_TEST_STATS="+tc.mode, "MNEME_TRACE="+trace)
 			// Each sample dropped because its gate gave up is traced.
 			traced, _ := os.ReadFile(trace)
-			if n, want := strings.Count(string(traced), "gate gave up; sample dropped"), 14-tc.timed[0]-tc.timed[1]-tc.otherTimed; n != want {
+			if n, want := strings.Count(string(traced), "gate gave up; sample dropped"), 22-tc.timed[0]-tc.timed[1]-tc.otherTimed; n != want {
 				t.Errorf("%d samples traced as dropped for their gate, want %d", n, want)
 			}
 			var stats []string
@@ -1176,9 +1176,9 @@ func TestLaunchStatisticsOutsideRecording(t *testing.T) {
 				"timer refused without elapsed",
 				"timer on",
 				tc.gates,
-				"in flight 17",
+				"in flight 25",
 				"in flight 0",
-				"records 39",
+				"records 56",
 				// The parameters are not learnt outside a recording.
 				"_Z4stepPfii launches=610 other=0 params=-1",
 				fmt.Sprintf("_Z4stepPfii shape grid=7 block=128 shared=0 launches=300 timed=%d ns=%d first=%d covered=0", tc.timed[0], tc.ns[0], tc.first),
