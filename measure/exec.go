@@ -12,7 +12,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/zeebo/xxh3"
@@ -83,13 +85,20 @@ func ownTime(timer *regexp.Regexp, outputs ...[]byte) float64 {
 func (e *ExecRunner) Run(ctx context.Context, env []string) (Outcome, error) {
 	e.runs++
 	stats := filepath.Join(e.StatsDir, "launch-stats-"+strconv.Itoa(e.runs)+".json")
-	os.Remove(stats)
 	cmd := exec.CommandContext(ctx, e.App, e.Args...)
 	base := e.Env
 	if base == nil {
 		base = os.Environ()
 	}
-	cmd.Env = append(append(append([]string(nil), base...), env...), EnvLaunchStats+"="+stats)
+	cmd.Env = append(append([]string(nil), base...), env...)
+	// A run whose env sets the statistics file itself (empty: none, as the
+	// application runs deployed) keeps that.
+	if slices.ContainsFunc(env, func(v string) bool { return strings.HasPrefix(v, EnvLaunchStats+"=") }) {
+		stats = ""
+	} else {
+		os.Remove(stats)
+		cmd.Env = append(cmd.Env, EnvLaunchStats+"="+stats)
+	}
 	out := &hashingWriter{h: xxh3.New(), filter: e.OutputFilter}
 	cmd.Stdout = out
 	cmd.Stderr = e.Stderr
@@ -120,7 +129,7 @@ func (e *ExecRunner) Run(ctx context.Context, env []string) (Outcome, error) {
 	default:
 		return o, fmt.Errorf("running %s: %w", e.App, err)
 	}
-	if e.ReadStats != nil {
+	if e.ReadStats != nil && stats != "" {
 		if _, statErr := os.Lstat(stats); statErr == nil {
 			k, err := e.ReadStats(stats)
 			if err != nil {

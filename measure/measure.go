@@ -18,7 +18,9 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sort"
+	"time"
 )
 
 // EnvLaunchStats names the file the in-application runtime writes its
@@ -86,6 +88,15 @@ type Options struct {
 	// its path (used to try kernels alone when the tuned run fails).
 	Subset func(kernels []string) (string, error)
 	Log    io.Writer // progress lines; nil for none
+	// Confirm measures the kept set end to end once more as the
+	// application will run it (Confirmation): its runs give the end-to-end
+	// figures, and a kept set slower there is dropped. MaxPairs (0: 4 x
+	// Runs), Precision (0: 2%) and ConfirmFor (0: 2 minutes) bound its
+	// extra pairs.
+	Confirm    bool
+	MaxPairs   int
+	Precision  float64
+	ConfirmFor time.Duration
 }
 
 // Verdict is one tuned kernel's judgement.
@@ -109,6 +120,18 @@ type Result struct {
 	OutputSame bool
 	// Kept are the kernels a tuned file should keep.
 	Kept []string
+	// Confirmed is the kept set's confirmation (Options.Confirm); nil when
+	// not asked or nothing was kept.
+	Confirmed *Confirmation
+}
+
+// EndToEnd are the runs that give a result's end-to-end figures: the
+// confirmation's where there is one, else the last round's.
+func (r *Result) EndToEnd() (untuned, tuned []Outcome) {
+	if r.Confirmed != nil {
+		return r.Confirmed.Untuned, r.Confirmed.Tuned
+	}
+	return r.Untuned, r.Tuned
 }
 
 // ErrUntunedFails means the application fails without any tuned kernel:
@@ -162,6 +185,12 @@ func Measure(ctx context.Context, r Runner, opts Options) (*Result, error) {
 			}
 		}
 	}
+	if len(kept) > 0 && opts.Confirm {
+		var err error
+		if kept, err = confirmKept(ctx, r, opts, res, kept, verdicts); err != nil {
+			return nil, err
+		}
+	}
 	if len(kept) == 0 && len(res.Tuned) > 0 {
 		// What stays deployed is nothing: the application as it is.
 		res.Tuned = nil
@@ -173,6 +202,45 @@ func Measure(ctx context.Context, r Runner, opts Options) (*Result, error) {
 	}
 	sort.SliceStable(res.Verdicts, func(i, j int) bool { return res.Verdicts[i].Name < res.Verdicts[j].Name })
 	return res, nil
+}
+
+// confirmKept confirms the kept set end to end (res.Confirmed) and returns
+// what stays kept: all of it, or nothing when the application fails,
+// prints differently or runs slower with it there (each kernel's verdict
+// then says so, and the confirmation keeps no tuned runs: what stays
+// deployed is the application as it is).
+func confirmKept(ctx context.Context, r Runner, opts Options, res *Result, kept []string, verdicts map[string]Verdict) ([]string, error) {
+	file := opts.Tuned
+	if !slices.Equal(slices.Sorted(slices.Values(kept)), slices.Sorted(slices.Values(opts.Kernels))) {
+		if opts.Subset == nil {
+			return nil, errors.New("measure: no way to write the kept kernels' tuned file")
+		}
+		var err error
+		if file, err = opts.Subset(kept); err != nil {
+			return nil, err
+		}
+	}
+	logf(opts.Log, "measure: confirming %d kept kernel(s) end to end, without launch statistics", len(kept))
+	c, why, err := confirm(ctx, r, file, opts)
+	if err != nil {
+		return nil, err
+	}
+	res.Confirmed = c
+	if why == "" {
+		why = c.slower()
+	}
+	if why == "" {
+		logf(opts.Log, "measure: confirmed over %d runs each (noise %.1f%%)", len(c.Tuned), 100*c.Noise)
+		return kept, nil
+	}
+	logf(opts.Log, "measure: %s; no kernel is kept", why)
+	for _, k := range kept {
+		v := verdicts[k]
+		v.Kept, v.Reason = false, why
+		verdicts[k] = v
+	}
+	c.Tuned = nil
+	return nil, nil
 }
 
 // maxAlone bounds the kernels of a kept set that is slower end to end
