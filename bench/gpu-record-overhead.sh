@@ -56,8 +56,21 @@ echo "mneme CLI start (record --help), median of 9: $(cat "$out/t-cli")s"
 # recorded launch of this example costs ~3 ms (OVERHEAD_MAX_RECORDINGS).
 label=record; ldd "$prefix/bin/mneme" 2>/dev/null | grep -q libLLVM && label=record-shared-llvm
 status=0
+# The same example built by nvcc alone (static cudart, nvcc's default) is
+# recorded through the driver (libmneme_inject.so): issue 15's bound holds
+# for it too.
+nvccflag=()
+if command -v nvcc >/dev/null 2>&1 || [ -x "$CUDA_PATH/bin/nvcc" ]; then
+  nvcc=$(command -v nvcc || echo "$CUDA_PATH/bin/nvcc")
+  arch=sm_$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n 1 | tr -d .)
+  if "$nvcc" -O3 -arch="$arch" -cudart static -Iexamples/common -o "$out/scalarsweep-nvcc" examples/scalarsweep/scalarsweep.cu >"$out/build-nvcc.log" 2>&1; then
+    nvccflag=(--nvcc "$out/scalarsweep-nvcc")
+  else
+    echo "recording overhead (nvcc): not measured (the nvcc build fails: $out/build-nvcc.log)"
+  fi
+fi
 python3 "$here/record_overhead.py" --plain "$builds/plain/scalarsweep/scalarsweep" --wrapped "$builds/wrapper/scalarsweep/scalarsweep" \
-  --mneme "$label=$prefix/bin/mneme" --runs "${OVERHEAD_RUNS:-31}" --max-recordings "${OVERHEAD_MAX_RECORDINGS:-2}" --trace --json "$out/overhead.json" >"$out/overhead.txt" 2>&1 ||
+  "${nvccflag[@]}" --mneme "$label=$prefix/bin/mneme" --runs "${OVERHEAD_RUNS:-31}" --max-recordings "${OVERHEAD_MAX_RECORDINGS:-2}" --trace --json "$out/overhead.json" >"$out/overhead.txt" 2>&1 ||
   { echo "FAIL: overhead benchmark ($out/overhead.txt)"; tail -n 5 "$out/overhead.txt"; status=1; }
 sed -n '/interleaved runs/,$p' "$out/overhead.txt"
 machine_state after
