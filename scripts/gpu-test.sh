@@ -262,7 +262,7 @@ fi
 if [ -z "${SKIP_RECORD_OVERHEAD:-}" ]; then
   MNEME_PREFIX_DIR=$prefix LOGS=$logs/record-overhead bench/gpu-record-overhead.sh "$logs/e2e" > "$logs/record-overhead.log" 2>&1
   sed -n '/interleaved runs/,/^recording overhead/p' "$logs/record-overhead.log" | grep -v '^  \['
-  note "$(grep '^recording overhead' "$logs/record-overhead.log" || echo "recording overhead: not measured (record-overhead.log)")"
+  while read -r l; do note "$l"; done < <(grep '^recording overhead' "$logs/record-overhead.log" || echo "recording overhead: not measured (record-overhead.log)")
   MNEME_PREFIX_DIR=$prefix LOGS=$logs/launch-cost bench/gpu-launch-cost.sh > "$logs/launch-cost.log" 2>&1
   while read -r l; do note "$l"; done < <(grep -E '^per-launch cost' "$logs/launch-cost.log" || tail -n 1 "$logs/launch-cost.log")
 fi
