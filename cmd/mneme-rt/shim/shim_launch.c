@@ -6,6 +6,7 @@
 #include "shim_internal.h"
 
 #include <stdio.h>
+#include <time.h>
 
 /* A key fits this buffer on the stack unless the kernel takes more than
  * ~1 KiB of arguments. */
@@ -570,6 +571,44 @@ static cudaError_t deploy_launch(const void *func, dim3 grid, dim3 block,
   return api_launch(func, grid, block, args, shared, stream, ptsz);
 }
 
+/* The early window of a counted run: a launch that waited for the library
+ * shifted the application's timeline by its wait, so a launch made up to
+ * that long after the library became ready would, uncounted, have come
+ * while it loaded and run the application's own code: counted as early
+ * too. early_window_end is that moment (CLOCK_MONOTONIC ns; 0: none, or
+ * passed, when launches stop reading the clock). */
+static uint64_t early_window_end;
+
+static inline uint64_t monotonic_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+/* widen_early_window extends the window to ready + (ready - waited_from),
+ * the wait of a launch that began waiting at waited_from. */
+static void widen_early_window(uint64_t waited_from) {
+  uint64_t ready = monotonic_ns();
+  uint64_t end = ready + (ready - waited_from);
+  uint64_t cur = __atomic_load_n(&early_window_end, __ATOMIC_RELAXED);
+  while (cur < end && !__atomic_compare_exchange_n(&early_window_end, &cur, end,
+                                                   0, __ATOMIC_RELAXED,
+                                                   __ATOMIC_RELAXED)) {
+  }
+}
+
+/* within_early_window: this launch comes inside the window; once it has
+ * passed the window closes, and no later launch reads the clock. */
+static inline int within_early_window(void) {
+  uint64_t end = __atomic_load_n(&early_window_end, __ATOMIC_RELAXED);
+  if (__builtin_expect(end == 0, 1))
+    return 0;
+  if (monotonic_ns() < end)
+    return 1;
+  __atomic_store_n(&early_window_end, 0, __ATOMIC_RELAXED);
+  return 0;
+}
+
 /* counted_launch counts a launch outside a recording (MNEME_LAUNCH_STATS)
  * and times it when it is one of the sample, then runs it as it would run
  * uncounted: the tuned code when deploying, else the application's. A
@@ -577,14 +616,20 @@ static cudaError_t deploy_launch(const void *func, dim3 grid, dim3 block,
  * waits for it, unlike an uncounted one: counting measures (`mneme deploy
  * measure`), and the launch is then timed (the events are the library's)
  * and runs the tuned code the later launches run, which a kernel launched
- * once is judged by. */
+ * once is judged by. Such a launch counts as early, and so do the launches
+ * of the early window after it (measure drops a kernel whose every tuned
+ * launch is early: deployed, none would run its tuned code). */
 static cudaError_t counted_launch(const void *func, dim3 grid, dim3 block,
                                   void **args, size_t shared,
                                   cudaStream_t stream, int ptsz) {
   struct launch_stats st = {0, -1, 0};
   int idx = -1;
-  int early = mneme_deploying && library_loading();
+  int waits = mneme_deploying && library_loading();
+  uint64_t waited_from = waits ? monotonic_ns() : 0;
+  int early = waits || (mneme_deploying && within_early_window());
   if (load_runtime(1)) {
+    if (waits)
+      widen_early_window(waited_from);
     pthread_mutex_lock(&mneme_table_lock);
     idx = kernel_index_locked(func);
     if (idx >= 0) {

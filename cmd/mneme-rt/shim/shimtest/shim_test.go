@@ -924,6 +924,16 @@ func TestDeployStartsInTheBackground(t *testing.T) {
 	if !strings.Contains(early, "stats _Z6kernelPfi launches=4 other=0 params=-1 early=1\n") || strings.Count(early, "jit launch tuned_kernel") != 4 || stderr != "" {
 		t.Errorf("counted, one launch made while the library loads:\n%s\nstderr: %s", early, stderr)
 	}
+	// Two launches right behind the one that waited fall in the early
+	// window (its wait after the library became ready): uncounted, they
+	// too would have run the application's code. The ones 200 ms later
+	// do not.
+	burst, stderr := runProgram(t, app, "MNEME_TUNED_KERNELS=tuned.json", "MNEME_RT_LIB="+lib,
+		"MNEME_TEST_GATE="+filepath.Join(t.TempDir(), "gate-burst"), "MNEME_TEST_GATE_AFTER_MS=100", "MNEME_TEST_BURST=1",
+		"MNEME_LAUNCH_STATS="+filepath.Join(b.dir, "burst-stats"), "MNEME_TEST_STATS=1")
+	if !strings.Contains(burst, "stats _Z6kernelPfi launches=6 other=0 params=-1 early=3\n") || strings.Count(burst, "jit launch tuned_kernel") != 6 || stderr != "" {
+		t.Errorf("counted, a burst of launches behind the one that waited:\n%s\nstderr: %s", burst, stderr)
+	}
 	// Counting only (deploy measure's untuned runs), the choice of device
 	// starts the library in the background too: the launches then find it
 	// ready, are counted and run the application's code.

@@ -9,7 +9,8 @@
  * library, and lets it go and waits for it before allocating anything.
  * With MNEME_TEST_GATE_AFTER_MS set, a thread of its own lets the library
  * go after that many milliseconds, so a launch made while it loads may
- * wait for it (as counted launches do) without holding it up.
+ * wait for it (as counted launches do) without holding it up. With
+ * MNEME_TEST_BURST set, two more launches follow the first at once.
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -73,6 +74,11 @@ int main(void) {
   void *args[] = {&v};
   if (getenv("MNEME_TEST_WAIT_FIRST") == NULL)
     cudaLaunchKernel(kernel_a, g, b, args, 0, 0); /* while the library loads */
+  if (getenv("MNEME_TEST_BURST") != NULL) {
+    /* Right behind it: uncounted, these too would come while it loads. */
+    cudaLaunchKernel(kernel_a, g, b, args, 0, 0);
+    cudaLaunchKernel(kernel_a, g, b, args, 0, 0);
+  }
   FILE *f = gate ? fopen(gate, "w") : NULL;
   if (f != NULL)
     fclose(f);
