@@ -28,7 +28,7 @@ type RunOptions struct {
 	PrintSpace     bool    // print the search space as JSON and stop (no GPU needed)
 	DryRun         bool    // show what would run and stop (no GPU needed)
 	BaselineOnly   bool    // replay the recorded configuration only, write baseline.json and stop
-	CompileWorkers int     // compile-only workers; negative: about half the cores, at most 8
+	CompileWorkers int     // compile-only workers; negative: about half the cores, at most 8 per GPU
 	// Factory starts the worker processes (for mneme, `mneme worker`).
 	Factory WorkerFactory
 	// AnalyzeGeometry reads the kernel's launch-geometry facts from its IR;
@@ -347,7 +347,10 @@ func createOrResume(opts Options, resume bool) (*Results, []Trial, error) {
 func newExecutor(ro RunOptions, opts Options, t *target, trialTimeout time.Duration, log io.Writer) *Executor {
 	cw := ro.CompileWorkers
 	if cw < 0 {
-		cw = min(max(runtime.NumCPU()/2, 1), 8)
+		// Compiling a trial (LLVM on a core) takes longer than timing a
+		// short kernel: each GPU's run workers need about 8 compiling
+		// ahead, so a second GPU gets its own 8 where the cores allow.
+		cw = min(max(runtime.NumCPU()/2, 1), 8*max(len(opts.GPUs), 1))
 	}
 	if ro.BaselineOnly {
 		cw = 0

@@ -145,7 +145,7 @@ func (f *tuneFlags) register(fl *pflag.FlagSet) {
 	fl.IntVar(&o.Trials, "trials", 0, "trials in all, resumed ones included (0: the whole finite space, else 100)")
 	fl.IntVar(&o.Workers, "workers", 1, "worker processes per GPU")
 	fl.StringVar(&f.gpus, "gpus", "0", "CUDA devices to use, e.g. 0,1")
-	fl.IntVar(&f.compileWorkers, "compile-workers", -1, "compile-only workers that compile ahead on CPU cores (-1: about half the cores, at most 8)")
+	fl.IntVar(&f.compileWorkers, "compile-workers", -1, "compile-only workers that compile ahead on CPU cores (-1: about half the cores, at most 8 per GPU)")
 	fl.IntVar(&o.Iterations, "iterations", 7, "timed launches per trial")
 	fl.IntVar(&o.Warmup, "warmup", 1, "untimed launches before the timed ones")
 	fl.StringVar(&o.Metric, "metric", "median", "statistic of the timed launches: mean, median, min or max")
