@@ -214,3 +214,34 @@ func TestExecRunnerLeavesStatisticsOffWhenAsked(t *testing.T) {
 		t.Errorf("by default: output %q, want %q", o.Output, want)
 	}
 }
+
+// A kept set whose kernels save the application less GPU time than
+// deploying costs it is dropped, saying how much each side is; one that
+// saves more stays. A (1000 -> 600 ns, 10 launches) saves 4 us a run.
+func TestAKeptSetSavingLessThanDeployingCostsIsDropped(t *testing.T) {
+	for _, tc := range []struct {
+		cost    time.Duration
+		dropped bool
+	}{{time.Millisecond, true}, {3 * time.Microsecond, false}, {0, false}} {
+		a := newApp()
+		o := opts(a)
+		o.DeployCost, o.Confirm = tc.cost, true
+		r, err := Measure(context.Background(), a, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := verdict(t, r, "A")
+		if v.Kept == tc.dropped {
+			t.Errorf("cost %v: A kept %v, want %v (%s)", tc.cost, v.Kept, !tc.dropped, v.Reason)
+			continue
+		}
+		if tc.dropped {
+			if !strings.Contains(v.Reason, "save 4.0 us") || !strings.Contains(v.Reason, "1.00 ms") || r.Confirmed != nil || len(r.Kept) != 0 {
+				t.Errorf("cost %v: reason %q, confirmation %+v, kept %v", tc.cost, v.Reason, r.Confirmed, r.Kept)
+			}
+		}
+	}
+	if s := Saved(map[string]Verdict{"A": {Launches: 10, UntunedNS: []float64{1000, 1100, 900}, TunedNS: []float64{600}}, "B": {Launches: 5}}, []string{"A", "B"}); math.Abs(s-4e-6) > 1e-12 {
+		t.Errorf("saved %v s, want 4e-6 (B untimed counts nothing)", s)
+	}
+}

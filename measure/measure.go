@@ -97,6 +97,12 @@ type Options struct {
 	MaxPairs   int
 	Precision  float64
 	ConfirmFor time.Duration
+	// DeployCost is what deploying costs the application beyond its
+	// kernels' time: loading the runtime library beside it and unloading it
+	// at exit. A kept set whose kernels save less GPU time in the
+	// application than this is expected to make it slower, and is dropped
+	// (0: not weighed).
+	DeployCost time.Duration
 }
 
 // Verdict is one tuned kernel's judgement.
@@ -185,6 +191,19 @@ func Measure(ctx context.Context, r Runner, opts Options) (*Result, error) {
 			}
 		}
 	}
+	if len(kept) > 0 && opts.DeployCost > 0 {
+		if saved := Saved(verdicts, kept); saved < opts.DeployCost.Seconds() {
+			why := fmt.Sprintf("its launches save %s of GPU time in the application, less than deploying costs it (%s: the runtime library loaded beside it and unloaded at exit)",
+				fmtDuration(saved), fmtDuration(opts.DeployCost.Seconds()))
+			logf(opts.Log, "measure: the kept kernel(s) together: %s; no kernel is kept", why)
+			for _, k := range kept {
+				v := verdicts[k]
+				v.Kept, v.Reason = false, why
+				verdicts[k] = v
+			}
+			kept = nil
+		}
+	}
 	if len(kept) > 0 && opts.Confirm {
 		var err error
 		if kept, err = confirmKept(ctx, r, opts, res, kept, verdicts); err != nil {
@@ -202,6 +221,34 @@ func Measure(ctx context.Context, r Runner, opts Options) (*Result, error) {
 	}
 	sort.SliceStable(res.Verdicts, func(i, j int) bool { return res.Verdicts[i].Name < res.Verdicts[j].Name })
 	return res, nil
+}
+
+// Saved is the GPU time the kept kernels save the application in one run,
+// in seconds: each one's launches times the difference of its median
+// in-application times per launch untuned and tuned (none where a kernel
+// was not timed both ways).
+func Saved(verdicts map[string]Verdict, kept []string) float64 {
+	saved := 0.0
+	for _, k := range kept {
+		v := verdicts[k]
+		if len(v.UntunedNS) == 0 || len(v.TunedNS) == 0 {
+			continue
+		}
+		saved += float64(v.Launches) * (median(v.UntunedNS) - median(v.TunedNS)) / 1e9
+	}
+	return saved
+}
+
+// fmtDuration prints seconds in the unit that reads best.
+func fmtDuration(s float64) string {
+	switch a := math.Abs(s); {
+	case a >= 1:
+		return fmt.Sprintf("%.2f s", s)
+	case a >= 1e-3:
+		return fmt.Sprintf("%.2f ms", s*1e3)
+	default:
+		return fmt.Sprintf("%.1f us", s*1e6)
+	}
 }
 
 // confirmKept confirms the kept set end to end (res.Confirmed) and returns

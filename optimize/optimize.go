@@ -85,6 +85,10 @@ type Options struct {
 	// otherwise do not compare.
 	TuneConditions string
 	Runs           int // interleaved runs of each, untuned and tuned
+	// DeployCost is what deploying costs the application beyond its
+	// kernels' time (--deploy-cost-ms): a kept set saving less is dropped,
+	// and the prediction adds it.
+	DeployCost time.Duration
 	// OptunaStorage, when set, has each kernel tuned by an Optuna study kept
 	// there (one per kernel and result key), for optuna-dashboard.
 	OptunaStorage string
@@ -273,7 +277,7 @@ func Run(ctx context.Context, tools Tools, runner measure.Runner, o Options) (*r
 		sort.Strings(names)
 		subsets := &measure.SubsetWriter{Source: filepath.Join(work, candidates), Dir: work}
 		res, err = measure.Measure(ctx, runner, measure.Options{Tuned: filepath.Join(work, candidates), Kernels: names, Runs: o.Runs,
-			CheckOutput: o.CheckOutput, Subset: subsets.Write, Log: o.Log, Confirm: true})
+			CheckOutput: o.CheckOutput, Subset: subsets.Write, Log: o.Log, Confirm: true, DeployCost: o.DeployCost})
 		if err != nil {
 			return nil, fmt.Errorf("measuring the application: %w", err)
 		}
@@ -555,7 +559,8 @@ func fillReport(rep *report.Report, o Options, all, chosen []*kernel, stats *db.
 		rep.Kernels = append(rep.Kernels, rk)
 	}
 	report.SortByShare(rep.Kernels)
-	rep.EndToEnd.PredictedTunedSeconds = report.PredictTuned(report.Median(rep.EndToEnd.UntunedSeconds), rep.Kernels)
+	rep.EndToEnd.DeployCostSeconds = o.DeployCost.Seconds()
+	rep.EndToEnd.PredictedTunedSeconds = report.PredictTuned(report.Median(rep.EndToEnd.UntunedSeconds), rep.Kernels, rep.EndToEnd.DeployCostSeconds)
 	reused := 0
 	for _, k := range chosen {
 		if k.reused {

@@ -140,7 +140,7 @@ code{font-size:.85em}
 <p>{{if .R.GPU}}{{.R.GPU}}, {{end}}{{if .R.Driver}}driver {{.R.Driver}}, {{end}}{{if .R.Toolchain}}{{.R.Toolchain}}, {{end}}{{.R.Created}}{{if .R.Budget}}; tuning budget {{.R.Budget}}, used {{printf "%.0f" .R.TuningSeconds}} s{{end}}</p>
 <p class="big" id="speedup">{{speedup .R.EndToEnd}} end to end</p>
 <p>Median wall time {{secs (median .R.EndToEnd.UntunedSeconds)}} untuned, {{secs (median .R.EndToEnd.TunedSeconds)}} tuned
-(predicted from replay: {{secs .R.EndToEnd.PredictedTunedSeconds}});
+(predicted from replay: {{secs .R.EndToEnd.PredictedTunedSeconds}}{{if .R.EndToEnd.DeployCostSeconds}}, deploying taken to cost {{secs .R.EndToEnd.DeployCostSeconds}}{{end}});
 {{len .R.EndToEnd.UntunedSeconds}} + {{len .R.EndToEnd.TunedSeconds}} interleaved runs.
 {{if and .R.EndToEnd.UntunedOwn .R.EndToEnd.TunedOwn}}By the application's own timer (<code>{{.R.EndToEnd.OwnTimer}}</code>): {{printf "%.4g" (median .R.EndToEnd.UntunedOwn)}} untuned, {{printf "%.4g" (median .R.EndToEnd.TunedOwn)}} tuned (median, in its units).
 {{end}}{{if .R.EndToEnd.OutputChecked}}{{if .R.EndToEnd.OutputSame}}The application's output was the same tuned{{else}}The application's output differed when tuned{{end}}{{with .R.EndToEnd.OutputFilter}} (lines matching <code>{{.}}</code> left out){{end}}.{{else}}Output not compared.{{end}}</p>

@@ -60,10 +60,15 @@ type EndToEnd struct {
 	UntunedSeconds []float64 `json:"untuned_seconds"`
 	TunedSeconds   []float64 `json:"tuned_seconds"`
 	// PredictedTunedSeconds is the untuned median less, for every kept
-	// kernel, its in-application GPU time times (1 - 1/replay speedup).
+	// kernel, its in-application GPU time times (1 - 1/replay speedup), plus
+	// DeployCostSeconds when a kernel is kept.
 	PredictedTunedSeconds float64 `json:"predicted_tuned_seconds"`
-	OutputChecked         bool    `json:"output_checked"`
-	OutputSame            bool    `json:"output_same"`
+	// DeployCostSeconds is what deploying was taken to cost the application
+	// beyond its kernels' time (the runtime library loaded and unloaded);
+	// 0 when not weighed.
+	DeployCostSeconds float64 `json:"deploy_cost_seconds,omitempty"`
+	OutputChecked     bool    `json:"output_checked"`
+	OutputSame        bool    `json:"output_same"`
 	// OutputFilter is the regular expression whose matching output lines
 	// were left out of the comparison (--output-filter); "" when none.
 	OutputFilter string `json:"output_filter,omitempty"`
@@ -159,6 +164,9 @@ func (r *Report) Check() error {
 	if !finiteNonNegative(r.EndToEnd.PredictedTunedSeconds) {
 		return errors.New("field end_to_end.predicted_tuned_seconds: not a time")
 	}
+	if !finiteNonNegative(r.EndToEnd.DeployCostSeconds) {
+		return errors.New("field end_to_end.deploy_cost_seconds: not a time")
+	}
 	for _, k := range r.Kernels {
 		if k.Name == "" {
 			return errors.New("field kernels: a kernel without a name")
@@ -241,13 +249,18 @@ func (e EndToEnd) Speedup() float64 {
 }
 
 // PredictTuned applies Amdahl's law to the untuned median: each kernel that
-// is kept saves its GPU time times (1 - 1/speedup), by replay's prediction.
-func PredictTuned(untunedSeconds float64, kernels []Kernel) float64 {
-	saved := 0.0
+// is kept saves its GPU time times (1 - 1/speedup), by replay's prediction;
+// deploying anything costs deployCost seconds.
+func PredictTuned(untunedSeconds float64, kernels []Kernel, deployCost float64) float64 {
+	saved, kept := 0.0, false
 	for _, k := range kernels {
 		if k.Status == StatusKept && k.PredictedSpeedup > 0 {
 			saved += k.GPUSeconds * (1 - 1/k.PredictedSpeedup)
+			kept = true
 		}
+	}
+	if kept {
+		saved -= deployCost
 	}
 	return math.Max(0, untunedSeconds-saved)
 }

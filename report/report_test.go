@@ -93,12 +93,23 @@ func TestPredictTunedCountsOnlyKeptKernels(t *testing.T) {
 		{Name: "b", GPUSeconds: 0.3, Status: StatusDropped, PredictedSpeedup: 3},
 		{Name: "c", GPUSeconds: 0.1, Status: StatusKept},
 	}
-	if got := PredictTuned(1.2, ks); got < 0.8999 || got > 0.9001 {
+	if got := PredictTuned(1.2, ks, 0); got < 0.8999 || got > 0.9001 {
 		t.Errorf("PredictTuned = %v, want 1.2 - 0.6*(1-1/2) = 0.9", got)
 	}
+	// Deploying costs what it costs once anything is kept.
+	if got := PredictTuned(1.2, ks, 0.01); got < 0.9099 || got > 0.9101 {
+		t.Errorf("with a deployment cost of 0.01 s: %v, want 0.91", got)
+	}
 	ks[1].Status = StatusKept
-	if got := PredictTuned(1.2, ks); got < 0.6999 || got > 0.7001 {
+	if got := PredictTuned(1.2, ks, 0); got < 0.6999 || got > 0.7001 {
 		t.Errorf("with b kept too: %v, want 0.9 - 0.3*(1-1/3) = 0.7", got)
+	}
+	// Nothing kept: the application as it is, no cost.
+	for i := range ks {
+		ks[i].Status = StatusDropped
+	}
+	if got := PredictTuned(1.2, ks, 0.01); got != 1.2 {
+		t.Errorf("nothing kept: %v, want 1.2", got)
 	}
 }
 

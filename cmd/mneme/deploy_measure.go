@@ -25,6 +25,7 @@ import (
 type measureFlags struct {
 	tuned       string
 	runs        int
+	deployCost  float64
 	checkOutput bool
 	filter      string
 	ownTimer    string
@@ -79,6 +80,7 @@ other kernel was dropped.`,
 	}
 	cmd.Flags().StringVar(&f.tuned, "tuned", os.Getenv(measure.EnvTunedKernels), "the tuned-kernels file (default $MNEME_TUNED_KERNELS)")
 	cmd.Flags().IntVar(&f.runs, "runs", 5, "runs of each, untuned and tuned")
+	cmd.Flags().Float64Var(&f.deployCost, "deploy-cost-ms", defaultDeployCostMS, "what deploying costs the application beyond its kernels' time, in ms (the runtime library loaded beside it and unloaded at exit): kernels that together save less are not kept (0: not weighed)")
 	cmd.Flags().BoolVar(&f.checkOutput, "check-output", false, "require the tuned runs to print what the untuned ones print")
 	cmd.Flags().StringVar(&f.filter, "output-filter", "", "with --check-output, leave out of the comparison the output lines this regular expression matches")
 	cmd.Flags().StringVar(&f.ownTimer, "own-timer", "", "a regular expression whose first group matches the time the application prints (e.g. 'wall time: ([0-9.]+) ms'): the end-to-end check compares it too")
@@ -98,6 +100,10 @@ func measureTuned(ctx context.Context, f measureFlags, app []string, log io.Writ
 		return nil, withExit(exitUsage, err)
 	}
 	timer, err := ownTimer(f.ownTimer)
+	if err != nil {
+		return nil, withExit(exitUsage, err)
+	}
+	cost, err := deployCost(f.deployCost)
 	if err != nil {
 		return nil, withExit(exitUsage, err)
 	}
@@ -131,7 +137,7 @@ func measureTuned(ctx context.Context, f measureFlags, app []string, log io.Writ
 	subsets := &measure.SubsetWriter{Source: f.tuned, Dir: dir}
 	return measure.Measure(ctx, runner, measure.Options{
 		Tuned: f.tuned, Kernels: kernels, Runs: f.runs, CheckOutput: f.checkOutput,
-		Predicted: predicted, Subset: subsets.Write, Log: log, Confirm: true,
+		Predicted: predicted, Subset: subsets.Write, Log: log, Confirm: true, DeployCost: cost,
 	})
 }
 

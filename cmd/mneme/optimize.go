@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -28,6 +29,7 @@ type optimizeFlags struct {
 	rdb, output, budget, gpus, minShare, sampler, preset string
 	optunaStorage, outputFilter, ownTimer, timer         string
 	top, runs, trials                                    int
+	deployCostMS                                         float64
 	checkOutput, coldL2                                  bool
 }
 
@@ -98,6 +100,7 @@ toolchain or launch statistics changed, and reuses the rest.`,
 	fl.StringVar(&f.timer, "timer", "events", "how tuning times the trials: events (the default: the in-application measurement is by events, so replay's prediction and the application's figure are taken alike), auto (CUPTI if available, else events) or cupti")
 	fl.BoolVar(&f.coldL2, "cold-l2", false, "tune with the L2 cache evicted before every timed launch (inputs read from device memory, as after the application's other work)")
 	fl.IntVar(&f.runs, "runs", 5, "interleaved runs of the application, untuned and tuned each")
+	fl.Float64Var(&f.deployCostMS, "deploy-cost-ms", defaultDeployCostMS, "what deploying costs the application beyond its kernels' time, in ms (the runtime library loaded beside it and unloaded at exit): kernels that together save less are not kept (0: not weighed)")
 	fl.StringVar(&f.sampler, "sampler", "tpe", "the tuner's sampler")
 	fl.StringVar(&f.preset, "preset", "standard", "the tuner's preset space")
 	fl.StringVar(&f.optunaStorage, "optuna-storage", "", "tune each kernel as an Optuna study in this storage (e.g. sqlite:///optimize.db), which optuna-dashboard shows")
@@ -149,9 +152,13 @@ func (f *optimizeFlags) options(app []string, log io.Writer) (optimize.Options, 
 	if !slices.Contains(tune.TimerNames, f.timer) {
 		return optimize.Options{}, fmt.Errorf("--timer %q: want auto, cupti or events", f.timer)
 	}
+	cost, err := deployCost(f.deployCostMS)
+	if err != nil {
+		return optimize.Options{}, err
+	}
 	return optimize.Options{App: app, Output: f.output, DB: f.rdb, Budget: budget, GPUs: f.gpus, MinShare: share,
 		Top: f.top, CheckOutput: f.checkOutput, OutputFilter: f.outputFilter, OwnTimer: f.ownTimer, Runs: f.runs, OptunaStorage: f.optunaStorage, Log: log,
-		TuneConditions: tuneConditions(f.timer, f.coldL2)}, nil
+		TuneConditions: tuneConditions(f.timer, f.coldL2), DeployCost: cost}, nil
 }
 
 // outputFilter compiles --output-filter, which only --check-output uses.
@@ -167,6 +174,20 @@ func outputFilter(expr string, checkOutput bool) (*regexp.Regexp, error) {
 		return nil, fmt.Errorf("--output-filter %q: not a regular expression: %v", expr, err)
 	}
 	return re, nil
+}
+
+// defaultDeployCostMS is what deploying was measured to cost a short
+// application beyond its kernels (H100, withcublas and oneshot, 14 runs
+// each): its exit took 7-14 ms longer with the runtime library loaded,
+// tuned kernels or none, and the library's 5-6 ms load runs beside it.
+const defaultDeployCostMS = 10
+
+// deployCost checks --deploy-cost-ms.
+func deployCost(ms float64) (time.Duration, error) {
+	if math.IsNaN(ms) || ms < 0 || ms > 3.6e6 {
+		return 0, fmt.Errorf("--deploy-cost-ms %v: want a cost in milliseconds, 0 or more (0: not weighed)", ms)
+	}
+	return time.Duration(ms * float64(time.Millisecond)), nil
 }
 
 // tuneConditions names how the trials are timed, for the result key: ""
