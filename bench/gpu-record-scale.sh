@@ -4,7 +4,8 @@
 #  - record_scale.py: plain vs `mneme record` whole-process time, bytes
 #    copied and written, copy GB/s against the pinned bandwidth measured in
 #    the same run, for the 2000-launch scalarsweep, the 4 GiB tracer (600
-#    and 3000 steps) and the 9 GiB bigmem, each recording replayed;
+#    and 3000 steps) and the 9 GiB bigmem, each recording replayed, and
+#    tracer built by nvcc alone, recorded through the driver (SCALE_NVCC);
 #  - the 1% check: tracer's storm changes 1% of its 4 GiB allocation; its
 #    epilogue must copy and write about that much;
 #  - drain_contention.cu: how fast a thread of the recorder's own can move
@@ -33,6 +34,22 @@ for spec in ${SCALE_APPS:-scalarsweep tracer tracer@3000 bigmem}; do
   n=${spec%@*} arg=; [ "$n" != "$spec" ] && arg=${spec#*@}
   [ -x "$w/plain/$n/$n" ] && [ -x "$w/wrapper/$n/$n" ] && apps+=("${spec/@/-}=$w/plain/$n/$n:$w/wrapper/$n/$n:$arg")
 done
+# The same programs built by nvcc alone (static cudart, nvcc's default),
+# recorded through the driver (libmneme_inject.so): NAME-nvcc, its plain
+# runs the nvcc build's own (SCALE_NVCC, default tracer; empty: none).
+nvcc=$(command -v nvcc || echo "$cuda/bin/nvcc")
+if [ -x "$nvcc" ]; then
+  for n in ${SCALE_NVCC-tracer}; do
+    src=$(ls "$bench/../examples/$n/"*.cu 2>/dev/null | head -n 1)
+    [ -n "$src" ] || continue
+    if "$nvcc" -O3 -arch="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n1 | tr -d . | sed 's/^/sm_/')" -cudart static \
+      -I"$bench/../examples/common" -o "$logs/$n-nvcc" "$src" > "$logs/$n-nvcc.build.log" 2>&1; then
+      apps+=("$n-nvcc=$logs/$n-nvcc:$logs/$n-nvcc:")
+    else
+      echo "== record scale: $n does not build with nvcc ($n-nvcc.build.log)"
+    fi
+  done
+fi
 python3 "$bench/record_scale.py" --mneme "$(command -v mneme)" --pinned-bw "$logs/pinned_bw" --runs "${SCALE_RUNS:-3}" \
   --variants "${SCALE_VARIANTS:-record}" --replay --json "$logs/record-scale.json" "${apps[@]}" 2>&1 | tee "$logs/record-scale.txt"
 grep -E '^(recording overhead|copy) target' "$logs/record-scale.txt" | sed 's/^/== /'
