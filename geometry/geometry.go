@@ -33,6 +33,9 @@ type Facts struct {
 	// IndexBounded is true when the kernel bounds its global index from
 	// above somewhere (i < n, a grid-stride loop's test, min(i, n - 1)).
 	IndexBounded bool `json:"index_bounded,omitempty"`
+	// MaxThreads is the kernel's own launch bound (__launch_bounds__(N),
+	// .maxntid): a block of more threads cannot launch. 0 when it has none.
+	MaxThreads int `json:"max_threads,omitempty"`
 }
 
 // UnguardedIndex reports whether the kernel indexes memory by its global
@@ -69,6 +72,15 @@ type Decision struct {
 	// i.e. the block divides them. ExactCoverRule says so in one line.
 	ExactCover     bool   `json:"exact_cover,omitempty"`
 	ExactCoverRule string `json:"exact_cover_rule,omitempty"`
+	// MaxThreads is the kernel's own launch bound (Facts.MaxThreads): no
+	// block of more threads is tried, since none can launch. 0: none.
+	MaxThreads int `json:"max_threads,omitempty"`
+}
+
+// LaunchBoundRule says, for the log and the summary, how a kernel's own
+// launch bound limits the blocks searched.
+func LaunchBoundRule(maxThreads int) string {
+	return fmt.Sprintf("blocks of at most %d threads (the kernel's own __launch_bounds__: a larger block cannot launch)", maxThreads)
 }
 
 // ExactCoverRuleText is the rule an unguarded global index imposes, as the
@@ -114,7 +126,7 @@ func Unknown(why string) Decision {
 //
 // recordedBlock is the block shape of the recorded launch.
 func Decide(f Facts, recordedBlock mneme.Dim3) Decision {
-	var d Decision
+	d := Decision{MaxThreads: max(f.MaxThreads, 0)}
 	if len(f.NonCanonicalDimUses) > 0 {
 		d.Reasons = append(d.Reasons, "blockDim/gridDim used outside the global-index and grid-stride patterns ("+strings.Join(f.NonCanonicalDimUses, ", ")+")")
 	}

@@ -73,3 +73,19 @@ func TestCoversExactly(t *testing.T) {
 		}
 	}
 }
+
+// The kernel's own launch bound passes into the decision, and nothing else
+// of it changes; no bound, none.
+func TestDecideCarriesTheLaunchBound(t *testing.T) {
+	block := mneme.Dim3{X: 128, Y: 1, Z: 1}
+	f := Facts{ThreadIDDims: [3]bool{true}}
+	plain := Decide(f, block)
+	f.MaxThreads = 128
+	bounded := Decide(f, block)
+	if plain.MaxThreads != 0 || bounded.MaxThreads != 128 || bounded.Dependent != plain.Dependent {
+		t.Errorf("without a bound %+v, with 128 %+v", plain, bounded)
+	}
+	if r := LaunchBoundRule(128); !strings.Contains(r, "at most 128 threads") {
+		t.Errorf("rule %q", r)
+	}
+}

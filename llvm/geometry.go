@@ -123,6 +123,7 @@ func (m *Module) KernelGeometry(kernel string) (geometry.Facts, error) {
 			Name: valueName(v), Bytes: bytes, Dynamic: dynamic, IndexedByThreadID: g.addressTainted(v, map[C.LLVMValueRef]bool{}),
 		})
 	}
+	facts.MaxThreads = m.LaunchBound(kernel)
 	return facts, nil
 }
 

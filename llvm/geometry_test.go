@@ -72,4 +72,20 @@ func TestKernelGeometryFacts(t *testing.T) {
 	if _, err := m.KernelGeometry("nosuchkernel"); err == nil {
 		t.Error("a missing kernel gave no error")
 	}
+	// The kernel's own launch bound is read; a kernel without one has none.
+	bs, err := m.KernelGeometry("boundedstride")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bs.MaxThreads != 128 || gs.MaxThreads != 0 {
+		t.Errorf("launch bounds: boundedstride %d (want 128), gridstride %d (want 0)", bs.MaxThreads, gs.MaxThreads)
+	}
+}
+
+func TestParseLaunchBound(t *testing.T) {
+	for v, want := range map[string]int{"128": 128, "32,4,1": 128, " 64 ": 64, "": 0, "0": 0, "-1": 0, "x": 0, "128,": 0, "65536,65536": 0} {
+		if got := parseLaunchBound(v); got != want {
+			t.Errorf("parseLaunchBound(%q) = %d, want %d", v, got, want)
+		}
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"strconv"
+	"strings"
 	"unsafe"
 
 	"github.com/mneme-gpu/mneme"
@@ -264,6 +265,44 @@ func (m *Module) SetLaunchBounds(kernel string, maxThreads, minBlocksPerSM int) 
 		removeFunctionAttribute(f, minBlocksPerSMAttribute)
 	}
 	return nil
+}
+
+// LaunchBound is kernel's own maximum threads per block, from its
+// nvvm.maxntid attribute ("128", or per dimension "32,4,1", whose product
+// counts); 0 when it has none, or the value does not read as positive
+// numbers.
+func (m *Module) LaunchBound(kernel string) int {
+	f, err := m.definedFunction(kernel)
+	if err != nil {
+		return 0
+	}
+	ckey := C.CString(maxThreadsAttribute)
+	defer C.free(unsafe.Pointer(ckey))
+	attr := C.LLVMGetStringAttributeAtIndex(f, functionIndex, ckey, C.uint(len(maxThreadsAttribute)))
+	if attr == nil {
+		return 0
+	}
+	var n C.uint
+	v := C.LLVMGetStringAttributeValue(attr, &n)
+	return parseLaunchBound(C.GoStringN(v, C.int(n)))
+}
+
+// parseLaunchBound reads an nvvm.maxntid value: the product of its
+// comma-separated dimensions, each a positive integer; 0 when it is not
+// that or exceeds CUDA's 1024 threads per block many times over.
+func parseLaunchBound(v string) int {
+	total := 1
+	for _, d := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(d))
+		if err != nil || n < 1 || n > 1<<16 {
+			return 0
+		}
+		total *= n
+		if total > 1<<16 {
+			return 0
+		}
+	}
+	return total
 }
 
 // setFunctionAttribute sets the string attribute key=value on f, replacing

@@ -84,3 +84,57 @@ func probeConfigWhere(base mneme.Config, lim mneme.DeviceLimits, ok func(mneme.C
 	}
 	return base, false
 }
+
+// launchBoundConstraint marks a space whose blocks stay within the kernel's
+// own launch bound; as a constraint name it shows in search_space.json and
+// in the space's hash.
+const launchBoundConstraint = "block within the kernel's own __launch_bounds__"
+
+// limitToLaunchBound keeps the search to blocks of at most maxThreads
+// threads, a kernel's own launch bound (geometry.Decision.MaxThreads): a
+// larger block fails to launch, and each would otherwise cost a trial
+// before the adaptive ban took it out. It reports whether the space had
+// such a block (and is now limited).
+func (t *target) limitToLaunchBound(opts *Options, maxThreads int) bool {
+	derive := t.space.Derive
+	fits := func(pt Point) (bool, error) {
+		cfg, err := derive(pt)
+		if err != nil {
+			return true, nil // Evaluate reports the derivation's own error
+		}
+		return normDim(cfg.Block).Count() <= uint64(maxThreads), nil
+	}
+	if !t.space.hasPointWhere(func(pt Point) bool { ok, _ := fits(pt); return !ok }) {
+		return false
+	}
+	t.space.Constraints = append(t.space.Constraints, Constraint{Name: launchBoundConstraint, Check: fits})
+	opts.SpaceHash = t.space.Hash()
+	return true
+}
+
+// launchBound reports whether the space carries the launch-bound
+// constraint.
+func (s *Space) launchBound() bool {
+	for _, c := range s.Constraints {
+		if c.Name == launchBoundConstraint {
+			return true
+		}
+	}
+	return false
+}
+
+// hasPointWhere reports whether one of up to 256 random points of the
+// space (its constraints applied) satisfies pred.
+func (s *Space) hasPointWhere(pred func(Point) bool) bool {
+	r := NewRandom(s, 1)
+	for range 256 {
+		pt, ok := r.Ask()
+		if !ok {
+			break
+		}
+		if pred(pt) {
+			return true
+		}
+	}
+	return false
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	"github.com/mneme-gpu/mneme"
 	"github.com/mneme-gpu/mneme/geometry"
@@ -22,9 +23,9 @@ type GeometryReport struct {
 	LaunchSafety string `json:"launch_safety"`
 	// LaunchSearched is whether block and grid shapes are part of the search.
 	LaunchSearched bool `json:"launch_searched"`
-	// BlockRule, when set, says which rule limited the block shapes searched
-	// (an unguarded global index: only blocks that divide the recorded
-	// threads).
+	// BlockRule, when set, says which rules limited the block shapes
+	// searched (an unguarded global index: only blocks that divide the
+	// recorded threads; the kernel's own launch bound).
 	BlockRule string `json:"block_rule,omitempty"`
 	// Note says it in one line, for the log and the summary.
 	Note string `json:"note"`
@@ -152,6 +153,11 @@ func (t *target) applyLaunchSafety(opts *Options, analyze GeometryAnalyzer, dbDi
 			return rep, err
 		}
 	}
+	// The kernel's own launch bound holds whatever the launch safety: a
+	// larger block cannot launch.
+	if rep.MaxThreads > 0 && !t.space.launchFixed() && t.space.searchesLaunch() {
+		t.limitToLaunchBound(opts, rep.MaxThreads)
+	}
 	rep.describe(t.space)
 	return rep, nil
 }
@@ -159,10 +165,14 @@ func (t *target) applyLaunchSafety(opts *Options, analyze GeometryAnalyzer, dbDi
 // describe fills in LaunchSearched and the note from the space as built.
 func (r *GeometryReport) describe(s *Space) {
 	r.LaunchSearched = !s.launchFixed() && s.searchesLaunch()
-	r.BlockRule = ""
+	var rules []string
 	if r.LaunchSearched && s.exactCover() {
-		r.BlockRule = blockRule(s.Baseline)
+		rules = append(rules, blockRule(s.Baseline))
 	}
+	if r.LaunchSearched && s.launchBound() {
+		rules = append(rules, geometry.LaunchBoundRule(r.MaxThreads))
+	}
+	r.BlockRule = strings.Join(rules, "; ")
 	switch {
 	case s.launchFixed():
 		r.Note = fmt.Sprintf("launch safety %s: the recorded grid and block are kept; compiler knobs, launch bounds and specialization are tuned (%s)", r.LaunchSafety, r.Decision)

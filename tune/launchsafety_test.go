@@ -337,3 +337,49 @@ func TestDeploysBlock(t *testing.T) {
 		}
 	}
 }
+
+// A kernel's own launch bound keeps the search to blocks within it, whatever
+// the launch safety, and the summary says which rule limited them; without
+// one larger blocks are tried.
+func TestRunLaunchBoundKeepsBlocksWithin(t *testing.T) {
+	run := func(bound int, safety string) (Summary, []Trial) {
+		ro, _, stderr := runOptions(t, "TESTWORKER_THREADS=1024")
+		ro.Options.Preset = "standard"
+		ro.Options.LaunchSafety = safety
+		ro.AnalyzeGeometry = func(string, string) (geometry.Facts, error) {
+			return geometry.Facts{ThreadIDDims: [3]bool{true}, MaxThreads: bound}, nil
+		}
+		if err := Run(context.Background(), ro); err != nil {
+			t.Fatalf("bound %d: %v\n%s", bound, err, stderr)
+		}
+		var sum Summary
+		readJSON(t, filepath.Join(ro.Options.Output, SummaryFile), &sum)
+		trials, _, _ := ReadTrials(filepath.Join(ro.Options.Output, TrialsFile))
+		return sum, trials
+	}
+	for _, safety := range []string{LaunchSafe, LaunchAggressive} {
+		sum, trials := run(128, safety)
+		smaller := false
+		for _, tr := range trials {
+			if tr.Number == 0 {
+				continue // the recorded launch (the test's recording has block 256)
+			}
+			if n := normDim(tr.Config.Block).Count(); n > 128 {
+				t.Errorf("%s, bound 128: trial %d ran block %s", safety, tr.Number, tr.Config.Block)
+			} else if n < 128 {
+				smaller = true
+			}
+		}
+		if !smaller || !sum.LaunchSearched || !strings.Contains(sum.BlockRule, "at most 128 threads") || !strings.Contains(sum.Geometry, sum.BlockRule) {
+			t.Errorf("%s, bound 128: smaller blocks tried %v, summary %+v", safety, smaller, sum)
+		}
+	}
+	sum, trials := run(0, LaunchSafe)
+	larger := false
+	for _, tr := range trials {
+		larger = larger || (tr.Number > 0 && normDim(tr.Config.Block).Count() > 128)
+	}
+	if !larger || sum.BlockRule != "" {
+		t.Errorf("no bound: blocks over 128 tried %v, block rule %q", larger, sum.BlockRule)
+	}
+}

@@ -93,3 +93,12 @@ extern "C" __global__ void reflecting(float *y, const float *x, int n) {
   if (i < n)
     y[i] = flush_aware(x[i]);
 }
+
+// A grid-stride kernel with its own launch bound (__launch_bounds__(128)):
+// a block of more threads cannot launch.
+extern "C" __global__ void __attribute__((launch_bounds(128)))
+boundedstride(float *y, const float *x, float a, int n) {
+  for (int i = ctaid_x() * ntid_x() + tid_x(); i < n;
+       i += ntid_x() * nctaid_x())
+    y[i] = a * x[i] + y[i];
+}
