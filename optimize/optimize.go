@@ -277,7 +277,8 @@ func Run(ctx context.Context, tools Tools, runner measure.Runner, o Options) (*r
 		sort.Strings(names)
 		subsets := &measure.SubsetWriter{Source: filepath.Join(work, candidates), Dir: work}
 		res, err = measure.Measure(ctx, runner, measure.Options{Tuned: filepath.Join(work, candidates), Kernels: names, Runs: o.Runs,
-			CheckOutput: o.CheckOutput, Subset: subsets.Write, Log: o.Log, Confirm: true, DeployCost: o.DeployCost})
+			CheckOutput: o.CheckOutput, Subset: subsets.Write, Log: o.Log, Confirm: true, DeployCost: o.DeployCost,
+			ConfirmFor: confirmFor(o.Budget, time.Since(start))})
 		if err != nil {
 			return nil, fmt.Errorf("measuring the application: %w", err)
 		}
@@ -418,6 +419,14 @@ func choose(ks []*kernel, o Options) []*kernel {
 		}
 	}
 	return chosen
+}
+
+// confirmFor is how long the end-to-end confirmation may spend on pairs
+// beyond its first --runs: what tuning left of the budget, at most the
+// measure package's own bound (so the command ends near its budget), and
+// at least a nanosecond, which measure reads as "no extra pairs".
+func confirmFor(budget, used time.Duration) time.Duration {
+	return min(max(budget-used, time.Nanosecond), 2*time.Minute)
 }
 
 // splitBudget gives each chosen kernel the budget times its share of the

@@ -361,3 +361,17 @@ func TestTheReportNamesTheOutputFilterOnlyWhenOutputIsChecked(t *testing.T) {
 		}
 	}
 }
+
+// The confirmation's extra pairs get what tuning left of the budget, within
+// two minutes; none when tuning used it all.
+func TestConfirmForIsWhatTheBudgetLeaves(t *testing.T) {
+	for _, tc := range []struct{ budget, used, want time.Duration }{
+		{time.Minute, 20 * time.Second, 40 * time.Second},
+		{time.Minute, 2 * time.Minute, time.Nanosecond},
+		{time.Hour, time.Minute, 2 * time.Minute},
+	} {
+		if got := confirmFor(tc.budget, tc.used); got != tc.want {
+			t.Errorf("budget %v, used %v: %v, want %v", tc.budget, tc.used, got, tc.want)
+		}
+	}
+}
