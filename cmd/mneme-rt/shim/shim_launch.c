@@ -591,9 +591,9 @@ static void widen_early_window(uint64_t waited_from) {
   uint64_t ready = monotonic_ns();
   uint64_t end = ready + (ready - waited_from);
   uint64_t cur = __atomic_load_n(&early_window_end, __ATOMIC_RELAXED);
-  while (cur < end && !__atomic_compare_exchange_n(&early_window_end, &cur, end,
-                                                   0, __ATOMIC_RELAXED,
-                                                   __ATOMIC_RELAXED)) {
+  while (cur < end &&
+         !__atomic_compare_exchange_n(&early_window_end, &cur, end, 0,
+                                      __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
   }
 }
 
