@@ -38,14 +38,7 @@ func (t *target) limitToExactCover(opts *Options) bool {
 }
 
 // exactCover reports whether the space carries the exact-cover constraint.
-func (s *Space) exactCover() bool {
-	for _, c := range s.Constraints {
-		if c.Name == exactCoverConstraint {
-			return true
-		}
-	}
-	return false
-}
+func (s *Space) exactCover() bool { return s.hasConstraint(exactCoverConstraint) }
 
 // blockRule says, for the summary, how the exact-cover rule limited the
 // blocks of a launch like base.
@@ -114,14 +107,7 @@ func (t *target) limitToLaunchBound(opts *Options, maxThreads int) bool {
 
 // launchBound reports whether the space carries the launch-bound
 // constraint.
-func (s *Space) launchBound() bool {
-	for _, c := range s.Constraints {
-		if c.Name == launchBoundConstraint {
-			return true
-		}
-	}
-	return false
-}
+func (s *Space) launchBound() bool { return s.hasConstraint(launchBoundConstraint) }
 
 // hasPointWhere reports whether one of up to 256 random points of the
 // space (its constraints applied) satisfies pred.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/mneme-gpu/mneme"
@@ -95,29 +96,21 @@ func (t *target) fixLaunch(opts *Options) error {
 }
 
 // launchFixed reports whether the space holds the recorded launch.
-func (s *Space) launchFixed() bool {
-	for _, c := range s.Constraints {
-		if c.Name == launchFixedConstraint {
-			return true
-		}
-	}
-	return false
+func (s *Space) launchFixed() bool { return s.hasConstraint(launchFixedConstraint) }
+
+// hasConstraint reports whether the space carries the constraint named
+// name (the launch rules mark a space so).
+func (s *Space) hasConstraint(name string) bool {
+	return slices.ContainsFunc(s.Constraints, func(c Constraint) bool { return c.Name == name })
 }
 
 // searchesLaunch reports whether some point of the space derives another
 // grid or block than the baseline's (it looks at up to 256 random points).
 func (s *Space) searchesLaunch() bool {
-	r := NewRandom(s, 1)
-	for range 256 {
-		pt, ok := r.Ask()
-		if !ok {
-			break
-		}
-		if c, err := s.Evaluate(pt); err == nil && (c.Grid != s.Baseline.Grid || c.Block != s.Baseline.Block) {
-			return true
-		}
-	}
-	return false
+	return s.hasPointWhere(func(pt Point) bool {
+		c, err := s.Evaluate(pt)
+		return err == nil && (c.Grid != s.Baseline.Grid || c.Block != s.Baseline.Block)
+	})
 }
 
 // applyLaunchSafety decides geometry dependence and, under safe launch
