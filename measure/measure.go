@@ -127,7 +127,8 @@ type Result struct {
 	// Kept are the kernels a tuned file should keep.
 	Kept []string
 	// Confirmed is the kept set's confirmation (Options.Confirm); nil when
-	// not asked or nothing was kept.
+	// not asked or nothing was kept before it. A set it dropped keeps its
+	// untuned runs, not its tuned ones.
 	Confirmed *Confirmation
 }
 
@@ -196,11 +197,7 @@ func Measure(ctx context.Context, r Runner, opts Options) (*Result, error) {
 			why := fmt.Sprintf("its launches save %s of GPU time in the application, less than deploying costs it (%s: the runtime library loaded beside it and unloaded at exit)",
 				fmtDuration(saved), fmtDuration(opts.DeployCost.Seconds()))
 			logf(opts.Log, "measure: the kept kernel(s) together: %s; no kernel is kept", why)
-			for _, k := range kept {
-				v := verdicts[k]
-				v.Kept, v.Reason = false, why
-				verdicts[k] = v
-			}
+			drop(verdicts, kept, why)
 			kept = nil
 		}
 	}
@@ -221,6 +218,15 @@ func Measure(ctx context.Context, r Runner, opts Options) (*Result, error) {
 	}
 	sort.SliceStable(res.Verdicts, func(i, j int) bool { return res.Verdicts[i].Name < res.Verdicts[j].Name })
 	return res, nil
+}
+
+// drop marks the kernels ks not kept, for why.
+func drop(verdicts map[string]Verdict, ks []string, why string) {
+	for _, k := range ks {
+		v := verdicts[k]
+		v.Kept, v.Reason = false, why
+		verdicts[k] = v
+	}
 }
 
 // Saved is the GPU time the kept kernels save the application in one run,
@@ -281,11 +287,7 @@ func confirmKept(ctx context.Context, r Runner, opts Options, res *Result, kept 
 		return kept, nil
 	}
 	logf(opts.Log, "measure: %s; no kernel is kept", why)
-	for _, k := range kept {
-		v := verdicts[k]
-		v.Kept, v.Reason = false, why
-		verdicts[k] = v
-	}
+	drop(verdicts, kept, why)
 	c.Tuned = nil
 	return nil, nil
 }
@@ -303,16 +305,9 @@ const maxAlone = 4
 // and the round that decided (its runs are the end-to-end figures).
 func keepWhatHelpsAlone(ctx context.Context, r Runner, round Options, res *Result, why string, verdicts map[string]Verdict) ([]string, *Result, error) {
 	set := res.Kept
-	drop := func(ks []string, reason string) {
-		for _, k := range ks {
-			v := verdicts[k]
-			v.Kept, v.Reason = false, reason
-			verdicts[k] = v
-		}
-	}
 	if len(set) < 2 || len(set) > maxAlone {
 		logf(round.Log, "measure: %s; no kernel is kept", why)
-		drop(set, why)
+		drop(verdicts, set, why)
 		return nil, res, nil
 	}
 	logf(round.Log, "measure: %s with %d kernels together; measuring each alone", why, len(set))
@@ -334,7 +329,7 @@ func keepWhatHelpsAlone(ctx context.Context, r Runner, round Options, res *Resul
 			if w == "" {
 				w = r1.Verdicts[0].Reason
 			}
-			drop([]string{k}, w+" (measured alone, after the kept kernels together ran slower)")
+			drop(verdicts, []string{k}, w+" (measured alone, after the kept kernels together ran slower)")
 			continue
 		}
 		helped = append(helped, k)
@@ -377,7 +372,7 @@ func keepWhatHelpsAlone(ctx context.Context, r Runner, round Options, res *Resul
 			best = k
 		}
 	}
-	drop(without(helped, map[string]string{best: ""}), "each helped alone, but not together with "+best)
+	drop(verdicts, without(helped, map[string]string{best: ""}), "each helped alone, but not together with "+best)
 	return []string{best}, alone[best], nil
 }
 
