@@ -40,21 +40,24 @@ type Status struct {
 	IRSeconds    float64 `json:"ir_seconds"`    // finding and extracting kernels' IR
 	CopySeconds  float64 `json:"copy_seconds"`  // device-to-host snapshot copies (with the writing they overlap, when staged)
 	// The device-to-host copies themselves and what fingerprints spared.
-	CopiedBytes         int64    `json:"copied_bytes"`          // moved from the device to the host
-	CopyTransferSeconds float64  `json:"copy_transfer_seconds"` // the GPU's time on staged transfers
-	FingerprintSeconds  float64  `json:"fingerprint_seconds"`   // hashing chunks on the GPU
-	ChunksCopied        int64    `json:"chunks_copied"`
-	ChunksZero          int64    `json:"chunks_zero"`        // all zero: neither copied nor stored
-	ChunksReferenced    int64    `json:"chunks_referenced"`  // already in the database: referenced, not copied
-	ShadowSeconds       float64  `json:"shadow_seconds"`     // copies of the chunks to store, for the background writer
-	HostShadows         int64    `json:"host_shadows"`       // snapshots copied into host memory and written later
-	DeviceShadows       int64    `json:"device_shadows"`     // snapshots copied on the device and drained later
-	ShadowRefusals      int64    `json:"shadow_refusals"`    // snapshots written at once for want of memory
-	BackgroundSeconds   float64  `json:"background_seconds"` // writing shadowed snapshots while the application ran
-	DBWriteSeconds      float64  `json:"db_write_seconds"`   // kernel JSON files
-	ArenaError          string   `json:"arena_error,omitempty"`
-	Errors              []string `json:"errors,omitempty"`
-	ErrorsDropped       int      `json:"errors_dropped,omitempty"`
+	CopiedBytes         int64   `json:"copied_bytes"`          // moved from the device to the host
+	CopyTransferSeconds float64 `json:"copy_transfer_seconds"` // the GPU's time on staged transfers
+	FingerprintSeconds  float64 `json:"fingerprint_seconds"`   // hashing chunks on the GPU
+	// Chunks by how they were stored. A recording through the driver
+	// (record/inject) copies every chunk to the host and hashes it there:
+	// its zero and referenced chunks were copied, but not stored.
+	ChunksCopied      int64    `json:"chunks_copied"`
+	ChunksZero        int64    `json:"chunks_zero"`        // all zero: neither copied nor stored
+	ChunksReferenced  int64    `json:"chunks_referenced"`  // already in the database: referenced, not copied
+	ShadowSeconds     float64  `json:"shadow_seconds"`     // copies of the chunks to store, for the background writer
+	HostShadows       int64    `json:"host_shadows"`       // snapshots copied into host memory and written later
+	DeviceShadows     int64    `json:"device_shadows"`     // snapshots copied on the device and drained later
+	ShadowRefusals    int64    `json:"shadow_refusals"`    // snapshots written at once for want of memory
+	BackgroundSeconds float64  `json:"background_seconds"` // writing shadowed snapshots while the application ran
+	DBWriteSeconds    float64  `json:"db_write_seconds"`   // kernel JSON files
+	ArenaError        string   `json:"arena_error,omitempty"`
+	Errors            []string `json:"errors,omitempty"`
+	ErrorsDropped     int      `json:"errors_dropped,omitempty"`
 
 	// The snapshot that moved the most bytes, typically a first copy of
 	// fresh data: its rate is the one to hold against the bus, which the

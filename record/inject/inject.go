@@ -84,6 +84,9 @@ type Recorder struct {
 	device       *db.DeviceInfo
 	// activity counts every kernel that ran, by mangled name (stats.go).
 	activity map[string]*activityKernel
+	// store holds the chunks this recording's snapshot files store, by
+	// content (contentstore.go).
+	store contentStore
 
 	// Toolchain names the versions the recording is made with (set by the
 	// caller before launches begin).
@@ -464,11 +467,30 @@ func (r *Recorder) writeInstance(p *pendingLaunch, epi *db.Snapshot) error {
 	if err := r.widen(k, lo, hi); err != nil {
 		return err
 	}
-	proBytes, err := db.WriteSnapshot(filepath.Join(r.cfg.DB, proName), p.prologue, opts)
+	// Chunks an earlier file of this recording stores (the prologue's, for
+	// an epilogue whose launch left most memory as it was) are referenced,
+	// not written again.
+	write := func(name string, s *db.Snapshot) (int64, error) {
+		cs := db.DefaultChunkSize
+		if opts.ChunkSize > 0 {
+			cs = opts.ChunkSize
+		}
+		chunked, counts, commit := r.store.chunked(s, name, cs)
+		n, err := db.WriteSnapshot(filepath.Join(r.cfg.DB, name), chunked, opts)
+		if err != nil {
+			return 0, err
+		}
+		commit()
+		r.status.ChunksCopied += counts.stored
+		r.status.ChunksZero += counts.zero
+		r.status.ChunksReferenced += counts.referenced
+		return n, nil
+	}
+	proBytes, err := write(proName, p.prologue)
 	if err != nil {
 		return fmt.Errorf("prologue: %w", err)
 	}
-	epiBytes, err := db.WriteSnapshot(filepath.Join(r.cfg.DB, epiName), epi, opts)
+	epiBytes, err := write(epiName, epi)
 	if err != nil {
 		return fmt.Errorf("epilogue: %w", err)
 	}
