@@ -15,7 +15,8 @@
 #      while the runtime library was still loading;
 #   5. runs it untuned and with the kept tuned file interleaved PUBLIC_RUNS
 #      times each and prints one line:
-#      == public NAME: own timer untuned X tuned Y (speedup Z), wall ...,
+#      == public NAME: own timer untuned X tuned Y (speedup Z), wall ..., the
+#      trials wasted on runtime errors and invalid launches,
 #         output SAME/DIFFERENT, kept [...], predicted vs measured end to end ...
 # Lines starting with "== " are summary lines. Each program's report (json and
 # html) stays in LOGDIR/NAME/optimize/ (gpu-test.sh's archive keeps them).
@@ -212,7 +213,12 @@ why = [f"{k.get('demangled') or k['name']} {k['status']}: {k.get('reason', '')}"
 e = r["end_to_end"]
 tm, pred = statistics.median(e["tuned_seconds"]) if e.get("tuned_seconds") else None, e.get("predicted_tuned_seconds", 0)
 agree = f"predicted vs measured end to end {pred:.3f} s vs {tm:.3f} s ({100 * abs(pred - tm) / tm:.1f}% apart)" if tm else "no end-to-end figures"
-parts = [own, wall, f"output {sys.argv[3]}", f"kept [{', '.join(kept)}]", agree]
+# Trials wasted on launches the kernel cannot take (issue 27's target: at
+# most 5% of all trials): runtime errors and invalid launches.
+statuses = [t.get("status") for k in r["kernels"] for t in k.get("trials") or []]
+wasted = sum(s in ("runtime_error", "invalid_launch") for s in statuses)
+trials = f"trials {len(statuses)}, wasted {wasted} ({100 * wasted / len(statuses):.1f}%)" if statuses else "no trials"
+parts = [own, wall, f"output {sys.argv[3]}", f"kept [{', '.join(kept)}]", agree, trials]
 if why: parts.append("; ".join(why))
 if failed: parts.append("runs failed: " + " ".join(failed))
 print(", ".join(parts))
