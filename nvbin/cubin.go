@@ -26,6 +26,11 @@ type Kernel struct {
 	// ParamBytes is the size of the parameter buffer (EIATTR_CBANK_PARAM_SIZE),
 	// 0 when absent.
 	ParamBytes int
+	// MaxThreads is the kernel's launch bound (EIATTR_MAX_THREADS, which
+	// ptxas writes for __launch_bounds__ or .maxntid): the product of its
+	// x, y and z; a block of more threads cannot launch. 0 when absent or
+	// beyond CUDA's 1024 threads per block.
+	MaxThreads int
 }
 
 // Variable is a device variable a cubin defines: a __device__ global
@@ -60,9 +65,13 @@ const emCUDA = 190
 // (format 4, EIFMT_SVAL).
 const (
 	eifmtSVAL           = 4
+	eiattrMaxThreads    = 0x05 // x, y, z u32: the launch bound
 	eiattrKParamInfo    = 0x17 // index u32, ordinal u16, offset u16, flags u32 (size in bits 18..31)
 	eiattrCBankParamSiz = 0x19 // u16 value: bytes of the parameter buffer
 )
+
+// maxThreadsPerBlock is CUDA's limit on a block's threads.
+const maxThreadsPerBlock = 1024
 
 // MaxCubin bounds the cubin a reader accepts.
 const MaxCubin = 1 << 30
@@ -193,6 +202,10 @@ func parseInfo(b []byte, base int, k *Kernel) error {
 		}
 		data := b[p : p+v]
 		p += v
+		if attr == eiattrMaxThreads && len(data) == 12 {
+			k.MaxThreads = launchBound(data)
+			continue
+		}
 		if attr != eiattrKParamInfo {
 			continue
 		}
@@ -220,6 +233,23 @@ func parseInfo(b []byte, base int, k *Kernel) error {
 		k.Params = append(k.Params, prm)
 	}
 	return nil
+}
+
+// launchBound is the thread count of an EIATTR_MAX_THREADS record (x, y,
+// z); 0 when a dimension is 0 or the product exceeds CUDA's limit.
+func launchBound(data []byte) int {
+	n := 1
+	for i := range 3 {
+		d := int(binary.LittleEndian.Uint32(data[4*i:]))
+		if d < 1 || d > maxThreadsPerBlock {
+			return 0
+		}
+		n *= d
+	}
+	if n > maxThreadsPerBlock {
+		return 0
+	}
+	return n
 }
 
 // Kernel finds a kernel by mangled name.

@@ -4,132 +4,68 @@ import (
 	"encoding/binary"
 	"reflect"
 	"testing"
+
+	"github.com/mneme-gpu/mneme/internal/cubintest"
 )
-
-// elfSection is one section of a synthetic cubin.
-type elfSection struct {
-	name    string
-	typ     uint32
-	data    []byte
-	size    uint64 // for NOBITS
-	link    uint32
-	info    uint32
-	entsize uint64
-}
-
-// elfSymbol is one symbol: bind and typ as in st_info.
-type elfSymbol struct {
-	name      string
-	bind, typ byte
-	other     byte // st_other
-	section   uint16
-	size      uint64
-}
-
-// syntheticCubin lays out a 64-bit EM_CUDA ELF file with the given
-// sections (after the null section, .shstrtab, .strtab and .symtab) and
-// symbols, as nvcc's cubins are laid out, for what no real cubin in
-// testdata holds.
-func syntheticCubin(extra []elfSection, syms []elfSymbol) []byte {
-	le := binary.LittleEndian
-	strtab := []byte{0}
-	symtab := make([]byte, 24) // the null symbol
-	firstGlobal := uint32(len(syms) + 1)
-	for i, s := range syms {
-		if s.bind != 0 && uint32(i+1) < firstGlobal {
-			firstGlobal = uint32(i + 1)
-		}
-		e := make([]byte, 24)
-		le.PutUint32(e[0:], uint32(len(strtab)))
-		strtab = append(append(strtab, s.name...), 0)
-		e[4] = s.bind<<4 | s.typ
-		e[5] = s.other
-		le.PutUint16(e[6:], s.section)
-		le.PutUint64(e[16:], s.size)
-		symtab = append(symtab, e...)
-	}
-	secs := append([]elfSection{
-		{name: ".shstrtab", typ: 3},
-		{name: ".strtab", typ: 3, data: strtab},
-		{name: ".symtab", typ: 2, data: symtab, link: 2, info: firstGlobal, entsize: 24},
-	}, extra...)
-	shstr := []byte{0}
-	nameOff := make([]uint32, len(secs))
-	for i, s := range secs {
-		nameOff[i] = uint32(len(shstr))
-		shstr = append(append(shstr, s.name...), 0)
-	}
-	secs[0].data = shstr
-	out := make([]byte, 64)
-	offs := make([]uint64, len(secs))
-	for i, s := range secs {
-		for len(out)%8 != 0 {
-			out = append(out, 0)
-		}
-		offs[i] = uint64(len(out))
-		out = append(out, s.data...)
-	}
-	for len(out)%8 != 0 {
-		out = append(out, 0)
-	}
-	shoff := uint64(len(out))
-	out = append(out, make([]byte, 64)...) // the null section header
-	for i, s := range secs {
-		h := make([]byte, 64)
-		le.PutUint32(h[0:], nameOff[i])
-		le.PutUint32(h[4:], s.typ)
-		le.PutUint64(h[24:], offs[i])
-		size := uint64(len(s.data))
-		if s.typ == 8 { // NOBITS
-			size = s.size
-		}
-		le.PutUint64(h[32:], size)
-		le.PutUint32(h[40:], s.link)
-		le.PutUint32(h[44:], s.info)
-		le.PutUint64(h[48:], 1)
-		le.PutUint64(h[56:], s.entsize)
-		out = append(out, h...)
-	}
-	copy(out, []byte{0x7f, 'E', 'L', 'F', 2, 1, 1, 0x41, 8})
-	le.PutUint16(out[16:], 2)          // ET_EXEC
-	le.PutUint16(out[18:], emCUDA)     // EM_CUDA
-	le.PutUint32(out[20:], 1)          // EV_CURRENT
-	le.PutUint64(out[40:], shoff)      // e_shoff
-	le.PutUint32(out[48:], 0x06005a04) // e_flags: sm_90
-	le.PutUint16(out[52:], 64)         // e_ehsize
-	le.PutUint16(out[58:], 64)         // e_shentsize
-	le.PutUint16(out[60:], uint16(len(secs)+1))
-	le.PutUint16(out[62:], 1) // e_shstrndx
-	return out
-}
 
 // variablesCubin is a cubin with one kernel and device variables of every
 // kind nvcc emits, and symbols that are not variables.
 func variablesCubin() []byte {
 	// .nv.info.k: one 8-byte parameter at offset 0, an 8-byte buffer.
 	info := []byte{4, 0x17, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 8 << 2, 0, 3, 0x19, 8, 0}
-	sections := []elfSection{
-		{name: ".nv.info.k", typ: 0x70000000, data: info},        // 4
-		{name: ".text.k", typ: 1, data: make([]byte, 16)},        // 5
-		{name: ".nv.global", typ: 8, size: 32},                   // 6
-		{name: ".nv.constant3", typ: 1, data: make([]byte, 64)},  // 7
-		{name: ".nv.constant0.k", typ: 1, data: make([]byte, 8)}, // 8
-		{name: ".nv.global.init", typ: 1, data: make([]byte, 8)}, // 9
-		{name: ".nv.shared.k", typ: 8, size: 128},                // 10
+	sections := []cubintest.Section{
+		{Name: ".nv.info.k", Type: 0x70000000, Data: info},        // 4
+		{Name: ".text.k", Type: 1, Data: make([]byte, 16)},        // 5
+		{Name: ".nv.global", Type: 8, Size: 32},                   // 6
+		{Name: ".nv.constant3", Type: 1, Data: make([]byte, 64)},  // 7
+		{Name: ".nv.constant0.k", Type: 1, Data: make([]byte, 8)}, // 8
+		{Name: ".nv.global.init", Type: 1, Data: make([]byte, 8)}, // 9
+		{Name: ".nv.shared.k", Type: 8, Size: 128},                // 10
 	}
 	const local, global, object, function = 0, 1, 1, 2
-	syms := []elfSymbol{
-		{name: "scratch", bind: local, typ: object, section: 6, size: 4},
-		{name: "k", bind: global, typ: function, section: 5, size: 16},
-		{name: "counter", bind: global, typ: object, section: 6, size: 16},
-		{name: "_ZL5table", bind: global, typ: object, section: 7, size: 64},
-		{name: "params", bind: global, typ: object, section: 8, size: 8},
-		{name: "seed", bind: global, typ: object, section: 9, size: 8},
-		{name: "tile", bind: global, typ: object, section: 10, size: 128},
-		{name: "empty", bind: global, typ: object, section: 6, size: 0},
-		{name: "tally", bind: global, typ: object, other: 0x24, section: 6, size: 4}, // STO_CUDA_GLOBAL|STO_CUDA_MANAGED
+	syms := []cubintest.Symbol{
+		{Name: "scratch", Bind: local, Type: object, Section: 6, Size: 4},
+		{Name: "k", Bind: global, Type: function, Section: 5, Size: 16},
+		{Name: "counter", Bind: global, Type: object, Section: 6, Size: 16},
+		{Name: "_ZL5table", Bind: global, Type: object, Section: 7, Size: 64},
+		{Name: "params", Bind: global, Type: object, Section: 8, Size: 8},
+		{Name: "seed", Bind: global, Type: object, Section: 9, Size: 8},
+		{Name: "tile", Bind: global, Type: object, Section: 10, Size: 128},
+		{Name: "empty", Bind: global, Type: object, Section: 6, Size: 0},
+		{Name: "tally", Bind: global, Type: object, Other: 0x24, Section: 6, Size: 4}, // STO_CUDA_GLOBAL|STO_CUDA_MANAGED
 	}
-	return syntheticCubin(sections, syms)
+	return cubintest.Build(sections, syms)
+}
+
+// A kernel's launch bound (EIATTR_MAX_THREADS, x y z) is read as its
+// thread count; one beyond CUDA's limit, or with a zero dimension, is none.
+func TestCubinLaunchBound(t *testing.T) {
+	for _, tc := range []struct {
+		x, y, z uint32
+		want    int
+	}{{128, 1, 1, 128}, {32, 4, 2, 256}, {0, 1, 1, 0}, {1024, 2, 1, 0}, {2048, 1, 1, 0}} {
+		rec := []byte{4, 0x05, 12, 0}
+		for _, d := range []uint32{tc.x, tc.y, tc.z} {
+			rec = binary.LittleEndian.AppendUint32(rec, d)
+		}
+		info := append(rec, 3, 0x19, 8, 0)
+		c, err := ParseCubin(cubintest.Build([]cubintest.Section{{Name: ".nv.info.k", Type: 0x70000000, Data: info}, {Name: ".text.k", Type: 1, Data: make([]byte, 16)}},
+			[]cubintest.Symbol{{Name: "k", Bind: 1, Type: 2, Section: 5, Size: 16}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k, ok := c.Kernel("k"); !ok || k.MaxThreads != tc.want {
+			t.Errorf("bound %d,%d,%d: kernel %+v (found %v), want MaxThreads %d", tc.x, tc.y, tc.z, k, ok, tc.want)
+		}
+	}
+	// Without the record: none.
+	c, err := ParseCubin(variablesCubin())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k, _ := c.Kernel("k"); k.MaxThreads != 0 {
+		t.Errorf("no record: MaxThreads %d", k.MaxThreads)
+	}
 }
 
 func TestCubinVariables(t *testing.T) {

@@ -46,7 +46,11 @@ const launchFixedConstraint = "launch fixed at the recorded grid and block (laun
 // dependent.
 func (t *target) decideGeometry(analyze GeometryAnalyzer, dbDir string) geometry.Decision {
 	if t.kernel.MachineCodeOnly() {
-		return geometry.Unknown("recorded as machine code only: no IR to analyze")
+		d := geometry.Unknown("recorded as machine code only: no IR to analyze")
+		if t.kernel.DeviceCode != "" {
+			d.MaxThreads = machineCodeLaunchBound(filepath.Join(dbDir, t.kernel.DeviceCode), t.kernel.Device.Arch, t.kernel.KernelName)
+		}
+		return d
 	}
 	if analyze == nil {
 		return geometry.Unknown("no IR analysis available")

@@ -2,6 +2,7 @@ package tune
 
 import (
 	"context"
+	"encoding/binary"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/mneme-gpu/mneme"
 	"github.com/mneme-gpu/mneme/db"
+	"github.com/mneme-gpu/mneme/internal/cubintest"
 )
 
 // A kernel recorded as machine code only tunes its block shape and nothing
@@ -111,5 +113,50 @@ func TestMachineCodeKernelSearchesBlocksAggressively(t *testing.T) {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("dry run lacks %q:\n%s", want, stdout)
 		}
+	}
+}
+
+// A machine-code kernel's launch bound, as ptxas wrote it into its cubin
+// (EIATTR_MAX_THREADS), limits the blocks searched as the IR's would.
+func TestMachineCodeKernelKeepsItsLaunchBound(t *testing.T) {
+	cubin := func(kernel string, bound uint32) []byte {
+		info := []byte{4, 0x05, 12, 0}
+		for _, d := range []uint32{bound, 1, 1} {
+			info = binary.LittleEndian.AppendUint32(info, d)
+		}
+		return cubintest.Build([]cubintest.Section{{Name: ".nv.info." + kernel, Type: 0x70000000, Data: info}, {Name: ".text." + kernel, Type: 1, Data: make([]byte, 16)}},
+			[]cubintest.Symbol{{Name: kernel, Bind: 1, Type: 2, Section: 5, Size: 16}})
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "code.cubin")
+	if err := os.WriteFile(path, cubin("_Z6vecaddPfPKfif", 128), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if n := machineCodeLaunchBound(path, "sm_90", "_Z6vecaddPfPKfif"); n != 128 {
+		t.Errorf("bound %d, want 128", n)
+	}
+	if n := machineCodeLaunchBound(path, "sm_90", "_Z5otherv"); n != 0 {
+		t.Errorf("another kernel's bound %d, want 0", n)
+	}
+	if n := machineCodeLaunchBound(filepath.Join(dir, "missing"), "sm_90", "_Z6vecaddPfPKfif"); n != 0 {
+		t.Errorf("no file: bound %d, want 0", n)
+	}
+
+	dbDir, id := writeRunDB(t, func(dir string, k *db.Kernel) {
+		code := cubin(k.KernelName, 128)
+		k.Code, k.Modules = db.CodeMachine, []string{}
+		k.DeviceCode = db.DeviceCodeFileName(code)
+		if err := os.WriteFile(filepath.Join(dir, k.DeviceCode), code, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	})
+	ro, stdout, _ := runOptions(t)
+	ro.Options.DB, ro.Options.Instance, ro.Options.Preset = dbDir, id, "launch"
+	ro.Factory, ro.DryRun = nil, true
+	if err := Run(context.Background(), ro); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stdout.String(), "at most 128 threads") {
+		t.Errorf("dry run does not say the launch bound limits the blocks:\n%s", stdout)
 	}
 }

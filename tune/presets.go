@@ -352,6 +352,40 @@ func sortedTrue(m map[int]bool) []int {
 	return out
 }
 
+// machineCodeLaunchBound is kernel's launch bound in the module image at
+// path (a fat binary or a cubin) for a GPU of arch (sm_90): the
+// EIATTR_MAX_THREADS ptxas wrote into its cubin; 0 when there is none, or
+// no cubin of the image names the kernel.
+func machineCodeLaunchBound(path, arch, kernel string) int {
+	image, err := safefile.ReadFile(path, safefile.MaxIR)
+	if err != nil {
+		return 0
+	}
+	var cubins [][]byte
+	if cs, err := nvbin.ParseFatbin(image); err == nil {
+		var n int
+		if _, err := fmt.Sscanf(arch, "sm_%d", &n); err != nil {
+			return 0
+		}
+		entries, _ := nvbin.Select(cs, n)
+		for _, e := range entries {
+			if b, err := e.Data(); err == nil {
+				cubins = append(cubins, b)
+			}
+		}
+	} else if bytes.HasPrefix(image, []byte("\x7fELF")) {
+		cubins = append(cubins, image)
+	}
+	for _, b := range cubins {
+		if c, err := nvbin.ParseCubin(b); err == nil {
+			if k, ok := c.Kernel(kernel); ok && k.MaxThreads > 0 {
+				return k.MaxThreads
+			}
+		}
+	}
+	return 0
+}
+
 // embedsPTX reports whether the module image at path (a kernel recorded as
 // machine code) holds PTX a GPU of arch (sm_90) can assemble: PTX text, or
 // a fat binary with PTX of that virtual architecture or an older one.
