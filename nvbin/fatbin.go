@@ -364,3 +364,23 @@ func Select(cs []*Container, arch int) (cubins, ptx []*Entry) {
 	}
 	return cubins, ptx
 }
+
+// Cubins are the cubins of a module image for a GPU of arch (90 for sm_90):
+// a fat binary's that Select picks, or the image itself when it is a cubin
+// (an ELF file); none for PTX text or an image that does not parse.
+func Cubins(image []byte, arch int) [][]byte {
+	if cs, err := ParseFatbin(image); err == nil {
+		var out [][]byte
+		entries, _ := Select(cs, arch)
+		for _, e := range entries {
+			if b, err := e.Data(); err == nil {
+				out = append(out, b)
+			}
+		}
+		return out
+	}
+	if bytes.HasPrefix(image, []byte("\x7fELF")) {
+		return [][]byte{image}
+	}
+	return nil
+}

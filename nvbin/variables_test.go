@@ -105,3 +105,27 @@ func TestWholeProgramCubinLocalVariables(t *testing.T) {
 		t.Errorf("variables %+v, want %+v", c.Variables, want)
 	}
 }
+
+// An image's cubins: a bare cubin is its own; PTX text or bytes that parse
+// as neither have none.
+func TestCubinsOfAnImage(t *testing.T) {
+	cubin := variablesCubin()
+	if got := Cubins(cubin, 90); len(got) != 1 || !reflect.DeepEqual(got[0], cubin) {
+		t.Errorf("a bare cubin: %d cubins", len(got))
+	}
+	// A real nvcc fat binary: the two sm_90 cubins Select picks, each a cubin.
+	got := Cubins(readTestdata(t, "vecadd.nv_fatbin"), 90)
+	if len(got) != 2 {
+		t.Fatalf("vecadd.nv_fatbin: %d cubins for sm_90, want 2", len(got))
+	}
+	for _, b := range got {
+		if _, err := ParseCubin(b); err != nil {
+			t.Errorf("a cubin of the fat binary does not parse: %v", err)
+		}
+	}
+	for _, image := range [][]byte{[]byte(".version 8.0\n.target sm_90\n"), []byte("garbage"), nil} {
+		if got := Cubins(image, 90); len(got) != 0 {
+			t.Errorf("%q: %d cubins, want none", image, len(got))
+		}
+	}
+}

@@ -93,13 +93,16 @@ func TestEmbedsPTX(t *testing.T) {
 	}
 }
 
-// Its launch safety is aggressive with verification, whatever was asked,
-// and the run says why.
-func TestMachineCodeKernelSearchesBlocksAggressively(t *testing.T) {
+// dryRunMachineCode is a dry run of the launch preset on the test
+// recording's kernel recorded as machine code only: the image code(kernel
+// name) as its device code. It returns what the run printed.
+func dryRunMachineCode(t *testing.T, code func(kernel string) []byte) string {
+	t.Helper()
 	dbDir, id := writeRunDB(t, func(dir string, k *db.Kernel) {
+		image := code(k.KernelName)
 		k.Code, k.Modules = db.CodeMachine, []string{}
-		k.DeviceCode = db.DeviceCodeFileName([]byte("cubin"))
-		if err := os.WriteFile(filepath.Join(dir, k.DeviceCode), []byte("cubin"), 0o644); err != nil {
+		k.DeviceCode = db.DeviceCodeFileName(image)
+		if err := os.WriteFile(filepath.Join(dir, k.DeviceCode), image, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -109,8 +112,15 @@ func TestMachineCodeKernelSearchesBlocksAggressively(t *testing.T) {
 	if err := Run(context.Background(), ro); err != nil {
 		t.Fatal(err)
 	}
+	return stdout.String()
+}
+
+// Its launch safety is aggressive with verification, whatever was asked,
+// and the run says why.
+func TestMachineCodeKernelSearchesBlocksAggressively(t *testing.T) {
+	stdout := dryRunMachineCode(t, func(string) []byte { return []byte("cubin") })
 	for _, want := range []string{"launch safety aggressive", "machine code only"} {
-		if !strings.Contains(stdout.String(), want) {
+		if !strings.Contains(stdout, want) {
 			t.Errorf("dry run lacks %q:\n%s", want, stdout)
 		}
 	}
@@ -142,21 +152,8 @@ func TestMachineCodeKernelKeepsItsLaunchBound(t *testing.T) {
 		t.Errorf("no file: bound %d, want 0", n)
 	}
 
-	dbDir, id := writeRunDB(t, func(dir string, k *db.Kernel) {
-		code := cubin(k.KernelName, 128)
-		k.Code, k.Modules = db.CodeMachine, []string{}
-		k.DeviceCode = db.DeviceCodeFileName(code)
-		if err := os.WriteFile(filepath.Join(dir, k.DeviceCode), code, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	})
-	ro, stdout, _ := runOptions(t)
-	ro.Options.DB, ro.Options.Instance, ro.Options.Preset = dbDir, id, "launch"
-	ro.Factory, ro.DryRun = nil, true
-	if err := Run(context.Background(), ro); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(stdout.String(), "at most 128 threads") {
+	stdout := dryRunMachineCode(t, func(kernel string) []byte { return cubin(kernel, 128) })
+	if !strings.Contains(stdout, "at most 128 threads") {
 		t.Errorf("dry run does not say the launch bound limits the blocks:\n%s", stdout)
 	}
 }

@@ -361,22 +361,11 @@ func machineCodeLaunchBound(path, arch, kernel string) int {
 	if err != nil {
 		return 0
 	}
-	var cubins [][]byte
-	if cs, err := nvbin.ParseFatbin(image); err == nil {
-		var n int
-		if _, err := fmt.Sscanf(arch, "sm_%d", &n); err != nil {
-			return 0
-		}
-		entries, _ := nvbin.Select(cs, n)
-		for _, e := range entries {
-			if b, err := e.Data(); err == nil {
-				cubins = append(cubins, b)
-			}
-		}
-	} else if bytes.HasPrefix(image, []byte("\x7fELF")) {
-		cubins = append(cubins, image)
+	var n int
+	if _, err := fmt.Sscanf(arch, "sm_%d", &n); err != nil {
+		return 0
 	}
-	for _, b := range cubins {
+	for _, b := range nvbin.Cubins(image, n) {
 		if c, err := nvbin.ParseCubin(b); err == nil {
 			if k, ok := c.Kernel(kernel); ok && k.MaxThreads > 0 {
 				return k.MaxThreads

@@ -37,20 +37,7 @@ func TestUnchangedChunksAreReferencedNotWrittenAgain(t *testing.T) {
 	if st.ChunksCopied != 5 || st.ChunksReferenced != 3 || st.ChunksZero != 2 {
 		t.Errorf("chunks stored %d, referenced %d, zero %d; want 5, 3, 2", st.ChunksCopied, st.ChunksReferenced, st.ChunksZero)
 	}
-	d, err := db.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	k := d.Kernels[0]
-	inst := k.Instances[k.InstanceIDs()[0]]
-	pro, err := d.ReadPrologue(k, inst)
-	if err != nil {
-		t.Fatal(err)
-	}
-	epi, err := d.ReadEpilogue(k, inst)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pro, epi := firstInstance(t, dir)
 	blob := func(s *db.Snapshot, addr uint64) []byte {
 		for _, b := range s.Blobs {
 			if b.Addr == addr {

@@ -18,7 +18,6 @@
 package inject
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -393,21 +392,9 @@ func (r *Recorder) variables(image int) []db.Global {
 	if r.device != nil {
 		fmt.Sscanf(r.device.Arch, "sm_%d", &arch)
 	}
-	var cubins [][]byte
-	data := r.images[image]
-	if cs, err := nvbin.ParseFatbin(data); err == nil {
-		entries, _ := nvbin.Select(cs, arch)
-		for _, e := range entries {
-			if b, err := e.Data(); err == nil {
-				cubins = append(cubins, b)
-			}
-		}
-	} else if bytes.HasPrefix(data, []byte("\x7fELF")) {
-		cubins = append(cubins, data)
-	}
 	var out []db.Global
 	seen := map[string]bool{}
-	for _, b := range cubins {
+	for _, b := range nvbin.Cubins(r.images[image], arch) {
 		c, err := nvbin.ParseCubin(b)
 		if err != nil {
 			continue

@@ -92,6 +92,26 @@ func recordOne(t *testing.T, r *Recorder, dev *fakeDevice, l *Launch) int {
 	return tok
 }
 
+// firstInstance reads the database's first kernel's first instance: its
+// prologue and epilogue, read back as replay reads them (references to
+// other snapshot files resolved).
+func firstInstance(t *testing.T, dir string) (pro, epi *db.Snapshot) {
+	t.Helper()
+	d, err := db.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := d.Kernels[0]
+	inst := k.Instances[k.InstanceIDs()[0]]
+	if pro, err = d.ReadPrologue(k, inst); err != nil {
+		t.Fatal(err)
+	}
+	if epi, err = d.ReadEpilogue(k, inst); err != nil {
+		t.Fatal(err)
+	}
+	return pro, epi
+}
+
 func TestRecordsALaunchAsMachineCode(t *testing.T) {
 	r, dev, dir := newTest(t, nil)
 	image := []byte("\x7fELF pretend cubin")
@@ -279,20 +299,7 @@ func TestDeviceVariablesAreSnapshotted(t *testing.T) {
 	tok := r.LaunchBegin(l)
 	dev.mem[counter][0] = 8 // the kernel counts
 	r.LaunchEnd(tok, nil)
-	d, err := db.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	k := d.Kernels[0]
-	inst := k.Instances[k.InstanceIDs()[0]]
-	pro, err := d.ReadPrologue(k, inst)
-	if err != nil {
-		t.Fatal(err)
-	}
-	epi, err := d.ReadEpilogue(k, inst)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pro, epi := firstInstance(t, dir)
 	names := func(s *db.Snapshot) (out []string) {
 		for _, g := range s.Globals {
 			out = append(out, g.Name)
