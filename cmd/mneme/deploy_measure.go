@@ -49,9 +49,13 @@ is found by trying each kernel alone, and dropped.
 
 It prints per kernel: launches, in-application time per launch untuned and
 tuned (median and range over the runs), the speedup, and replay's prediction
-(the speedup the tuned file records). --output writes a tuned file holding
-only the kernels not slower in the application; the table says why each
-other kernel was dropped.`,
+(the speedup the tuned file records). Kernels that together save less GPU
+time than deploying costs (--deploy-cost-ms) are dropped; the rest are run
+once more as deployed (no launch statistics), in interleaved pairs, more
+while the difference of the medians is noisy, and dropped if the application
+is slower so by wall time or its own timer. --output writes a tuned file
+holding only the kernels kept; the table says why each other kernel was
+dropped.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.ArgsLenAtDash() != 0 || len(args) == 0 {
 				return withExit(exitUsage, errors.New("deploy measure: give the application after --, as in: mneme deploy measure --tuned F -- ./app args"))

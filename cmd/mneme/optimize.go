@@ -45,7 +45,10 @@ budget split by share on every GPU of --gpus, measures the application
 untuned and tuned (interleaved runs; exit codes, and with --check-output the
 output, compared; --output-filter leaves out lines that differ from run to
 run, such as the application's own timings), and keeps only the kernels that
-help in the application.
+help in the application: each not slower there per launch, together saving
+more GPU time than deploying costs (--deploy-cost-ms), and the application
+not slower end to end when run once more as deployed, without launch
+statistics, by wall time or by --own-timer (more runs while noisy).
 
 It writes OUTPUT/mneme_tuned_kernels.json and proteus_tuned_kernels.json (the
 kernels kept), report.html (one page with the figures) and report.json, and
