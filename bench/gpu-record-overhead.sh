@@ -18,11 +18,7 @@ root=$(cd "$here/.." && pwd)
 cd "$root"
 out=${LOGS:-/tmp/gpu-record-overhead}
 rm -rf "$out" && mkdir -p "$out"
-[ -f .gpu/env.sh ] && source .gpu/env.sh
-prefix=${MNEME_PREFIX_DIR:-$root/.gpu/rt}
-for w in mneme-cc mneme-cxx; do [ -x "$prefix/bin/$w" ] || cp "toolchain/bin/$w" "$prefix/bin/"; done
-export PATH=$prefix/bin:$PATH
-export CUDA_PATH=${CUDA_PATH:-/usr/local/cuda}
+source scripts/gpu-prefix.sh
 now() { date +%s.%N; }
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 

@@ -21,11 +21,7 @@ root=$(cd "$here/.." && pwd)
 cd "$root"
 out=${LOGS:-/tmp/gpu-record-logs}
 rm -rf "$out" && mkdir -p "$out"
-[ -f .gpu/env.sh ] && source .gpu/env.sh
-prefix=${MNEME_PREFIX_DIR:-$root/.gpu/rt}
-for w in mneme-cc mneme-cxx; do [ -x "$prefix/bin/$w" ] || cp "toolchain/bin/$w" "$prefix/bin/"; done
-export PATH=$prefix/bin:$PATH
-export CUDA_PATH=${CUDA_PATH:-/usr/local/cuda}
+source scripts/gpu-prefix.sh
 arch=sm_$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n1 | tr -d .)
 work=${WORK:-/tmp/mneme-record-check}
 rm -rf "$work" && mkdir -p "$work"
