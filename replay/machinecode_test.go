@@ -31,24 +31,39 @@ func (hostMemory) GlobalAddress(int, string) (uint64, uint64, error) {
 	return 0, 0, errors.New("no variables")
 }
 
-// A recording made through the driver (machine code only) loads without IR,
-// runs its recorded code whatever the configuration asks, and refuses the
-// settings that need IR, each alone.
-func TestMachineCodeRecordingReplaysItsOwnCode(t *testing.T) {
+// recordThroughDriver records one launch of kernel (its module image and
+// arguments) through the driver-level recorder over 4 KiB of host memory
+// at recordedAddr, holding 1s; launch changes that memory as the kernel
+// would (nil: not at all). It returns the database folder.
+func recordThroughDriver(t *testing.T, kernel string, image []byte, args [][]byte, launch func(hostMemory)) string {
+	t.Helper()
 	dir := t.TempDir()
-	const addr = 0x7f3552800000
-	mem := hostMemory{addr: bytes.Repeat([]byte{1}, 4096)}
+	mem := hostMemory{recordedAddr: bytes.Repeat([]byte{1}, 4096)}
 	rec, err := inject.New(record.Config{DB: dir, Log: &bytes.Buffer{}}, mem)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec.Alloc(addr, 4096)
-	image := []byte("\x7fELF cubin stand-in")
-	l := &inject.Launch{Kernel: "_Z5scalePfi", Image: rec.Image(image), Grid: mneme.Dim3{X: 16, Y: 1, Z: 1}, Block: mneme.Dim3{X: 256, Y: 1, Z: 1},
-		Args: [][]byte{{0, 0, 0x80, 0x52, 0x35, 0x7f, 0, 0}, {0, 16, 0, 0}}}
+	rec.Alloc(recordedAddr, 4096)
+	l := &inject.Launch{Kernel: kernel, Image: rec.Image(image), Grid: mneme.Dim3{X: 16, Y: 1, Z: 1}, Block: mneme.Dim3{X: 256, Y: 1, Z: 1}, Args: args}
 	tok := rec.LaunchBegin(l)
-	mem[addr][0] = 2
+	if launch != nil {
+		launch(mem)
+	}
 	rec.LaunchEnd(tok, nil)
+	return dir
+}
+
+// recordedAddr is where recordThroughDriver's allocation lives; its bytes
+// little-endian are the kernels' pointer arguments below.
+const recordedAddr = 0x7f3552800000
+
+// A recording made through the driver (machine code only) loads without IR,
+// runs its recorded code whatever the configuration asks, and refuses the
+// settings that need IR, each alone.
+func TestMachineCodeRecordingReplaysItsOwnCode(t *testing.T) {
+	image := []byte("\x7fELF cubin stand-in")
+	dir := recordThroughDriver(t, "_Z5scalePfi", image, [][]byte{{0, 0, 0x80, 0x52, 0x35, 0x7f, 0, 0}, {0, 16, 0, 0}},
+		func(mem hostMemory) { mem[recordedAddr][0] = 2 })
 
 	r, err := Load(dir, "", "")
 	if err != nil {
@@ -216,17 +231,7 @@ func TestCompileOfAReassembly(t *testing.T) {
 		"fat binary with PTX": {fatbin, mneme.StatusVerified},
 		"cubin":               {[]byte("\x7fELF\x02\x01\x01 cubin stand-in"), mneme.StatusCompileError},
 	} {
-		dir := t.TempDir()
-		const addr = 0x7f3552800000
-		mem := hostMemory{addr: bytes.Repeat([]byte{1}, 4096)}
-		rec, err := inject.New(record.Config{DB: dir, Log: &bytes.Buffer{}}, mem)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rec.Alloc(addr, 4096)
-		l := &inject.Launch{Kernel: "_Z4vaddPKfS0_Pfif", Image: rec.Image(c.image), Grid: mneme.Dim3{X: 16, Y: 1, Z: 1}, Block: mneme.Dim3{X: 256, Y: 1, Z: 1},
-			Args: [][]byte{{0, 0, 0x80, 0x52, 0x35, 0x7f, 0, 0}}}
-		rec.LaunchEnd(rec.LaunchBegin(l), nil)
+		dir := recordThroughDriver(t, "_Z4vaddPKfS0_Pfif", c.image, [][]byte{{0, 0, 0x80, 0x52, 0x35, 0x7f, 0, 0}}, nil)
 		s, err := Open(Options{DB: dir, CompileOnly: true})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
