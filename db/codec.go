@@ -86,7 +86,7 @@ func compressionOf(opts SnapshotOptions) compression {
 }
 
 func encodeChunk(raw []byte, how compression) encodedChunk {
-	if isZero(raw) {
+	if IsZero(raw) {
 		return encodedChunk{codec: codecZero}
 	}
 	c := encodedChunk{codec: codecRaw, sum: xxh3.Hash(raw), stored: raw}
@@ -370,7 +370,9 @@ var (
 	zeroPage [64 << 10]byte
 )
 
-func isZero(b []byte) bool {
+// IsZero reports whether every byte of b is zero: the chunks a snapshot
+// stores as zero, without their bytes.
+func IsZero(b []byte) bool {
 	for len(b) > 0 {
 		n := min(len(b), len(zeroPage))
 		if !bytes.Equal(b[:n], zeroPage[:n]) {

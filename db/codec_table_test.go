@@ -98,7 +98,7 @@ func TestCodecEveryModeAndKind(t *testing.T) {
 			if err != nil || !bytes.Equal(buf, data[w[0]:w[0]+w[1]]) {
 				t.Errorf("%s: streamed window %v differs (%v)", mode, w, err)
 			}
-			if zero != isZero(data[w[0]:w[0]+w[1]]) {
+			if zero != IsZero(data[w[0]:w[0]+w[1]]) {
 				t.Errorf("%s: streamed window %v says zero %v", mode, w, zero)
 			}
 		}

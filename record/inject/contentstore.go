@@ -1,8 +1,6 @@
 package inject
 
 import (
-	"encoding/binary"
-
 	"github.com/zeebo/xxh3"
 
 	"github.com/mneme-gpu/mneme/db"
@@ -49,7 +47,7 @@ func (c *contentStore) chunked(s *db.Snapshot, file string, cs int) (out *db.Sna
 		out.Blobs[b] = db.Blob{Addr: blob.Addr, Size: blob.Size, Chunks: func(i int) (db.SourceChunk, error) {
 			lo := i * cs
 			chunk := data[lo:min(lo+cs, len(data))]
-			if allZero(chunk) {
+			if db.IsZero(chunk) {
 				counts.zero++
 				return db.SourceChunk{Zero: true}, nil
 			}
@@ -70,20 +68,4 @@ func (c *contentStore) chunked(s *db.Snapshot, file string, cs int) (out *db.Sna
 			c.refs[h] = ref
 		}
 	}
-}
-
-// allZero reports whether every byte of b is zero, eight at a time.
-func allZero(b []byte) bool {
-	for len(b) >= 8 {
-		if binary.LittleEndian.Uint64(b) != 0 {
-			return false
-		}
-		b = b[8:]
-	}
-	for _, x := range b {
-		if x != 0 {
-			return false
-		}
-	}
-	return true
 }
