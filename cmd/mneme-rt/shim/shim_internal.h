@@ -39,6 +39,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ---- the real CUDA runtime (bound by --wrap) and a few unwrapped calls ----
  */
@@ -132,6 +133,14 @@ extern int mneme_counting;
 /* mneme_recording || mneme_deploying || mneme_counting: the one flag a
  * launch tests. */
 extern int mneme_launch_hook;
+
+/* mneme_now_ns is CLOCK_MONOTONIC in nanoseconds: the clock of the
+ * statistics' gate timeouts and of the early window of counted runs. */
+static inline uint64_t mneme_now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
 
 /* mneme_trace appends a timed event to the MNEME_TRACE file, if any;
  * mneme_tracef formats it first. */

@@ -6,7 +6,6 @@
 #include "shim_internal.h"
 
 #include <stdio.h>
-#include <time.h>
 
 /* A key fits this buffer on the stack unless the kernel takes more than
  * ~1 KiB of arguments. */
@@ -579,16 +578,10 @@ static cudaError_t deploy_launch(const void *func, dim3 grid, dim3 block,
  * passed, when launches stop reading the clock). */
 static uint64_t early_window_end;
 
-static inline uint64_t monotonic_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-}
-
 /* widen_early_window extends the window to ready + (ready - waited_from),
  * the wait of a launch that began waiting at waited_from. */
 static void widen_early_window(uint64_t waited_from) {
-  uint64_t ready = monotonic_ns();
+  uint64_t ready = mneme_now_ns();
   uint64_t end = ready + (ready - waited_from);
   uint64_t cur = __atomic_load_n(&early_window_end, __ATOMIC_RELAXED);
   while (cur < end &&
@@ -603,7 +596,7 @@ static inline int within_early_window(void) {
   uint64_t end = __atomic_load_n(&early_window_end, __ATOMIC_RELAXED);
   if (__builtin_expect(end == 0, 1))
     return 0;
-  if (monotonic_ns() < end)
+  if (mneme_now_ns() < end)
     return 1;
   __atomic_store_n(&early_window_end, 0, __ATOMIC_RELAXED);
   return 0;
@@ -625,7 +618,7 @@ static cudaError_t counted_launch(const void *func, dim3 grid, dim3 block,
   struct launch_stats st = {0, -1, 0};
   int idx = -1;
   int waits = mneme_deploying && library_loading();
-  uint64_t waited_from = waits ? monotonic_ns() : 0;
+  uint64_t waited_from = waits ? mneme_now_ns() : 0;
   int early = waits || (mneme_deploying && within_early_window());
   if (load_runtime(1)) {
     if (waits)

@@ -163,12 +163,6 @@ int mneme_api_stats_timer(const struct mneme_stats_timer *t) {
   return 1;
 }
 
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* A gate's data: its slot and ticket in one pointer-sized value. */
 static void *gate_data(int slot, uint64_t ticket) {
   return (void *)(uintptr_t)(ticket * MNEME_STATS_TIMER_SLOTS + (unsigned)slot);
@@ -185,9 +179,9 @@ static void gate_hold(void *data) {
   if (__atomic_load_n(&g->opened, __ATOMIC_ACQUIRE) >= ticket)
     return;
   uint64_t until =
-      now_ns() + __atomic_load_n(&gate_timeout_ns, __ATOMIC_RELAXED);
+      mneme_now_ns() + __atomic_load_n(&gate_timeout_ns, __ATOMIC_RELAXED);
   while (__atomic_load_n(&g->opened, __ATOMIC_ACQUIRE) < ticket) {
-    if (now_ns() >= until) {
+    if (mneme_now_ns() >= until) {
       uint64_t e = __atomic_load_n(&g->expired, __ATOMIC_RELAXED);
       while (e < ticket &&
              !__atomic_compare_exchange_n(&g->expired, &e, ticket, 0,
