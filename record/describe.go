@@ -12,6 +12,9 @@ import (
 
 // describeKernel builds the kernel's database entry and writes its IR.
 func (r *Recorder) describeKernel(l *Launch) (*db.Kernel, error) {
+	if r.throughDriver {
+		return r.describeMachineCode(l)
+	}
 	start := time.Now()
 	ir, err := r.proc.KernelIR(l.Kernel.Name)
 	r.status.IRSeconds += time.Since(start).Seconds()
@@ -74,16 +77,26 @@ func (r *Recorder) saveDeviceCode(k Kernel) string {
 		r.reportError(fmt.Sprintf("kernel %s: its device code is not recorded (%v); replay will recompile the baseline from IR", k.Name, err))
 		return ""
 	}
-	name := db.DeviceCodeFileName(code)
-	path := filepath.Join(r.cfg.DB, name)
-	if _, err := os.Stat(path); err == nil {
-		return name
-	}
-	if err := db.ReplaceFile(path, code); err != nil {
+	name, err := r.writeDeviceCode(code)
+	if err != nil {
 		r.reportError(fmt.Sprintf("kernel %s: writing its device code: %v", k.Name, err))
 		return ""
 	}
 	return name
+}
+
+// writeDeviceCode writes a module image into the database once, under the
+// name its contents give it.
+func (r *Recorder) writeDeviceCode(code []byte) (string, error) {
+	name := db.DeviceCodeFileName(code)
+	path := filepath.Join(r.cfg.DB, name)
+	if _, err := os.Stat(path); err == nil {
+		return name, nil
+	}
+	if err := db.ReplaceFile(path, code); err != nil {
+		return "", err
+	}
+	return name, nil
 }
 
 // argMeta names and classifies a kernel's arguments. The launch's parameter
@@ -114,10 +127,8 @@ func argMeta(ir *KernelIR, sizes []uint64) (names []string, kinds []mneme.ArgKin
 // liveBytes is the device memory the application holds in the arena.
 func (r *Recorder) liveBytes() uint64 {
 	var n uint64
-	if r.arena != nil {
-		for _, b := range r.arena.Live() {
-			n += b.Size
-		}
+	for _, b := range r.live() {
+		n += b.Size
 	}
 	return n
 }

@@ -19,16 +19,28 @@ func (r *Recorder) Launch(l *Launch) (Decision, error) {
 func (r *Recorder) LaunchMemo(l *Launch) (Decision, Memo, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	f, d, m := r.beginLaunch(l)
+	if f == nil {
+		return d, m, nil
+	}
+	d, err := r.recordInstance(f)
+	return d, r.endLaunch(f), err
+}
+
+// beginLaunch decides what to do with a launch: f is the launch to record
+// (its kernel described), nil when d and m say what the caller does
+// instead. r.mu is held.
+func (r *Recorder) beginLaunch(l *Launch) (f *inFlight, d Decision, m Memo) {
 	r.collect()
 	r.status.LaunchesSeen++
 	ks := r.kernelState(l.Kernel)
 	if !ks.selected || ks.broken {
-		return ForwardAlways, Memo{}, nil
+		return nil, ForwardAlways, Memo{}
 	}
 	r.status.LaunchesSelected++
 	r.matching++
 	if r.matching <= r.cfg.Skip {
-		return Forward, Memo{}, nil
+		return nil, Forward, Memo{}
 	}
 	dh := db.DynamicHash(l.Grid, l.Block, l.Shared, l.Args)
 	var evicted *db.Instance
@@ -38,14 +50,19 @@ func (r *Recorder) LaunchMemo(l *Launch) (Decision, Memo, error) {
 			ks.dirty = true
 			m := r.memo(ks, dh)
 			m.ShapeCovered = r.capped(ks)
-			return Forward, m, nil
+			return nil, Forward, m
 		}
-		if r.capped(ks) {
-			// Full: a new shape may take the place of an instance that
-			// stands for less (instances.go); nothing else is recorded.
-			if evicted = r.makeRoom(ks, shapeOf(l)); evicted == nil {
-				return Forward, Memo{ShapeCovered: true, Capped: !r.canEvict(ks)}, nil
-			}
+	}
+	if r.inFlight != nil {
+		// Recording through the driver, another thread's launch is being
+		// recorded: this one runs as it is.
+		return nil, Forward, Memo{}
+	}
+	if ks.meta != nil && r.capped(ks) {
+		// Full: a new shape may take the place of an instance that stands
+		// for less (instances.go); nothing else is recorded.
+		if evicted = r.makeRoom(ks, shapeOf(l)); evicted == nil {
+			return nil, Forward, Memo{ShapeCovered: true, Capped: !r.canEvict(ks)}
 		}
 	}
 	if ks.meta == nil {
@@ -54,26 +71,32 @@ func (r *Recorder) LaunchMemo(l *Launch) (Decision, Memo, error) {
 		if err != nil {
 			ks.broken = true
 			r.reportError(fmt.Sprintf("kernel %s is not recorded: %v", l.Kernel.Demangled, err))
-			return ForwardAlways, Memo{}, nil
+			return nil, ForwardAlways, Memo{}
 		}
 		ks.meta = meta
 	}
-	d, err := r.recordInstance(ks, l, dh)
+	return &inFlight{ks: ks, l: l, dh: dh, evicted: evicted}, Launched, Memo{}
+}
+
+// endLaunch settles the kernel's instances after a launch was recorded (or
+// was to be) and says what the caller may remember. r.mu is held.
+func (r *Recorder) endLaunch(f *inFlight) Memo {
+	ks, dh := f.ks, f.dh
 	var m Memo
 	if ks.meta.Instances[dh] != nil {
 		ks.order = append(ks.order, dh)
-		if evicted != nil {
-			r.evicted(ks, evicted)
+		if f.evicted != nil {
+			r.evicted(ks, f.evicted)
 		}
 		m = r.memo(ks, dh)
 		m.ShapeCovered = r.capped(ks)
 		m.Capped = m.ShapeCovered && !r.canEvict(ks)
-	} else if evicted != nil {
+	} else if f.evicted != nil {
 		// The new launch was not recorded: the instance it was to replace
 		// stays.
-		ks.meta.Instances[evicted.DynamicHash] = evicted
+		ks.meta.Instances[f.evicted.DynamicHash] = f.evicted
 	}
-	return d, m, err
+	return m
 }
 
 func shapeOf(l *Launch) launchShape { return launchShape{l.Grid, l.Block, l.Shared} }
@@ -84,6 +107,10 @@ func (r *Recorder) kernelState(k Kernel) *kernelState {
 	if ks == nil {
 		ks = &kernelState{selected: r.cfg.Selects(k.Name, k.Demangled)}
 		r.kernels[key] = ks
+		if r.throughDriver {
+			// Kernels are seen as they are launched, not registered.
+			r.status.KernelsRegistered++
+		}
 	}
 	return ks
 }

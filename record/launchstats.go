@@ -223,10 +223,25 @@ func mergeKernelStats(a, b *db.KernelStats, limits StatsLimits) {
 }
 
 // StaticHash is the static hash of the kernel's file in the database, or
-// "" when none of its instances has been written.
+// "" when none of its instances has been written. A kernel of no known
+// module (Module < 0: named by the driver's activity records) is found by
+// its name, "" when recorded kernels of two modules share it.
 func (r *Recorder) StaticHash(k Kernel) string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if k.Module < 0 {
+		hash := ""
+		for key, ks := range r.kernels {
+			if key.name != k.Name || ks.meta == nil || ks.recorded == 0 {
+				continue
+			}
+			if hash != "" && hash != ks.meta.StaticHash {
+				return ""
+			}
+			hash = ks.meta.StaticHash
+		}
+		return hash
+	}
 	ks := r.kernels[kernelKey{k.Name, k.Module}]
 	if ks == nil || ks.meta == nil || ks.recorded == 0 {
 		return ""

@@ -152,6 +152,16 @@ type Recorder struct {
 	fingerprintsPrepared bool
 	// statsFailed: writing the launch statistics failed, and was reported.
 	statsFailed bool
+
+	// Recording through the driver (driver.go): the allocations tracked,
+	// by address, and how many were made (allocMu guards both); the launch
+	// between BeginLaunch and EndLaunch, and its token.
+	throughDriver bool
+	allocMu       sync.Mutex
+	external      map[uint64]uint64
+	allocations   int64
+	inFlight      *inFlight
+	inFlightToken int
 }
 
 // repeatRef is the instance a Memo.Repeat names.
@@ -256,6 +266,11 @@ func (r *Recorder) writeStatus() {
 	}
 	if r.arena != nil {
 		r.status.ArenaPeak = r.arena.MappedBytes()
+	}
+	if r.throughDriver {
+		r.allocMu.Lock()
+		r.status.Allocations = r.allocations
+		r.allocMu.Unlock()
 	}
 	if err := WriteStatus(r.cfg.DB, &r.status); err != nil {
 		fmt.Fprintln(r.cfg.Log, "mneme record: status file:", err)

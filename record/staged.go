@@ -147,13 +147,11 @@ func (r *Recorder) planSnapshot(dr DeviceReader, l *Launch, name string) (*snaps
 	for _, g := range p.skel.Globals {
 		globalSizes = append(globalSizes, g.Size)
 	}
-	if r.arena != nil {
-		for _, b := range r.arena.Live() {
-			p.blobs = append(p.blobs, blobPlan{addr: b.Addr, size: b.Size})
-			blobSizes = append(blobSizes, b.Size)
-			for off := uint64(0); off < b.Size; off += cs {
-				ranges = append(ranges, fingerprint.Range{Addr: b.Addr + off, Len: min(cs, b.Size-off)})
-			}
+	for _, b := range r.live() {
+		p.blobs = append(p.blobs, blobPlan{addr: b.Addr, size: b.Size})
+		blobSizes = append(blobSizes, b.Size)
+		for off := uint64(0); off < b.Size; off += cs {
+			ranges = append(ranges, fingerprint.Range{Addr: b.Addr + off, Len: min(cs, b.Size-off)})
 		}
 	}
 	var sums []fingerprint.Sum

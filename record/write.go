@@ -9,23 +9,56 @@ import (
 	"github.com/mneme-gpu/mneme/record/fingerprint"
 )
 
+// inFlight is a recorded launch between its prologue and its epilogue:
+// what beginInstance decided, for endInstance once the launch has run.
+type inFlight struct {
+	ks   *kernelState
+	l    *Launch
+	dh   string
+	inst *db.Instance
+	// evicted is the instance the launch is to replace (instances.go),
+	// put back if it is not recorded.
+	evicted *db.Instance
+	// Staged snapshots (dr set): the prologue's plan and the instance
+	// waiting for the background writer; else copied whole (prologue).
+	dr       DeviceReader
+	pend     *pendingInstance
+	pro      *snapshotPlan
+	prologue *db.Snapshot
+	took     time.Duration
+}
+
 // recordInstance performs the launch between two snapshots and writes the
-// instance. Files appear in an order that keeps the database valid at every
-// moment: snapshots (each written under a temporary name and renamed), then
-// the kernel file that names them.
-func (r *Recorder) recordInstance(ks *kernelState, l *Launch, dh string) (Decision, error) {
+// instance (beginInstance, the launch, endInstance).
+func (r *Recorder) recordInstance(f *inFlight) (Decision, error) {
+	if d, err, begun := r.beginInstance(f); !begun {
+		return d, err
+	}
+	err := r.proc.Launch(f.l)
+	if err != nil {
+		r.reportError(fmt.Sprintf("kernel %s: launch failed while recording: %v", f.l.Kernel.Demangled, err))
+	}
+	return r.endInstance(f, err)
+}
+
+// beginInstance takes the launch's prologue. Files appear in an order that
+// keeps the database valid at every moment: snapshots (each written under
+// a temporary name and renamed), then the kernel file that names them.
+// begun false: the launch is not recorded, and d and err are what the
+// caller returns (Forward: the launch has not happened).
+func (r *Recorder) beginInstance(f *inFlight) (d Decision, err error, begun bool) {
+	l, dh := f.l, f.dh
 	name := l.Kernel.Demangled
 	Trace("runtime", "record %s begin", dh)
-	defer Trace("runtime", "record %s end", dh)
 	if err := r.proc.Synchronize(); err != nil {
 		// The application's own earlier work failed; it will see the error
 		// itself, and this launch cannot be recorded in a known state.
 		r.reportError(fmt.Sprintf("kernel %s: synchronize before recording: %v", name, err))
-		return Forward, nil
+		return Forward, nil, false
 	}
 	Trace("runtime", "record %s: device idle", dh)
-	k := ks.meta
-	inst := &db.Instance{
+	k := f.ks.meta
+	f.inst = &db.Instance{
 		DynamicHash: dh,
 		Prologue:    db.PrologueFileName(k.StaticHash, dh),
 		Epilogue:    db.EpilogueFileName(k.StaticHash, dh),
@@ -36,25 +69,42 @@ func (r *Recorder) recordInstance(ks *kernelState, l *Launch, dh string) (Decisi
 		Occurrences: 1,
 		RecordedAt:  time.Now().UTC().Format(time.RFC3339Nano),
 	}
-	if r.chunks.isPlanned(inst.Prologue) || r.chunks.isPlanned(inst.Epilogue) {
+	if r.chunks.isPlanned(f.inst.Prologue) || r.chunks.isPlanned(f.inst.Epilogue) {
 		// An earlier attempt at this instance was lost after its snapshots
 		// were planned; other snapshots may reference their chunks, so the
 		// files must not be written again with other contents.
-		return Forward, nil
+		return Forward, nil, false
+	}
+	r.coverLive(k)
+	if dr, isReader := r.proc.(DeviceReader); isReader && !r.cfg.FullCopies && r.liveBytes() >= r.stagedMin {
+		f.dr = dr
+		return Forward, nil, r.beginStaged(f)
+	}
+	return Forward, nil, r.beginCopied(f)
+}
+
+// endInstance takes the epilogue of a launch beginInstance began, and
+// writes the instance; launchErr is the launch's result (already
+// reported). It returns what the recorder returns for the launch.
+func (r *Recorder) endInstance(f *inFlight, launchErr error) (Decision, error) {
+	if launchErr == nil {
+		launchErr = r.awaitRecorded(f)
 	}
 	var ok bool
-	var d Decision
-	var err error
 	var pend *pendingInstance
-	if dr, isReader := r.proc.(DeviceReader); isReader && !r.cfg.FullCopies && r.liveBytes() >= r.stagedMin {
-		ok, pend, d, err = r.recordStaged(dr, ks, l, dh, inst)
+	var err error
+	if f.dr != nil {
+		ok, pend, err = r.endStaged(f, launchErr)
 	} else {
-		ok, d, err = r.recordCopied(l, dh, inst)
+		ok, err = r.endCopied(f, launchErr)
 	}
 	if !ok {
-		return d, err
+		return Launched, err
 	}
-	k.Instances[dh] = inst
+	k, dh := f.ks.meta, f.dh
+	r.coverLive(k)
+	k.Instances[dh] = f.inst
+	Trace("runtime", "record %s end", dh)
 	if pend != nil {
 		// Its snapshots are being written: the kernel file names it once
 		// they are (collect).
@@ -65,10 +115,10 @@ func (r *Recorder) recordInstance(ks *kernelState, l *Launch, dh string) (Decisi
 	r.status.DBWriteSeconds += time.Since(start).Seconds()
 	if err != nil {
 		delete(k.Instances, dh)
-		r.reportError(fmt.Sprintf("kernel %s: write %s: %v", name, db.KernelFileName(k.StaticHash), err))
+		r.reportError(fmt.Sprintf("kernel %s: write %s: %v", f.l.Kernel.Demangled, db.KernelFileName(k.StaticHash), err))
 		return Launched, nil
 	}
-	r.instanceRecorded(ks)
+	r.instanceRecorded(f.ks)
 	return Launched, nil
 }
 
@@ -83,25 +133,32 @@ func (r *Recorder) instanceRecorded(ks *kernelState) {
 	r.writeStatus()
 }
 
-// recordCopied performs the launch between two whole copies of the device
-// state, then writes both snapshots. ok means both were written; otherwise
-// the instance is not recorded and recordInstance returns d and err (Forward
-// when the launch has not happened yet).
-func (r *Recorder) recordCopied(l *Launch, dh string, inst *db.Instance) (ok bool, d Decision, err error) {
-	name := l.Kernel.Demangled
-	pro, err := r.snapshot(l, 0)
+// beginCopied copies the device state whole before the launch; false when
+// it could not (reported: the launch is not recorded).
+func (r *Recorder) beginCopied(f *inFlight) bool {
+	pro, err := r.snapshot(f.l, 0)
 	if err != nil {
-		r.reportError(fmt.Sprintf("kernel %s: prologue snapshot: %v", name, err))
-		return false, Forward, nil
+		r.reportError(fmt.Sprintf("kernel %s: prologue snapshot: %v", f.l.Kernel.Demangled, err))
+		return false
 	}
-	Trace("runtime", "record %s: prologue copied", dh)
-	if err := r.launchRecorded(l, dh); err != nil {
-		return false, Launched, err
+	Trace("runtime", "record %s: prologue copied", f.dh)
+	f.prologue = pro
+	return true
+}
+
+// endCopied copies the device state whole after the launch, then writes
+// both snapshots. ok means both were written; otherwise the instance is not
+// recorded and endInstance returns err.
+func (r *Recorder) endCopied(f *inFlight, launchErr error) (ok bool, err error) {
+	if launchErr != nil {
+		return false, launchErr
 	}
+	l, dh, inst, pro := f.l, f.dh, f.inst, f.prologue
+	name := l.Kernel.Demangled
 	epi, err := r.snapshot(l, 1)
 	if err != nil {
 		r.reportError(fmt.Sprintf("kernel %s: epilogue snapshot: %v", name, err))
-		return false, Launched, nil
+		return false, nil
 	}
 	Trace("runtime", "record %s: epilogue copied", dh)
 	start := time.Now()
@@ -116,65 +173,74 @@ func (r *Recorder) recordCopied(l *Launch, dh string, inst *db.Instance) (ok boo
 	}
 	if err != nil {
 		r.reportError(fmt.Sprintf("kernel %s: write snapshot: %v", name, err))
-		return false, Launched, nil
+		return false, nil
 	}
 	r.status.CopiedBytes += int64(pro.RawSize() + epi.RawSize())
 	r.status.SnapshotBytes += int64(inst.PrologueBytes + inst.EpilogueBytes)
 	r.status.SnapshotRawBytes += int64(pro.RawSize() + epi.RawSize())
 	r.status.SnapshotSeconds += time.Since(start).Seconds()
 	Trace("runtime", "record %s: snapshots written", dh)
-	return true, Launched, nil
+	return true, nil
 }
 
-// recordStaged snapshots the launch from fingerprints: the prologue before
-// it, the epilogue after it. Each is written at once from the live memory,
-// or, where the device has the memory to spare for a shadow copy of the
-// chunks to store, by the background writer while the application goes on
-// (pend then holds the instance until collect sees both written). Results
-// as recordCopied's. A prologue file is written even when the instance is
-// then lost: later snapshots may already reference its chunks.
-func (r *Recorder) recordStaged(dr DeviceReader, ks *kernelState, l *Launch, dh string, inst *db.Instance) (ok bool, pend *pendingInstance, d Decision, err error) {
-	name := l.Kernel.Demangled
-	pend = &pendingInstance{ks: ks, inst: inst}
+// beginStaged snapshots the device state before the launch from
+// fingerprints. Each snapshot is written at once from the live memory, or,
+// where the device has the memory to spare for a shadow copy of the chunks
+// to store, by the background writer while the application goes on (the
+// pending instance then waits until collect sees both written). False when
+// the prologue failed (reported: the launch is not recorded). A prologue
+// file is written even when the instance is then lost: later snapshots may
+// already reference its chunks.
+func (r *Recorder) beginStaged(f *inFlight) bool {
+	f.pend = &pendingInstance{ks: f.ks, inst: f.inst}
 	start := time.Now()
-	pro, err := r.planSnapshot(dr, l, inst.Prologue)
+	pro, err := r.planSnapshot(f.dr, f.l, f.inst.Prologue)
 	if err == nil {
-		err = r.writeOrQueue(dr, pro, pend)
+		err = r.writeOrQueue(f.dr, pro, f.pend)
 	}
 	if err != nil {
-		r.reportError(fmt.Sprintf("kernel %s: prologue snapshot: %v", name, err))
-		return false, nil, Forward, nil
+		r.reportError(fmt.Sprintf("kernel %s: prologue snapshot: %v", f.l.Kernel.Demangled, err))
+		return false
 	}
-	Trace("runtime", "record %s: prologue planned", dh)
-	took := time.Since(start)
-	if err := r.launchRecorded(l, dh); err != nil {
+	Trace("runtime", "record %s: prologue planned", f.dh)
+	f.pro, f.took = pro, time.Since(start)
+	return true
+}
+
+// endStaged snapshots the device state after the launch from fingerprints.
+// Results as endCopied's; pend is the instance still waiting for the
+// background writer, nil when both files are written.
+func (r *Recorder) endStaged(f *inFlight, launchErr error) (ok bool, pend *pendingInstance, err error) {
+	pend = f.pend
+	if launchErr != nil {
 		pend.lost = true
-		return false, nil, Launched, err
+		return false, nil, launchErr
 	}
-	start = time.Now()
-	epi, err := r.planSnapshot(dr, l, inst.Epilogue)
+	name := f.l.Kernel.Demangled
+	start := time.Now()
+	epi, err := r.planSnapshot(f.dr, f.l, f.inst.Epilogue)
 	if err == nil {
-		err = r.writeOrQueue(dr, epi, pend)
+		err = r.writeOrQueue(f.dr, epi, pend)
 	}
 	if err != nil {
 		// The launch happened: the instance is lost, not the application's work.
 		pend.lost = true
 		r.reportError(fmt.Sprintf("kernel %s: epilogue snapshot: %v", name, err))
-		return false, nil, Launched, nil
+		return false, nil, nil
 	}
-	Trace("runtime", "record %s: epilogue planned", dh)
-	took += time.Since(start)
-	r.status.SnapshotRawBytes += int64(pro.raw + epi.raw)
+	Trace("runtime", "record %s: epilogue planned", f.dh)
+	took := f.took + time.Since(start)
+	r.status.SnapshotRawBytes += int64(f.pro.raw + epi.raw)
 	r.status.SnapshotSeconds += took.Seconds()
 	pend.planned = true
 	switch {
 	case pend.err != nil: // a queued snapshot failed while the other was written
-		r.reportError(fmt.Sprintf("kernel %s: instance %s not recorded: %v", name, dh, pend.err))
-		return false, nil, Launched, nil
+		r.reportError(fmt.Sprintf("kernel %s: instance %s not recorded: %v", name, f.dh, pend.err))
+		return false, nil, nil
 	case pend.jobs == 0:
-		return true, nil, Launched, nil
+		return true, nil, nil
 	}
-	return true, pend, Launched, nil
+	return true, pend, nil
 }
 
 // pendingInstance is an instance whose snapshots the background writer
@@ -347,19 +413,14 @@ func (r *Recorder) collect() {
 	}
 }
 
-// launchRecorded performs the recorded launch and waits for it; an error
-// is the launch's result, already reported.
-func (r *Recorder) launchRecorded(l *Launch, dh string) error {
-	name := l.Kernel.Demangled
-	if err := r.proc.Launch(l); err != nil {
-		r.reportError(fmt.Sprintf("kernel %s: launch failed while recording: %v", name, err))
-		return err
-	}
+// awaitRecorded waits for a recorded launch the device has been given;
+// an error is its fault, already reported.
+func (r *Recorder) awaitRecorded(f *inFlight) error {
 	if err := r.proc.Synchronize(); err != nil {
-		r.reportError(fmt.Sprintf("kernel %s faulted while recording: %v", name, err))
+		r.reportError(fmt.Sprintf("kernel %s faulted while recording: %v", f.l.Kernel.Demangled, err))
 		return err
 	}
-	Trace("runtime", "record %s: launched", dh)
+	Trace("runtime", "record %s: launched", f.dh)
 	return nil
 }
 
@@ -393,14 +454,12 @@ func (r *Recorder) snapshot(l *Launch, set int) (*db.Snapshot, error) {
 	start := time.Now()
 	defer func() { r.status.CopySeconds += time.Since(start).Seconds() }()
 	s := &db.Snapshot{Args: l.Args}
-	if r.arena != nil {
-		for i, b := range r.arena.Live() {
-			data := r.buffer(set, i, b.Size)
-			if err := r.proc.CopyToHost(data, b.Addr); err != nil {
-				return nil, fmt.Errorf("copy allocation %#x (%d bytes): %w", b.Addr, b.Size, err)
-			}
-			s.Blobs = append(s.Blobs, db.Blob{Addr: b.Addr, Size: b.Size, Data: data})
+	for i, b := range r.live() {
+		data := r.buffer(set, i, b.Size)
+		if err := r.proc.CopyToHost(data, b.Addr); err != nil {
+			return nil, fmt.Errorf("copy allocation %#x (%d bytes): %w", b.Addr, b.Size, err)
 		}
+		s.Blobs = append(s.Blobs, db.Blob{Addr: b.Addr, Size: b.Size, Data: data})
 	}
 	if err := r.copyGlobals(s, l); err != nil {
 		return nil, err

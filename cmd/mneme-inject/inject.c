@@ -117,6 +117,7 @@ enum what {
   W_GET_KERNEL,
   W_KERNEL_FUNCTION,
   W_CTX_RESET,
+  W_CTX_RELEASE,
 };
 static const struct {
   const char *name;
@@ -149,6 +150,7 @@ static const struct {
     {"cuKernelGetFunction", W_KERNEL_FUNCTION},
     {"cuDevicePrimaryCtxReset_v2", W_CTX_RESET},
     {"cuCtxDestroy_v2", W_CTX_RESET},
+    {"cuDevicePrimaryCtxRelease_v2", W_CTX_RELEASE},
 };
 #define MAX_CBID 4096
 static unsigned char what_of[MAX_CBID];
@@ -590,6 +592,10 @@ static void callback(void *ud, CUpti_CallbackDomain domain, CUpti_CallbackId id,
   case W_CTX_RESET:
     if (cd->callbackSite == MI_SITE_ENTER)
       miContextEnds();
+    break;
+  case W_CTX_RELEASE:
+    if (cd->callbackSite == MI_SITE_ENTER && !deploying)
+      miContextReleasing();
     break;
   default:
     break;

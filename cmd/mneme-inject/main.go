@@ -30,6 +30,8 @@ import (
 	"github.com/mneme-gpu/mneme/cuda"
 	"github.com/mneme-gpu/mneme/db"
 	"github.com/mneme-gpu/mneme/record"
+	"github.com/mneme-gpu/mneme/record/devicecopy"
+	"github.com/mneme-gpu/mneme/record/fingerprint"
 	"github.com/mneme-gpu/mneme/record/inject"
 )
 
@@ -37,6 +39,7 @@ func main() {}
 
 var (
 	rec     *inject.Recorder
+	device  *driverDevice
 	startMu sync.Mutex
 	// fatal is an error that stopped recording before it began (no CUPTI);
 	// it is in the status file, where `mneme record` reads it.
@@ -45,12 +48,84 @@ var (
 
 // driverDevice is the application's GPU through the driver, in the context
 // current on the calling thread (the application's: every call comes from
-// inside one of its driver calls).
-type driverDevice struct{}
+// inside one of its driver calls, whose callbacks the C half ignores for the
+// calls made from there). It reads memory the fast way
+// (record.DeviceReader) through a devicecopy.Reader made on first use, in
+// that context, which it binds for the reader's own threads: the
+// background writer's calls are reported as callbacks too, of which only
+// the frees of its shadow copies concern the recorder, which ignores
+// addresses it does not track.
+type driverDevice struct {
+	mu           sync.Mutex
+	copier       *devicecopy.Reader
+	keepOnDevice bool // device shadows stay on the device (MNEME_SHADOW=device)
+}
 
-func (driverDevice) Synchronize() error                      { return cuda.Synchronize() }
-func (driverDevice) CopyToHost(dst []byte, src uint64) error { return cuda.MemcpyDtoH(dst, src) }
-func (driverDevice) GlobalAddress(image int, name string) (addr, size uint64, err error) {
+var _ record.DeviceReader = (*driverDevice)(nil)
+
+func (d *driverDevice) reader() (*devicecopy.Reader, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.copier == nil {
+		ctx, err := cuda.CurrentContext()
+		if err != nil {
+			return nil, err
+		}
+		if err := ctx.SetCurrent(); err != nil {
+			return nil, err
+		}
+		d.copier = devicecopy.New(record.StagedRunBytes)
+		d.copier.KeepOnDevice(d.keepOnDevice)
+	}
+	return d.copier, nil
+}
+
+// reset drops the reader's device resources before the context that holds
+// them goes; the next snapshot makes new ones.
+func (d *driverDevice) reset() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.copier != nil {
+		d.copier.Close()
+		d.copier = nil
+	}
+}
+
+func (d *driverDevice) Fingerprints(rs []fingerprint.Range) ([]fingerprint.Sum, error) {
+	c, err := d.reader()
+	if err != nil {
+		return nil, err
+	}
+	return c.Fingerprints(rs)
+}
+
+func (d *driverDevice) Stage(runs []fingerprint.Range) (record.Staging, error) {
+	c, err := d.reader()
+	if err != nil {
+		return nil, err
+	}
+	return c.Stage(runs)
+}
+
+func (d *driverDevice) HostShadow(runs []fingerprint.Range) (record.Shadow, error) {
+	c, err := d.reader()
+	if err != nil {
+		return nil, err
+	}
+	return c.HostShadow(runs)
+}
+
+func (d *driverDevice) Shadow(runs []fingerprint.Range) (record.Shadow, error) {
+	c, err := d.reader()
+	if err != nil {
+		return nil, err
+	}
+	return c.Shadow(runs)
+}
+
+func (*driverDevice) Synchronize() error                      { return cuda.Synchronize() }
+func (*driverDevice) CopyToHost(dst []byte, src uint64) error { return cuda.MemcpyDtoH(dst, src) }
+func (*driverDevice) GlobalAddress(image int, name string) (addr, size uint64, err error) {
 	cname := C.CString(name)
 	defer C.free(unsafe.Pointer(cname))
 	var a C.ulonglong
@@ -61,7 +136,7 @@ func (driverDevice) GlobalAddress(image int, name string) (addr, size uint64, er
 	return uint64(a), uint64(n), nil
 }
 
-func (driverDevice) Describe() (db.DeviceInfo, error) {
+func (*driverDevice) Describe() (db.DeviceInfo, error) {
 	ctx, err := cuda.CurrentContext()
 	if err != nil {
 		return db.DeviceInfo{}, err
@@ -103,7 +178,14 @@ func miStart() C.int {
 		fmt.Fprintln(os.Stderr, "mneme record:", err)
 		return 1
 	}
-	r, err := inject.New(cfg, driverDevice{})
+	// Under MNEME_FULL_COPIES=1 the recorder copies whole, as the
+	// wrapper's does, without the device's DeviceReader.
+	device = &driverDevice{keepOnDevice: cfg.Shadow == record.ShadowDevice}
+	return started(inject.New(cfg, device))
+}
+
+// started finishes miStart with the recorder New made.
+func started(r *inject.Recorder, err error) C.int {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "mneme record:", err)
 		return 1
@@ -255,6 +337,18 @@ func miLaunchEnd(token C.int, result C.int) {
 func miContextEnds() {
 	if rec != nil {
 		rec.ContextEnds()
+		device.reset()
+	}
+}
+
+// miContextReleasing: the application (or its runtime, at exit) releases
+// its primary context, which may destroy it: the snapshots the background
+// writer holds copies of in that context are written first.
+//
+//export miContextReleasing
+func miContextReleasing() {
+	if rec != nil {
+		rec.Drain()
 	}
 }
 

@@ -331,15 +331,15 @@ func TestManagedAllocationsAreListed(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, db.ManagedFileName)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the list was written per allocation: %v", err)
 	}
-	r.writeStatus()
+	r.Image([]byte("cubin")) // writes the status
 	l, err := db.ReadManaged(dir)
-	if err != nil || len(l.Allocations) != 2 || l.Allocations[1] != (db.ManagedAllocation{Addr: "0x7f0000100000", Size: 64}) || r.status.ManagedAllocations != 2 {
-		t.Fatalf("list %+v, %v; counted %d", l, err, r.status.ManagedAllocations)
+	if n := r.Status().ManagedAllocations; err != nil || len(l.Allocations) != 2 || l.Allocations[1] != (db.ManagedAllocation{Addr: "0x7f0000100000", Size: 64}) || n != 2 {
+		t.Fatalf("list %+v, %v; counted %d", l, err, n)
 	}
 	for i := range db.MaxManagedAllocations {
 		r.Managed(0x7f1000000000+uint64(i)*4096, 4096)
 	}
-	r.writeStatus()
+	r.Image([]byte("cubin"))
 	if l, err := db.ReadManaged(dir); err != nil || len(l.Allocations) != db.MaxManagedAllocations || l.Dropped != 2 {
 		t.Fatalf("past the bound: %d listed, %d dropped, %v", len(l.Allocations), l.Dropped, err)
 	}

@@ -1,10 +1,7 @@
 package inject
 
 import (
-	"time"
-
 	"github.com/mneme-gpu/mneme"
-	"github.com/mneme-gpu/mneme/db"
 	"github.com/mneme-gpu/mneme/record"
 )
 
@@ -84,34 +81,24 @@ func (r *Recorder) KernelsRan(acts []KernelActivity) {
 }
 
 // WriteLaunchStats writes the statistics counted so far into the database
-// (complete: the application is exiting). Nothing is written before a
-// kernel ran.
-func (r *Recorder) WriteLaunchStats(complete bool) error {
+// (complete: the application is exiting); a failure is reported once in
+// the status. Nothing is written before a kernel ran.
+func (r *Recorder) WriteLaunchStats(complete bool) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.activity) == 0 {
-		return nil
-	}
-	hashes := map[string]string{} // "" when two recorded kernels share the name
-	for key, k := range r.kernels {
-		if k == nil || k.meta == nil {
-			continue
-		}
-		if h, seen := hashes[key.name]; seen && h != k.meta.StaticHash {
-			hashes[key.name] = ""
-			continue
-		}
-		hashes[key.name] = k.meta.StaticHash
-	}
 	raw := make([]record.RawKernelStats, 0, len(r.activity))
 	for name, k := range r.activity {
 		var n uint64
 		for _, sh := range k.shapes {
 			n += sh.Launches
 		}
-		raw = append(raw, record.RawKernelStats{Kernel: record.Kernel{Name: name, Demangled: name}, Launches: n + k.other,
+		// Module -1: the activity record names the kernel, not its module;
+		// the recorder finds its file by name.
+		raw = append(raw, record.RawKernelStats{Kernel: record.Kernel{Name: name, Demangled: name, Module: -1}, Launches: n + k.other,
 			OtherLaunches: k.other, Shapes: append([]record.RawShape(nil), k.shapes...), NParams: -1})
 	}
-	s := record.BuildLaunchStats(raw, ActivityStatsLimits, func(k record.Kernel) string { return hashes[k.Name] }, complete, time.Now())
-	return db.WriteLaunchStats(r.cfg.DB, s)
+	r.mu.Unlock()
+	if len(raw) == 0 {
+		return
+	}
+	r.rec.WriteLaunchStats(raw, ActivityStatsLimits, complete)
 }
