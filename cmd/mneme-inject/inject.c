@@ -154,6 +154,8 @@ static const struct {
 };
 #define MAX_CBID 4096
 static unsigned char what_of[MAX_CBID];
+/* Set for the _ptsz entry points, whose NULL stream is the per-thread one. */
+static unsigned char ptsz_of[MAX_CBID];
 
 static CUptiResult (*p_cuptiSubscribe)(CUpti_SubscriberHandle *,
                                        CUpti_CallbackFunc, void *);
@@ -465,13 +467,91 @@ static void on_deploy_launch(const mi_callback_data *cd, enum what w) {
   }
 }
 
-static void on_launch(const mi_callback_data *cd, enum what w) {
+/* The launch throttle (devicecopy.Throttle, mi_throttle_on): while the
+ * recorder drains a shadow copy out of device memory from a thread of its
+ * own, the application's launches keep at most every * MI_THROTTLE_EVENTS
+ * launches queued on the GPU, as the shim's throttle keeps those of a
+ * wrapped application (cmd/mneme-rt/shim/shim_throttle.c, which says why):
+ * after every `every`-th launch one of the events is recorded on the
+ * launch's stream, first waiting for that event's previous record. One
+ * lock orders the marks of all threads, so no wait depends on a launch made
+ * after it. A failure leaves the application unthrottled, never failing. */
+static pthread_mutex_t throttle_lock = PTHREAD_MUTEX_INITIALIZER;
+static int throttling;
+static void *throttle_events[MI_THROTTLE_EVENTS];
+static unsigned throttle_every;
+static unsigned long long throttled_launches;
+static CUresult (*p_cuEventRecord)(void *, CUstream);
+static CUresult (*p_cuEventSynchronize)(void *);
+static CUresult (*p_cuStreamIsCapturing)(CUstream, int *);
+static CUresult (*p_cuThreadExchangeStreamCaptureMode)(int *);
+
+/* CUstreamCaptureStatus and CUstreamCaptureMode values (cuda.h), and the
+ * driver's per-thread default stream (CU_STREAM_PER_THREAD). */
+enum { MI_CAPTURE_NONE = 0, MI_CAPTURE_RELAXED = 2 };
+#define MI_PER_THREAD_STREAM ((CUstream)0x2)
+
+int mi_throttle_on(const uintptr_t *events, int n, unsigned every) {
+  if (n != MI_THROTTLE_EVENTS || every == 0 || p_cuEventRecord == NULL ||
+      p_cuEventSynchronize == NULL || p_cuStreamIsCapturing == NULL ||
+      p_cuThreadExchangeStreamCaptureMode == NULL)
+    return 0;
+  pthread_mutex_lock(&throttle_lock);
+  for (int i = 0; i < n; i++)
+    throttle_events[i] = (void *)events[i];
+  throttle_every = every;
+  throttled_launches = 0;
+  __atomic_store_n(&throttling, 1, __ATOMIC_RELAXED);
+  pthread_mutex_unlock(&throttle_lock);
+  return 1;
+}
+
+void mi_throttle_off(void) {
+  pthread_mutex_lock(&throttle_lock);
+  __atomic_store_n(&throttling, 0, __ATOMIC_RELAXED);
+  pthread_mutex_unlock(&throttle_lock);
+}
+
+/* throttle_launch counts a launch the driver accepted on stream. */
+static void throttle_launch(CUstream stream, int ptsz) {
+  pthread_mutex_lock(&throttle_lock);
+  if (!throttling) {
+    pthread_mutex_unlock(&throttle_lock);
+    return;
+  }
+  unsigned long long n = throttled_launches++;
+  if (n % throttle_every != 0) {
+    pthread_mutex_unlock(&throttle_lock);
+    return;
+  }
+  CUstream s = stream == NULL && ptsz ? MI_PER_THREAD_STREAM : stream;
+  int mode = MI_CAPTURE_RELAXED, status = MI_CAPTURE_NONE;
+  if (p_cuThreadExchangeStreamCaptureMode(&mode) == 0) {
+    if (p_cuStreamIsCapturing(s, &status) == 0 && status == MI_CAPTURE_NONE) {
+      unsigned long long mark = n / throttle_every;
+      void *ev = throttle_events[mark % MI_THROTTLE_EVENTS];
+      if (mark < MI_THROTTLE_EVENTS || p_cuEventSynchronize(ev) == 0)
+        p_cuEventRecord(ev, s);
+    }
+    p_cuThreadExchangeStreamCaptureMode(&mode);
+  }
+  pthread_mutex_unlock(&throttle_lock);
+}
+
+static void on_launch(const mi_callback_data *cd, enum what w, int ptsz) {
   if (cd->callbackSite == MI_SITE_EXIT) {
+    CUresult r = *(CUresult *)cd->functionReturnValue;
     if (launch_token != 0) {
       int tok = launch_token;
       launch_token = 0;
-      miLaunchEnd(tok, *(CUresult *)cd->functionReturnValue);
+      miLaunchEnd(tok, r);
     }
+    if (r == 0 && __atomic_load_n(&throttling, __ATOMIC_RELAXED))
+      throttle_launch(
+          w == W_LAUNCH
+              ? ((const p_launch *)cd->functionParams)->stream
+              : ((const p_launch_ex *)cd->functionParams)->config->stream,
+          ptsz);
     return;
   }
   launch_token = 0;
@@ -579,7 +659,7 @@ static void callback(void *ud, CUpti_CallbackDomain domain, CUpti_CallbackId id,
     if (deploying)
       on_deploy_launch(cd, w);
     else
-      on_launch(cd, w);
+      on_launch(cd, w, ptsz_of[id]);
     break;
   case W_LOAD_DATA:
   case W_LOAD_FILE:
@@ -670,6 +750,11 @@ int InitializeInjection(void) {
     p_cuFuncGetAttribute = dlsym(cuda, "cuFuncGetAttribute");
     p_cuKernelGetAttribute = dlsym(cuda, "cuKernelGetAttribute");
     p_cuCtxGetDevice = dlsym(cuda, "cuCtxGetDevice");
+    p_cuEventRecord = dlsym(cuda, "cuEventRecord");
+    p_cuEventSynchronize = dlsym(cuda, "cuEventSynchronize");
+    p_cuStreamIsCapturing = dlsym(cuda, "cuStreamIsCapturing");
+    p_cuThreadExchangeStreamCaptureMode =
+        dlsym(cuda, "cuThreadExchangeStreamCaptureMode");
   }
   CUpti_SubscriberHandle sub;
   CUptiResult r = p_cuptiSubscribe(&sub, callback, NULL);
@@ -691,6 +776,8 @@ int InitializeInjection(void) {
     for (size_t i = 0; i < sizeof wanted / sizeof wanted[0]; i++) {
       if (strcmp(name, wanted[i].name) == 0) {
         what_of[id] = (unsigned char)wanted[i].what;
+        size_t len = strlen(name);
+        ptsz_of[id] = len > 5 && strcmp(name + len - 5, "_ptsz") == 0;
         if (p_cuptiEnableCallback(1, sub, MI_DOMAIN_DRIVER, id) == 0)
           enabled++;
       }

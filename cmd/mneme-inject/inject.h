@@ -53,4 +53,12 @@ struct mi_deploy {
  * cuKernelGetAttribute on the current device. Returns the driver's result. */
 int mi_max_threads(uintptr_t fn, int *out);
 
+/* The launch throttle: the application's launches keep at most
+ * every * MI_THROTTLE_EVENTS queued on the GPU, waiting on events (CUevent
+ * handles in its context) while the recorder drains a shadow copy. Returns
+ * 0 when refused (a wrong count, or the driver lacks an entry point). */
+#define MI_THROTTLE_EVENTS 32
+int mi_throttle_on(const uintptr_t *events, int n, unsigned every);
+void mi_throttle_off(void);
+
 #endif

@@ -76,9 +76,30 @@ func (d *driverDevice) reader() (*devicecopy.Reader, error) {
 		}
 		d.copier = devicecopy.New(record.StagedRunBytes)
 		d.copier.KeepOnDevice(d.keepOnDevice)
+		d.copier.SetThrottle(launchThrottle{})
 	}
 	return d.copier, nil
 }
+
+// launchThrottle is the C half's launch throttle (devicecopy.Throttle): on
+// while device shadows are drained from the background writer's thread.
+type launchThrottle struct{}
+
+func (launchThrottle) On(events []*cuda.Event, every int) error {
+	if len(events) != C.MI_THROTTLE_EVENTS {
+		return fmt.Errorf("the launch throttle takes %d events, not %d", C.MI_THROTTLE_EVENTS, len(events))
+	}
+	var handles [C.MI_THROTTLE_EVENTS]C.uintptr_t
+	for i, ev := range events {
+		handles[i] = C.uintptr_t(ev.Handle())
+	}
+	if C.mi_throttle_on(&handles[0], C.int(len(events)), C.unsigned(every)) == 0 {
+		return fmt.Errorf("the launch throttle was refused (every %d launches; the driver lacks an event entry point)", every)
+	}
+	return nil
+}
+
+func (launchThrottle) Off() { C.mi_throttle_off() }
 
 // reset drops the reader's device resources before the context that holds
 // them goes; the next snapshot makes new ones.

@@ -3,6 +3,7 @@ package inject
 import (
 	"github.com/mneme-gpu/mneme"
 	"github.com/mneme-gpu/mneme/record"
+	"github.com/mneme-gpu/mneme/record/fingerprint"
 )
 
 // Launch statistics of a recording through the driver: every kernel that
@@ -48,8 +49,8 @@ func (r *Recorder) KernelsRan(acts []KernelActivity) {
 		r.activity = map[string]*activityKernel{}
 	}
 	for _, a := range acts {
-		if a.Name == "" {
-			continue
+		if a.Name == "" || a.Name == fingerprint.Kernel {
+			continue // the recorder's own kernel is not the application's
 		}
 		k := r.activity[a.Name]
 		if k == nil {

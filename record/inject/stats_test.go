@@ -6,6 +6,7 @@ import (
 
 	"github.com/mneme-gpu/mneme"
 	"github.com/mneme-gpu/mneme/db"
+	"github.com/mneme-gpu/mneme/record/fingerprint"
 )
 
 // Every kernel that ran is in the statistics, by its time share: the
@@ -93,4 +94,23 @@ func d(t *testing.T, dir string) *db.DB {
 		t.Fatal(err)
 	}
 	return x
+}
+
+// The recorder's own fingerprint kernel runs in the application's context,
+// and the activity records time it too: it is not the application's.
+func TestRecordersOwnKernelIsNotCounted(t *testing.T) {
+	r, _, dir := newTest(t, nil)
+	b := mneme.Dim3{X: 256, Y: 1, Z: 1}
+	r.KernelsRan([]KernelActivity{
+		{Name: fingerprint.Kernel, Grid: mneme.Dim3{X: 64, Y: 1, Z: 1}, Block: b, Ns: 9000},
+		{Name: "_Z4vaddPfi", Grid: mneme.Dim3{X: 4, Y: 1, Z: 1}, Block: b, Ns: 1000},
+	})
+	r.WriteLaunchStats(true)
+	s, err := db.ReadLaunchStats(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Kernels) != 1 || s.Kernels[0].KernelName != "_Z4vaddPfi" || s.GPUTimeNs != 1000 {
+		t.Errorf("statistics %d kernels, %d ns: want vadd's alone", len(s.Kernels), s.GPUTimeNs)
+	}
 }
