@@ -55,7 +55,9 @@ func (r *Recorder) TrackAllocation(addr, size uint64) {
 	defer r.allocMu.Unlock()
 	r.allocations++
 	if size > 0 {
+		r.trackedBytes += size - r.external[addr] // an address reused without a free seen replaces its old size
 		r.external[addr] = size
+		r.trackedPeak = max(r.trackedPeak, r.trackedBytes)
 	}
 }
 
@@ -64,6 +66,7 @@ func (r *Recorder) TrackAllocation(addr, size uint64) {
 func (r *Recorder) UntrackAllocation(addr uint64) {
 	r.allocMu.Lock()
 	defer r.allocMu.Unlock()
+	r.trackedBytes -= r.external[addr]
 	delete(r.external, addr)
 }
 
@@ -75,6 +78,7 @@ func (r *Recorder) ContextEnds() {
 	r.allocMu.Lock()
 	defer r.allocMu.Unlock()
 	clear(r.external)
+	r.trackedBytes = 0
 }
 
 // ModuleLoaded counts a module image the application loaded.

@@ -114,6 +114,9 @@ func TestThroughTheDriverSnapshotsAreStagedAsTheWrappers(t *testing.T) {
 	if st.Allocations != 4 || st.InstancesRecorded != 2 || st.KernelsRecorded != 1 || st.KernelsRegistered != 1 || st.ArenaBase != "" {
 		t.Errorf("status: %d allocations, %d instances of %d kernels (%d seen), arena %q", st.Allocations, st.InstancesRecorded, st.KernelsRecorded, st.KernelsRegistered, st.ArenaBase)
 	}
+	if want := uint64(10<<20 + 100); st.ArenaPeak != want {
+		t.Errorf("peak of the tracked allocations %d, want %d", st.ArenaPeak, want)
+	}
 	if len(g.shadows) != 0 {
 		t.Errorf("%d device shadows not freed", len(g.shadows))
 	}
@@ -148,6 +151,11 @@ func TestThroughTheDriverFreesAreTracked(t *testing.T) {
 	rec.UntrackAllocation(driverA)
 	if live := rec.live(); len(live) != 1 || live[0].Addr != driverB {
 		t.Fatalf("live %+v after freeing A", live)
+	}
+	rec.TrackAllocation(driverA, 50)
+	rec.ReportError("writes the status") // the peak stays what A and B held together
+	if st := rec.Status(); st.ArenaPeak != 300 {
+		t.Errorf("peak %d after freeing A and taking less, want 300", st.ArenaPeak)
 	}
 	rec.ContextEnds()
 	if live := rec.live(); len(live) != 0 {

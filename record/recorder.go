@@ -160,6 +160,8 @@ type Recorder struct {
 	allocMu       sync.Mutex
 	external      map[uint64]uint64
 	allocations   int64
+	trackedBytes  uint64 // held by the tracked allocations now
+	trackedPeak   uint64 // and at most
 	inFlight      *inFlight
 	inFlightToken int
 }
@@ -270,6 +272,7 @@ func (r *Recorder) writeStatus() {
 	if r.throughDriver {
 		r.allocMu.Lock()
 		r.status.Allocations = r.allocations
+		r.status.ArenaPeak = r.trackedPeak
 		r.allocMu.Unlock()
 	}
 	if err := WriteStatus(r.cfg.DB, &r.status); err != nil {

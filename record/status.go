@@ -30,7 +30,7 @@ type Status struct {
 	ManagedAllocations int64   `json:"managed_allocations"`
 	ArenaBase          string  `json:"arena_base,omitempty"`
 	ArenaSize          uint64  `json:"arena_size,omitempty"`
-	ArenaPeak          uint64  `json:"arena_peak,omitempty"` // physical bytes mapped
+	ArenaPeak          uint64  `json:"arena_peak,omitempty"` // physical bytes mapped; through the driver, the most the tracked allocations held at once
 	SnapshotBytes      int64   `json:"snapshot_bytes"`       // written to snapshot files
 	SnapshotRawBytes   int64   `json:"snapshot_raw_bytes"`   // device data they hold, before compression
 	SnapshotSeconds    float64 `json:"snapshot_seconds"`     // the application held for them (planning, copies, writes not left to the background)
