@@ -582,6 +582,15 @@ func fillReport(rep *report.Report, o Options, all, chosen []*kernel, stats *db.
 	if len(res.Kept) == 0 && len(chosen) > 0 {
 		rep.Notes = append(rep.Notes, "No tuned kernel helped in the application: the tuned file is empty; run the application as it is, without MNEME_TUNED_KERNELS.")
 	}
+	for _, rk := range rep.Kernels {
+		if rk.FailedTrials != "" {
+			name := rk.Demangled
+			if name == "" {
+				name = rk.Name
+			}
+			rep.Notes = append(rep.Notes, fmt.Sprintf("%s: failed trials: %s.", name, rk.FailedTrials))
+		}
+	}
 	if stats != nil && !stats.Complete {
 		rep.Notes = append(rep.Notes, "The recording's launch statistics are incomplete: the recorded run did not finish.")
 	}
@@ -638,8 +647,9 @@ func addTuning(rk *report.Kernel, k *kernel) {
 		return
 	}
 	for _, t := range trials {
-		rk.Trials = append(rk.Trials, report.Trial{Number: t.Number, TimeNS: finite(t.TimeNS), Status: string(t.Status)})
+		rk.Trials = append(rk.Trials, report.Trial{Number: t.Number, TimeNS: finite(t.TimeNS), Status: string(t.Status), Params: t.Params})
 	}
+	rk.FailedTrials = tune.FailurePattern(trials)
 }
 
 func finite(v float64) float64 {

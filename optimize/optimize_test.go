@@ -89,6 +89,16 @@ func (f *fakeTools) Tune(ctx context.Context, job TuneJob) error {
 		return err
 	}
 	trials := `{"number":0,"status":"verified","time_ns":1000}` + "\n" + `{"number":1,"status":"verified","time_ns":660}` + "\n"
+	if job.Kernel == "mid" {
+		// Every folded trial failed verification, none of the others.
+		for i := 2; i < 8; i++ {
+			st, ns := "verified", 900
+			if i%2 == 0 {
+				st, ns = "failed_verification", 0
+			}
+			trials += fmt.Sprintf(`{"number":%d,"status":%q,"time_ns":%d,"params":{"specialize":%v,"block_x":%d}}`+"\n", i, st, ns, i%2 == 0, 64*(1+i%3))
+		}
+	}
 	return os.WriteFile(filepath.Join(job.Output, tune.TrialsFile), []byte(trials), 0o644)
 }
 
@@ -187,6 +197,15 @@ func TestOptimizeTunesWhatMattersAndKeepsWhatHelps(t *testing.T) {
 	}
 	if mid := kernelOf(t, rep, "mid"); len(mid.Classes) != 1 || !strings.HasPrefix(mid.Classes[0].Shape, "every launch") {
 		t.Errorf("mid's one configuration: %+v", mid.Classes)
+	}
+	// The failed trials' shared value is named, per kernel and in a note;
+	// big's trials all verified.
+	const pattern = "every trial with specialize=true failed (3 of 3: failed_verification 3); with other values 0 of 3 failed"
+	if mid := kernelOf(t, rep, "mid"); mid.FailedTrials != pattern || mid.Trials[2].Params["specialize"] != true {
+		t.Errorf("mid's failed trials: %q, trial 2's params %v", mid.FailedTrials, mid.Trials[2].Params)
+	}
+	if notes := strings.Join(rep.Notes, "\n"); !strings.Contains(notes, "failed trials: "+pattern) || big.FailedTrials != "" {
+		t.Errorf("notes %q; big's failed trials %q", notes, big.FailedTrials)
 	}
 	// Predicted: 2 s untuned less big's 6 µs of GPU time * (1 - 1/1.5).
 	if p := rep.EndToEnd.PredictedTunedSeconds; p < 1.99 || p > 2 {

@@ -92,6 +92,9 @@ type Kernel struct {
 	Launches   int64   `json:"launches"`
 	Status     string  `json:"status"`
 	Reason     string  `json:"reason,omitempty"`
+	// FailedTrials names the configuration value the kernel's failed
+	// trials share, when one does (tune.FailurePattern).
+	FailedTrials string `json:"failed_trials,omitempty"`
 	// Reused: the tuning result came from an earlier run (same IR hash, GPU,
 	// driver and toolchain).
 	Reused bool `json:"reused,omitempty"`
@@ -120,6 +123,8 @@ type Trial struct {
 	Number int     `json:"number"`
 	TimeNS float64 `json:"time_ns,omitempty"`
 	Status string  `json:"status"`
+	// Params are the trial's point in the search space.
+	Params map[string]any `json:"params,omitempty"`
 }
 
 // Verified reports whether the trial ran and verified.

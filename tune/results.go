@@ -354,6 +354,9 @@ type Summary struct {
 	// the search; BannedSkips counts the proposals skipped for them.
 	BannedBlocks []string `json:"banned_blocks,omitempty"`
 	BannedSkips  int      `json:"banned_skips,omitempty"`
+	// FailurePattern names the parameter value the failed trials share,
+	// when one does (FailurePattern).
+	FailurePattern string `json:"failure_pattern,omitempty"`
 
 	// Mneme's summary keys. Status is ok, timeout or stopped_fail_fast; the
 	// counts are of the tuned trials (the baseline, trial 0, is not one of

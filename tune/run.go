@@ -590,6 +590,9 @@ func printBestTable(w io.Writer, trials []Trial, base Trial, sum Summary, opts O
 	best := Best(trials)
 	fmt.Fprintf(w, "%d trials (%d resumed) in %.1f s, %.1f configurations/s; statuses: %s\n",
 		sum.Trials, sum.ResumedTrials, sum.ElapsedSeconds, sum.ConfigsPerSec, fmtStatuses(sum.Statuses))
+	if sum.FailurePattern != "" {
+		fmt.Fprintln(w, "failed trials:", sum.FailurePattern)
+	}
 	fmt.Fprintf(w, "baseline: %s (trial 0, %s)\n", fmtNS(base.TimeNS), sum.Baseline)
 	if sum.Geometry != "" {
 		fmt.Fprintln(w, sum.Geometry)

@@ -451,6 +451,7 @@ func (s *Study) Finish(kernel, staticHash, gpuName string, spaceSize int64, resu
 		sum.Statuses[t.Status]++
 	}
 	sum.mnemeCounts(s.trials, s.Opts.Trials, s.stopped)
+	sum.FailurePattern = FailurePattern(s.trials)
 	sum.BaselineMetric = s.baseline.TimeNS
 	elapsed := time.Since(s.started).Seconds()
 	sum.ElapsedSeconds = elapsed

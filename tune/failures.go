@@ -1,0 +1,114 @@
+package tune
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/mneme-gpu/mneme"
+)
+
+// Which knob a run's failed trials share. A run whose trials fail half the
+// time spends half its budget on configurations that cannot be kept; when
+// one value of one parameter accounts for the failures (folding the
+// arguments changes a float kernel's results beyond the verification
+// bounds, say, or a pipeline miscompiles), the summary names it, so the
+// user can leave that value out (a config file's space) or widen the
+// verification, instead of reading trial lines.
+
+// failurePatternMin is the fewest trials with a value for it to be named:
+// one or two failures of a value say little.
+const failurePatternMin = 3
+
+// failureOtherMax is the largest failure rate the other values of the
+// parameter may have for the value to be named as the failures' cause.
+const failureOtherMax = 0.25
+
+// FailurePattern names the parameter value every trial with which failed,
+// when the trials with the parameter's other values mostly did not: "every
+// trial with specialize=true failed (20 of 20: failed_verification 20);
+// with other values 0 of 21 failed". "" when no value explains the
+// failures. The baseline trial is not counted.
+func FailurePattern(trials []Trial) string {
+	type tally struct {
+		n, failed int
+		statuses  map[mneme.Status]int
+	}
+	byParam := map[string]map[string]*tally{}
+	totalFailed := 0
+	for _, t := range trials {
+		if t.IsBaseline() {
+			continue
+		}
+		failed := t.Status != mneme.StatusVerified
+		if failed {
+			totalFailed++
+		}
+		for name, v := range t.Params {
+			vals := byParam[name]
+			if vals == nil {
+				vals = map[string]*tally{}
+				byParam[name] = vals
+			}
+			key := fmt.Sprint(v)
+			tl := vals[key]
+			if tl == nil {
+				tl = &tally{statuses: map[mneme.Status]int{}}
+				vals[key] = tl
+			}
+			tl.n++
+			if failed {
+				tl.failed++
+				tl.statuses[t.Status]++
+			}
+		}
+	}
+	if totalFailed == 0 {
+		return ""
+	}
+	type candidate struct {
+		param, value       string
+		t                  *tally
+		otherN, otherFails int
+	}
+	var best *candidate
+	names := make([]string, 0, len(byParam))
+	for name := range byParam {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		vals := byParam[name]
+		if len(vals) < 2 {
+			continue
+		}
+		values := make([]string, 0, len(vals))
+		for v := range vals {
+			values = append(values, v)
+		}
+		sort.Strings(values)
+		for _, v := range values {
+			tl := vals[v]
+			if tl.n < failurePatternMin || tl.failed != tl.n {
+				continue
+			}
+			c := candidate{param: name, value: v, t: tl}
+			for w, other := range vals {
+				if w != v {
+					c.otherN += other.n
+					c.otherFails += other.failed
+				}
+			}
+			if c.otherN == 0 || float64(c.otherFails) > failureOtherMax*float64(c.otherN) {
+				continue
+			}
+			if best == nil || c.t.failed > best.t.failed {
+				best = &c
+			}
+		}
+	}
+	if best == nil {
+		return ""
+	}
+	return fmt.Sprintf("every trial with %s=%s failed (%d of %d: %s); with other values %d of %d failed",
+		best.param, best.value, best.t.failed, best.t.n, fmtStatuses(best.t.statuses), best.otherFails, best.otherN)
+}
