@@ -29,13 +29,8 @@ func (r *Recorder) describeKernel(l *Launch) (*db.Kernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	if r.device == nil {
-		dev, err := r.proc.Device()
-		if err != nil {
-			return nil, fmt.Errorf("describe the GPU: %w", err)
-		}
-		r.device = &dev
-		r.toolchain = r.proc.Toolchain()
+	if err := r.describeDevice(); err != nil {
+		return nil, err
 	}
 	sh := db.StaticHash(l.Kernel.Name, ir.Bitcode)
 	k := &db.Kernel{
@@ -61,6 +56,20 @@ func (r *Recorder) describeKernel(l *Launch) (*db.Kernel, error) {
 	k.DeviceCode = r.saveDeviceCode(l.Kernel)
 	k.CompileFlags = ir.Flags
 	return k, nil
+}
+
+// describeDevice learns the GPU and the toolchain a kernel file names, once.
+func (r *Recorder) describeDevice() error {
+	if r.device != nil {
+		return nil
+	}
+	dev, err := r.proc.Device()
+	if err != nil {
+		return fmt.Errorf("describe the GPU: %w", err)
+	}
+	r.device = &dev
+	r.toolchain = r.proc.Toolchain()
+	return nil
 }
 
 // saveDeviceCode writes the fat binary that registered the kernel into the

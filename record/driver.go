@@ -162,13 +162,8 @@ func (r *Recorder) describeMachineCode(l *Launch) (*db.Kernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	if r.device == nil {
-		dev, err := r.proc.Device()
-		if err != nil {
-			return nil, fmt.Errorf("describe the GPU: %w", err)
-		}
-		r.device = &dev
-		r.toolchain = r.proc.Toolchain()
+	if err := r.describeDevice(); err != nil {
+		return nil, err
 	}
 	name, err := r.writeDeviceCode(code)
 	if err != nil {

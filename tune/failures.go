@@ -2,7 +2,8 @@ package tune
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 
 	"github.com/mneme-gpu/mneme"
 )
@@ -71,22 +72,12 @@ func FailurePattern(trials []Trial) string {
 		otherN, otherFails int
 	}
 	var best *candidate
-	names := make([]string, 0, len(byParam))
-	for name := range byParam {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(byParam)) {
 		vals := byParam[name]
 		if len(vals) < 2 {
 			continue
 		}
-		values := make([]string, 0, len(vals))
-		for v := range vals {
-			values = append(values, v)
-		}
-		sort.Strings(values)
-		for _, v := range values {
+		for _, v := range slices.Sorted(maps.Keys(vals)) {
 			tl := vals[v]
 			if tl.n < failurePatternMin || tl.failed != tl.n {
 				continue
