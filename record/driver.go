@@ -109,7 +109,7 @@ func (r *Recorder) BeginLaunch(l *Launch) int {
 	if f == nil {
 		return 0
 	}
-	if _, _, begun := r.beginInstance(f); !begun {
+	if !r.beginInstance(f) {
 		r.endLaunch(f)
 		return 0
 	}

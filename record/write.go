@@ -31,8 +31,8 @@ type inFlight struct {
 // recordInstance performs the launch between two snapshots and writes the
 // instance (beginInstance, the launch, endInstance).
 func (r *Recorder) recordInstance(f *inFlight) (Decision, error) {
-	if d, err, begun := r.beginInstance(f); !begun {
-		return d, err
+	if !r.beginInstance(f) {
+		return Forward, nil
 	}
 	err := r.proc.Launch(f.l)
 	if err != nil {
@@ -44,9 +44,8 @@ func (r *Recorder) recordInstance(f *inFlight) (Decision, error) {
 // beginInstance takes the launch's prologue. Files appear in an order that
 // keeps the database valid at every moment: snapshots (each written under
 // a temporary name and renamed), then the kernel file that names them.
-// begun false: the launch is not recorded, and d and err are what the
-// caller returns (Forward: the launch has not happened).
-func (r *Recorder) beginInstance(f *inFlight) (d Decision, err error, begun bool) {
+// False: the launch is not recorded (the caller forwards it).
+func (r *Recorder) beginInstance(f *inFlight) bool {
 	l, dh := f.l, f.dh
 	name := l.Kernel.Demangled
 	Trace("runtime", "record %s begin", dh)
@@ -54,7 +53,7 @@ func (r *Recorder) beginInstance(f *inFlight) (d Decision, err error, begun bool
 		// The application's own earlier work failed; it will see the error
 		// itself, and this launch cannot be recorded in a known state.
 		r.reportError(fmt.Sprintf("kernel %s: synchronize before recording: %v", name, err))
-		return Forward, nil, false
+		return false
 	}
 	Trace("runtime", "record %s: device idle", dh)
 	k := f.ks.meta
@@ -73,14 +72,14 @@ func (r *Recorder) beginInstance(f *inFlight) (d Decision, err error, begun bool
 		// An earlier attempt at this instance was lost after its snapshots
 		// were planned; other snapshots may reference their chunks, so the
 		// files must not be written again with other contents.
-		return Forward, nil, false
+		return false
 	}
 	r.coverLive(k)
 	if dr, isReader := r.proc.(DeviceReader); isReader && !r.cfg.FullCopies && r.liveBytes() >= r.stagedMin {
 		f.dr = dr
-		return Forward, nil, r.beginStaged(f)
+		return r.beginStaged(f)
 	}
-	return Forward, nil, r.beginCopied(f)
+	return r.beginCopied(f)
 }
 
 // endInstance takes the epilogue of a launch beginInstance began, and
