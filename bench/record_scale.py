@@ -35,7 +35,10 @@ measured by pinned_bw (built from pinned_bw.cu) in the same run. With
 --replay the last recording of each application is replayed instance by
 instance (`mneme replay`, exit 0 = verified bitwise or within --verify auto).
 
-Usage: record_scale.py --mneme PATH --pinned-bw BIN [--runs 5]
+Each counted round follows --warmup rounds (default 1) that run everything
+once and are not counted.
+
+Usage: record_scale.py --mneme PATH --pinned-bw BIN [--runs 5] [--warmup 1]
        [--max-recordings 2] [--variants record,sync,full] [--replay]
        NAME=PLAIN:WRAPPED[:ARGS] ...
 """
@@ -126,12 +129,15 @@ def main():
     ap.add_argument("--mneme", default=shutil.which("mneme") or "mneme")
     ap.add_argument("--pinned-bw", required=True, help="the pinned_bw binary")
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=1, help="rounds run first and not counted")
     ap.add_argument("--max-recordings", type=int, default=2)
     ap.add_argument("--variants", default="record")
     ap.add_argument("--replay", action="store_true")
     ap.add_argument("--json", help="write every sample here")
     ap.add_argument("apps", nargs="+", metavar="NAME=PLAIN:WRAPPED[:ARGS]")
     a = ap.parse_args()
+    if a.runs < 1 or a.warmup < 0:
+        sys.exit("record_scale: --runs must be at least 1 and --warmup at least 0")
     env_of = {"record": {}, "sync": {"MNEME_BACKGROUND": "0"}, "full": {"MNEME_FULL_COPIES": "1"}}
     variants = [v for v in a.variants.split(",") if v]
     for v in variants:
@@ -152,15 +158,23 @@ def main():
     samples = {}
     last_rdb = {}
     try:
-        for r in range(a.runs):
+        # Warm-up rounds run everything once and are not counted: on a
+        # freshly started machine the first runs of each command measure
+        # cold page caches and a fresh disk (two of 12 recorded runs of
+        # tracer took 1.74 and 2.06 s against 1.49-1.60 after them on an
+        # H200), not the recorder.
+        for r in range(-a.warmup, a.runs):
             for name, plain, wrapped, args in apps:
-                samples.setdefault((name, "plain"), []).append({"wall": run([plain] + args)[0]})
+                wall = run([plain] + args)[0]
+                if r >= 0:
+                    samples.setdefault((name, "plain"), []).append({"wall": wall})
                 for v in variants:
                     rdb = os.path.join(work, f"{name}-{v}-{r}")
                     env = dict(os.environ, **env_of[v])
                     wall, out = run([a.mneme, "record", "-rdb", rdb, "--max-recordings", str(a.max_recordings), "--", wrapped] + args, env)
                     st = json.load(open(os.path.join(rdb, ".mneme-record.status")))
-                    samples.setdefault((name, v), []).append({"wall": wall, "status": st})
+                    if r >= 0:
+                        samples.setdefault((name, v), []).append({"wall": wall, "status": st})
                     if last_rdb.get((name, v)):
                         shutil.rmtree(last_rdb[(name, v)], ignore_errors=True)
                     last_rdb[(name, v)] = rdb
