@@ -85,6 +85,13 @@ func (d *driverDevice) reader() (*devicecopy.Reader, error) {
 // while device shadows are drained from the background writer's thread.
 type launchThrottle struct{}
 
+// The C half cycles through as many events as the reader makes (a
+// negative array length fails the build otherwise).
+var (
+	_ [devicecopy.ThrottleEvents - C.MI_THROTTLE_EVENTS]struct{}
+	_ [C.MI_THROTTLE_EVENTS - devicecopy.ThrottleEvents]struct{}
+)
+
 func (launchThrottle) On(events []*cuda.Event, every int) error {
 	if len(events) != C.MI_THROTTLE_EVENTS {
 		return fmt.Errorf("the launch throttle takes %d events, not %d", C.MI_THROTTLE_EVENTS, len(events))
