@@ -13,7 +13,8 @@
 #     and `mneme inspect` of its database;
 #  3. the paths examples do not take (recordcheck.cu beside this script):
 #     pitched/3D/async allocations, managed memory, an application that aborts
-#     halfway, an arena too small, per-thread default stream launches.
+#     halfway, an arena too small, per-thread default stream launches, a launch
+#     captured into a CUDA graph (wrapper's and nvcc's builds).
 # The last line says whether every check passed.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -81,6 +82,21 @@ for mode in alloc managed; do
   done
 done
 grep -q 'cudaLaunchKernel_ptsz\|_ptsz' <(nm "$work/rc_ptsz") && echo "rc_ptsz calls the _ptsz entry points: $(nm "$work/rc_ptsz" | grep -c '__wrap_.*_ptsz') wrappers linked"
+# A launch captured into a graph runs as the application made it (recording
+# it would synchronize inside the capture and invalidate it); the launch
+# outside the capture is recorded. The wrapper's build, and nvcc's recorded
+# through the driver.
+want=$("$work/rc_plain" graph 2>&1)
+graph_exes=(rc_wrap)
+if [ -x "$CUDA_PATH/bin/nvcc" ] && "$CUDA_PATH/bin/nvcc" -O3 -arch="$arch" -o "$work/rc_nvcc" "$here/recordcheck.cu" >"$out/build-rc_nvcc.log" 2>&1; then
+  graph_exes+=(rc_nvcc)
+fi
+for exe in "${graph_exes[@]}"; do
+  got=$(mneme record -rdb "$work/rdb-$exe-graph" -- "$work/$exe" graph 2>"$out/record-$exe-graph.err"); rc=$?
+  inst=$(mneme inspect --json "$work/rdb-$exe-graph" 2>/dev/null | python3 -c 'import json,sys; print(sum(len(k["instances"]) for k in json.load(sys.stdin)["kernels"]))' 2>/dev/null)
+  echo "graph capture ($exe): rc=$rc, output '$got' (plain '$want'), ${inst:-?} instance(s) recorded (want 1: the launch outside the capture)"
+  [ $rc -eq 0 ] && [ "$got" = "$want" ] && [ "$inst" = 1 ] || bad "graph capture ($exe): rc=$rc, output '$got' vs '$want', ${inst:-?} instance(s)"
+done
 mneme record -rdb "$work/rdb-crash" -- "$work/rc_wrap" crash >"$out/record-crash.out" 2>"$out/record-crash.err"; rc=$?
 echo "crash: rc=$rc; $(grep '^mneme' "$out/record-crash.err" | tail -n 1)"
 [ $rc -eq 134 ] || bad "crash: want the application's status 134 (SIGABRT), got $rc"

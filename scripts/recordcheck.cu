@@ -5,6 +5,9 @@
 //   kernel over them managed  two managed allocations and a launch (one warning
 //   expected while recording) crash    three distinct launches, then abort()
 //   (the recording must keep them)
+//   graph    a launch captured into a CUDA graph (global capture mode), the
+//   graph run three times, then a launch outside it: the capture must survive
+//   recording, and only the launch outside it is recorded
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -87,6 +90,34 @@ int main(int argc, char **argv) {
     std::printf("crash: aborting after 3 launches\n");
     std::fflush(stdout);
     std::abort();
+  }
+  if (!std::strcmp(mode, "graph")) {
+    const int n = 256;
+    float *d;
+    CHECK(cudaMalloc(&d, n * sizeof(float)));
+    CHECK(cudaMemset(d, 0, n * sizeof(float)));
+    cudaStream_t s;
+    CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    cudaGraph_t g;
+    cudaGraphExec_t exec;
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    scale<<<1, n, 0, s>>>(d, 2.0f, n);
+    CHECK(cudaStreamEndCapture(s, &g));
+    CHECK(cudaGraphInstantiate(&exec, g, 0));
+    for (int k = 0; k < 3; k++)
+      CHECK(cudaGraphLaunch(exec, s));
+    CHECK(cudaStreamSynchronize(s));
+    scale<<<1, n, 0, s>>>(d, 0.5f, n);
+    float h[n];
+    CHECK(cudaMemcpyAsync(h, d, sizeof h, cudaMemcpyDeviceToHost, s));
+    CHECK(cudaStreamSynchronize(s));
+    CHECK(cudaGraphExecDestroy(exec));
+    CHECK(cudaGraphDestroy(g));
+    CHECK(cudaStreamDestroy(s));
+    CHECK(cudaFree(d));
+    // 0 -> 1 -> 3 -> 7 by the graph, then 0.5 * 7 + 1.
+    std::printf("graph: d[0] %.2f, d[%d] %.2f\n", h[0], n - 1, h[n - 1]);
+    return 0;
   }
   std::fprintf(stderr, "unknown mode %s\n", mode);
   return 2;

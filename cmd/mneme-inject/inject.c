@@ -512,6 +512,23 @@ void mi_throttle_off(void) {
   pthread_mutex_unlock(&throttle_lock);
 }
 
+/* stream_capturing reports whether stream is being captured into a graph:
+ * its launches do not run now, and recording one would synchronize inside
+ * the capture, which invalidates it. 0 when the driver cannot tell. */
+static int stream_capturing(CUstream stream, int ptsz) {
+  if (p_cuStreamIsCapturing == NULL ||
+      p_cuThreadExchangeStreamCaptureMode == NULL)
+    return 0;
+  CUstream s = stream == NULL && ptsz ? MI_PER_THREAD_STREAM : stream;
+  int mode = MI_CAPTURE_RELAXED, status = MI_CAPTURE_NONE, capturing = 0;
+  if (p_cuThreadExchangeStreamCaptureMode(&mode) == 0) {
+    capturing =
+        p_cuStreamIsCapturing(s, &status) == 0 && status != MI_CAPTURE_NONE;
+    p_cuThreadExchangeStreamCaptureMode(&mode);
+  }
+  return capturing;
+}
+
 /* throttle_launch counts a launch the driver accepted on stream. */
 static void throttle_launch(CUstream stream, int ptsz) {
   pthread_mutex_lock(&throttle_lock);
@@ -559,15 +576,16 @@ static void on_launch(const mi_callback_data *cd, enum what w, int ptsz) {
   if (atomic_load(&timing) == 0 && atomic_exchange(&timing, 1) == 0)
     miTimingStart(); /* every kernel's GPU time, for the statistics */
   CUfunction f;
+  CUstream stream;
   void **params, **extra;
   unsigned dims[7];
   if (w == W_LAUNCH) {
     const p_launch *p = cd->functionParams;
-    f = p->f, params = p->params, extra = p->extra;
+    f = p->f, stream = p->stream, params = p->params, extra = p->extra;
     memcpy(dims, &p->gx, sizeof dims);
   } else {
     const p_launch_ex *p = cd->functionParams;
-    f = p->f, params = p->params, extra = p->extra;
+    f = p->f, stream = p->config->stream, params = p->params, extra = p->extra;
     memcpy(dims, &p->config->gx, sizeof dims);
   }
   if (table_get(&ignored, f) == 1) {
@@ -580,6 +598,10 @@ static void on_launch(const mi_callback_data *cd, enum what w, int ptsz) {
   if (!miWants((char *)name)) {
     table_put(&ignored, f, 1);
     atomic_fetch_add(&ignored_launches, 1);
+    return;
+  }
+  if (stream_capturing(stream, ptsz)) {
+    atomic_fetch_add(&ignored_launches, 1); /* runs as made, unrecorded */
     return;
   }
   /* On the stack: a Go c-shared library is marked STATIC_TLS, and the few

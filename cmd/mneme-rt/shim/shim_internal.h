@@ -451,6 +451,12 @@ int64_t mneme_stats_begin(int idx, int shape, int timed, cudaStream_t stream,
                           int ptsz) __attribute__((cold, noinline));
 void mneme_stats_end(int64_t token, int ok, cudaStream_t stream, int ptsz)
     __attribute__((cold, noinline));
+/* mneme_stream_capturing reports whether the launch's stream is being
+ * captured into a graph (its launches do not run now), asked through the
+ * library's driver entry points in relaxed capture mode; 0 when timing is
+ * off (no entry points) or the driver cannot tell. */
+int mneme_stream_capturing(cudaStream_t stream, int ptsz)
+    __attribute__((cold, noinline));
 int mneme_api_stats_enable(int idx, int nparams, const size_t *sizes);
 int mneme_api_stats_timer(const struct mneme_stats_timer *t);
 int mneme_api_stats_collect(void);

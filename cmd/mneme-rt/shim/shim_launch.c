@@ -144,7 +144,10 @@ static cudaError_t record_launch(const void *func, dim3 grid, dim3 block,
     free(key);
     key = stack_key;
   }
-  if (forward)
+  /* A launch captured into a graph does not run now: recording it would
+   * synchronize the device inside the capture, which invalidates it. It
+   * runs as the application made it, counted. */
+  if (forward || mneme_stream_capturing(stream, ptsz))
     return stats_forward(idx, &st, func, grid, block, args, shared, stream,
                          ptsz);
   int handled = MNEME_LAUNCH_FORWARD;

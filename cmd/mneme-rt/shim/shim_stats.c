@@ -209,6 +209,24 @@ static void *driver_stream(cudaStream_t stream, int ptsz) {
   return stream == NULL && ptsz ? STATS_PER_THREAD_STREAM : stream;
 }
 
+int mneme_stream_capturing(cudaStream_t stream, int ptsz) {
+  if (!__atomic_load_n(&mneme_stats_timing, __ATOMIC_RELAXED))
+    return 0;
+  int capturing = 0;
+  pthread_mutex_lock(&timer_lock);
+  if (mneme_stats_timing) {
+    int mode = STATS_CAPTURE_RELAXED, status = STATS_CAPTURE_NONE;
+    if (timer.exchange_capture_mode(&mode) == 0) {
+      capturing = timer.stream_is_capturing(driver_stream(stream, ptsz),
+                                            &status) == 0 &&
+                  status != STATS_CAPTURE_NONE;
+      timer.exchange_capture_mode(&mode);
+    }
+  }
+  pthread_mutex_unlock(&timer_lock);
+  return capturing;
+}
+
 /* gated_start enqueues slot's gate (ticket) and its first event on the
  * launch's stream in relaxed capture mode, unless the stream is being
  * captured into a graph (its launches do not run now). On failure nothing
