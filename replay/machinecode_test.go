@@ -43,7 +43,7 @@ func recordThroughDriver(t *testing.T, kernel string, image []byte, args [][]byt
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec.Alloc(recordedAddr, 4096)
+	rec.Alloc(0, recordedAddr, 4096)
 	l := &inject.Launch{Kernel: kernel, Image: rec.Image(image), Grid: mneme.Dim3{X: 16, Y: 1, Z: 1}, Block: mneme.Dim3{X: 256, Y: 1, Z: 1}, Args: args}
 	tok := rec.LaunchBegin(l)
 	if launch != nil {

@@ -619,6 +619,7 @@ static void on_launch(const mi_callback_data *cd, enum what w, int ptsz) {
     return;
   }
   struct mi_launch l = {
+      .context = (uintptr_t)cd->context,
       .name = name,
       .image = table_get(&functions, f),
       .grid = {dims[0], dims[1], dims[2]},
@@ -642,12 +643,12 @@ static void on_alloc(const mi_callback_data *cd, enum what w) {
   switch (w) {
   case W_ALLOC: {
     const p_alloc *p = cd->functionParams;
-    miAlloc(*p->dptr, p->bytesize);
+    miAlloc((uintptr_t)cd->context, *p->dptr, p->bytesize);
     break;
   }
   case W_ALLOC_PITCH: {
     const p_alloc_pitch *p = cd->functionParams;
-    miAlloc(*p->dptr, *p->pitch * p->height);
+    miAlloc((uintptr_t)cd->context, *p->dptr, *p->pitch * p->height);
     break;
   }
   case W_ALLOC_MANAGED: {

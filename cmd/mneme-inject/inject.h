@@ -19,6 +19,7 @@
 /* One launch as the Go half sees it. args[i] points at the bytes of
  * parameter i (sizes[i] bytes), valid during the call. */
 struct mi_launch {
+  uintptr_t context; /* the CUcontext current for the launch */
   const char *name;
   int image;
   unsigned grid[3], block[3], shared;

@@ -301,9 +301,9 @@ func miImageFile(path *C.char) C.int {
 }
 
 //export miAlloc
-func miAlloc(addr C.ulonglong, size C.size_t) {
+func miAlloc(ctx C.uintptr_t, addr C.ulonglong, size C.size_t) {
 	if rec != nil {
-		rec.Alloc(uint64(addr), uint64(size))
+		rec.Alloc(uintptr(ctx), uint64(addr), uint64(size))
 	}
 }
 
@@ -340,7 +340,8 @@ func miLaunchBegin(l *C.struct_mi_launch) C.int {
 		}
 	}
 	return C.int(rec.LaunchBegin(&inject.Launch{
-		Kernel: C.GoString(l.name),
+		Context: uintptr(l.context),
+		Kernel:  C.GoString(l.name),
 		Image:  int(l.image),
 		Grid:   mneme.Dim3{X: uint32(l.grid[0]), Y: uint32(l.grid[1]), Z: uint32(l.grid[2])},
 		Block:  mneme.Dim3{X: uint32(l.block[0]), Y: uint32(l.block[1]), Z: uint32(l.block[2])},

@@ -51,7 +51,9 @@ type Device interface {
 
 // Launch is one kernel launch as the driver saw it.
 type Launch struct {
-	Kernel string // mangled name
+	// Context is the CUDA context the launch was made in (see Recorder.Alloc).
+	Context uintptr
+	Kernel  string // mangled name
 	Image  int    // the image (Recorder.Image) the kernel came from, -1 if unknown
 	Grid   mneme.Dim3
 	Block  mneme.Dim3
@@ -70,8 +72,13 @@ type Recorder struct {
 	dev Device
 	cfg record.Config
 
-	mu     sync.Mutex
-	images [][]byte // module images by id
+	mu sync.Mutex
+	// ctx is the one CUDA context recorded: the first an allocation or a
+	// launch came from (haveCtx). otherCtx says a launch of another was
+	// seen and reported.
+	ctx               uintptr
+	haveCtx, otherCtx bool
+	images            [][]byte // module images by id
 	// globals are each image's device variables, resolved once.
 	globals map[int][]record.Global
 	device  *db.DeviceInfo
@@ -98,8 +105,27 @@ func New(cfg record.Config, dev Device) (*Recorder, error) {
 	return r, nil
 }
 
-// Alloc notes a device allocation the application made.
-func (r *Recorder) Alloc(addr, size uint64) { r.rec.TrackAllocation(addr, size) }
+// Alloc notes a device allocation the application made in context ctx.
+// One context is recorded, the first seen: a process that drives several
+// GPUs has one context each, and a snapshot read through the recorded
+// context (the fingerprint kernel runs there) must not touch another
+// device's memory, which replay could not restore on one GPU anyway.
+func (r *Recorder) Alloc(ctx uintptr, addr, size uint64) {
+	if r.recorded(ctx) {
+		r.rec.TrackAllocation(addr, size)
+	}
+}
+
+// recorded reports whether ctx is the context recorded, taking the first
+// one asked about.
+func (r *Recorder) recorded(ctx uintptr) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.haveCtx {
+		r.ctx, r.haveCtx = ctx, true
+	}
+	return ctx == r.ctx
+}
 
 // Managed counts a managed allocation of size bytes at addr: it is not
 // replayable at its address (its pages move between host and device), and is
@@ -151,6 +177,17 @@ func (r *Recorder) Forwarded(n uint64) { r.rec.AddForwardedLaunches(n) }
 // token means the launch is being recorded: its prologue was taken, and
 // LaunchEnd(token) must follow once the driver has performed it.
 func (r *Recorder) LaunchBegin(l *Launch) int {
+	if !r.recorded(l.Context) {
+		r.mu.Lock()
+		first := !r.otherCtx
+		r.otherCtx = true
+		r.mu.Unlock()
+		if first {
+			r.rec.ReportError(fmt.Sprintf("kernel %s: launches in a second CUDA context (another GPU) are not recorded: recording through the driver records the first context only", l.Kernel))
+		}
+		r.rec.AddForwardedLaunches(1)
+		return 0
+	}
 	return r.rec.BeginLaunch(&record.Launch{
 		Kernel: record.Kernel{Name: l.Kernel, Demangled: l.Kernel, Module: l.Image},
 		Grid:   l.Grid, Block: l.Block, Shared: l.Shared, Args: l.Args,

@@ -52,6 +52,7 @@ func (f *fakeDevice) Describe() (db.DeviceInfo, error) {
 const (
 	addrA = 0x7f3552800000 // inside a 64 MiB block, as the driver places them
 	addrB = 0x7f3552c00000
+	ctxA  = 0x55a0c0de0000 // the application's context (a CUcontext)
 )
 
 func newTest(t *testing.T, mutate func(*record.Config)) (*Recorder, *fakeDevice, string) {
@@ -69,14 +70,14 @@ func newTest(t *testing.T, mutate func(*record.Config)) (*Recorder, *fakeDevice,
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.Alloc(addrA, 4096)
-	r.Alloc(addrB, 8192)
+	r.Alloc(ctxA, addrA, 4096)
+	r.Alloc(ctxA, addrB, 8192)
 	return r, dev, dir
 }
 
 func launch(image int, scalar byte) *Launch {
 	ptr := []byte{0, 0, 0x80, 0x52, 0x35, 0x7f, 0, 0} // addrA, little-endian
-	return &Launch{Kernel: "_Z4vaddPfi", Image: image, Grid: mneme.Dim3{X: 4, Y: 1, Z: 1}, Block: mneme.Dim3{X: 256, Y: 1, Z: 1},
+	return &Launch{Context: ctxA, Kernel: "_Z4vaddPfi", Image: image, Grid: mneme.Dim3{X: 4, Y: 1, Z: 1}, Block: mneme.Dim3{X: 256, Y: 1, Z: 1},
 		Args: [][]byte{ptr, {scalar, 0, 0, 0}}}
 }
 
@@ -398,5 +399,36 @@ func TestManagedVariablesAreListedNotSnapshotted(t *testing.T) {
 	ml, err := db.ReadManaged(dir)
 	if err != nil || len(ml.Variables) != 1 || ml.Variables[0] != (db.ManagedVariable{Name: "counter", Size: 16, Addr: db.FormatVAddr(counter)}) {
 		t.Errorf("managed list %+v, %v", ml, err)
+	}
+}
+
+// One context is recorded: another GPU's allocations stay out of the
+// snapshots (the fingerprint kernel must not read them), and its launches
+// run unrecorded, reported once and counted.
+func TestOneContextIsRecorded(t *testing.T) {
+	r, dev, dir := newTest(t, nil)
+	const ctxB, addrC = 0x55a0c0df0000, 0x7f3600000000
+	dev.mem[addrC] = bytes.Repeat([]byte{4}, 4096)
+	r.Alloc(ctxB, addrC, 4096)
+	id := r.Image([]byte("cubin"))
+	other := launch(id, 7)
+	other.Context = ctxB
+	for range 2 {
+		if recordOne(t, r, dev, other) != 0 {
+			t.Fatal("a launch in a second context was recorded")
+		}
+	}
+	if recordOne(t, r, dev, launch(id, 1)) == 0 {
+		t.Fatal("a launch in the recorded context was not recorded")
+	}
+	pro, _ := firstInstance(t, dir)
+	for _, b := range pro.Blobs {
+		if b.Addr == addrC {
+			t.Error("the second context's allocation is in the snapshot")
+		}
+	}
+	st := r.Status()
+	if len(st.Errors) != 1 || !strings.Contains(st.Errors[0], "second CUDA context") || st.LaunchesSeen != 3 || st.InstancesRecorded != 1 {
+		t.Errorf("status: errors %q, %d launches seen, %d instances", st.Errors, st.LaunchesSeen, st.InstancesRecorded)
 	}
 }
