@@ -342,11 +342,11 @@ func miLaunchBegin(l *C.struct_mi_launch) C.int {
 	return C.int(rec.LaunchBegin(&inject.Launch{
 		Context: uintptr(l.context),
 		Kernel:  C.GoString(l.name),
-		Image:  int(l.image),
-		Grid:   mneme.Dim3{X: uint32(l.grid[0]), Y: uint32(l.grid[1]), Z: uint32(l.grid[2])},
-		Block:  mneme.Dim3{X: uint32(l.block[0]), Y: uint32(l.block[1]), Z: uint32(l.block[2])},
-		Shared: uint32(l.shared),
-		Args:   args,
+		Image:   int(l.image),
+		Grid:    mneme.Dim3{X: uint32(l.grid[0]), Y: uint32(l.grid[1]), Z: uint32(l.grid[2])},
+		Block:   mneme.Dim3{X: uint32(l.block[0]), Y: uint32(l.block[1]), Z: uint32(l.block[2])},
+		Shared:  uint32(l.shared),
+		Args:    args,
 	}))
 }
 

@@ -54,11 +54,11 @@ type Launch struct {
 	// Context is the CUDA context the launch was made in (see Recorder.Alloc).
 	Context uintptr
 	Kernel  string // mangled name
-	Image  int    // the image (Recorder.Image) the kernel came from, -1 if unknown
-	Grid   mneme.Dim3
-	Block  mneme.Dim3
-	Shared uint32
-	Args   [][]byte // each parameter's bytes, sized by the kernel's parameter layout
+	Image   int    // the image (Recorder.Image) the kernel came from, -1 if unknown
+	Grid    mneme.Dim3
+	Block   mneme.Dim3
+	Shared  uint32
+	Args    [][]byte // each parameter's bytes, sized by the kernel's parameter layout
 }
 
 // AddressAlign is the alignment of the range a kernel file declares around
