@@ -44,8 +44,18 @@ typedef void *CUstream;
 typedef struct {
   CUdeviceptr *dptr;
   size_t bytesize;
-} p_alloc; /* cuMemAlloc_v2, cuMemAllocAsync (+stream), FromPool (+pool, stream)
-            */
+} p_alloc; /* cuMemAlloc_v2 */
+typedef struct {
+  CUdeviceptr *dptr;
+  size_t bytesize;
+  CUstream stream;
+} p_alloc_async; /* cuMemAllocAsync */
+typedef struct {
+  CUdeviceptr *dptr;
+  size_t bytesize;
+  void *pool;
+  CUstream stream;
+} p_alloc_pool_async; /* cuMemAllocFromPoolAsync */
 typedef struct {
   CUdeviceptr *dptr;
   size_t *pitch;
@@ -95,6 +105,9 @@ typedef struct {
 _Static_assert(sizeof(p_launch) == 64 && offsetof(p_launch, params) == 48,
                "cuLaunchKernel_params");
 _Static_assert(sizeof(p_launch_ex) == 32, "cuLaunchKernelEx_params");
+_Static_assert(offsetof(p_alloc_async, stream) == 16 &&
+                   offsetof(p_alloc_pool_async, stream) == 24,
+               "cuMemAllocAsync_params, cuMemAllocFromPoolAsync_params");
 _Static_assert(offsetof(mi_launch_config, stream) == 32 &&
                    offsetof(mi_launch_config, nattrs) == 48,
                "CUlaunchConfig");
@@ -107,6 +120,8 @@ _Static_assert(offsetof(mi_callback_data, functionParams) == 16 &&
 enum what {
   W_NONE,
   W_ALLOC,
+  W_ALLOC_ASYNC,
+  W_ALLOC_POOL_ASYNC,
   W_ALLOC_PITCH,
   W_ALLOC_MANAGED,
   W_FREE,
@@ -124,10 +139,10 @@ static const struct {
   enum what what;
 } wanted[] = {
     {"cuMemAlloc_v2", W_ALLOC},
-    {"cuMemAllocAsync", W_ALLOC},
-    {"cuMemAllocAsync_ptsz", W_ALLOC},
-    {"cuMemAllocFromPoolAsync", W_ALLOC},
-    {"cuMemAllocFromPoolAsync_ptsz", W_ALLOC},
+    {"cuMemAllocAsync", W_ALLOC_ASYNC},
+    {"cuMemAllocAsync_ptsz", W_ALLOC_ASYNC},
+    {"cuMemAllocFromPoolAsync", W_ALLOC_POOL_ASYNC},
+    {"cuMemAllocFromPoolAsync_ptsz", W_ALLOC_POOL_ASYNC},
     {"cuMemAllocPitch_v2", W_ALLOC_PITCH},
     {"cuMemAllocManaged", W_ALLOC_MANAGED},
     {"cuMemFree_v2", W_FREE},
@@ -632,7 +647,10 @@ static void on_launch(const mi_callback_data *cd, enum what w, int ptsz) {
   launch_token = miLaunchBegin(&l);
 }
 
-static void on_alloc(const mi_callback_data *cd, enum what w) {
+/* An allocation made on a stream being captured into a graph is a graph
+ * memory node's: its address is backed only while the graph runs, and a
+ * snapshot reading it then would fault the application. Not tracked. */
+static void on_alloc(const mi_callback_data *cd, enum what w, int ptsz) {
   if (cd->callbackSite == MI_SITE_ENTER) {
     if (w == W_FREE)
       miFree(((const p_free *)cd->functionParams)->dptr);
@@ -644,6 +662,18 @@ static void on_alloc(const mi_callback_data *cd, enum what w) {
   case W_ALLOC: {
     const p_alloc *p = cd->functionParams;
     miAlloc((uintptr_t)cd->context, *p->dptr, p->bytesize);
+    break;
+  }
+  case W_ALLOC_ASYNC: {
+    const p_alloc_async *p = cd->functionParams;
+    if (!stream_capturing(p->stream, ptsz))
+      miAlloc((uintptr_t)cd->context, *p->dptr, p->bytesize);
+    break;
+  }
+  case W_ALLOC_POOL_ASYNC: {
+    const p_alloc_pool_async *p = cd->functionParams;
+    if (!stream_capturing(p->stream, ptsz))
+      miAlloc((uintptr_t)cd->context, *p->dptr, p->bytesize);
     break;
   }
   case W_ALLOC_PITCH: {
@@ -672,10 +702,12 @@ static void callback(void *ud, CUpti_CallbackDomain domain, CUpti_CallbackId id,
   inside = 1;
   switch (w) {
   case W_ALLOC:
+  case W_ALLOC_ASYNC:
+  case W_ALLOC_POOL_ASYNC:
   case W_ALLOC_PITCH:
   case W_ALLOC_MANAGED:
   case W_FREE:
-    on_alloc(cd, w);
+    on_alloc(cd, w, ptsz_of[id]);
     break;
   case W_LAUNCH:
   case W_LAUNCH_EX:
