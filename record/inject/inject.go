@@ -117,8 +117,12 @@ func (r *Recorder) Alloc(ctx uintptr, addr, size uint64) {
 }
 
 // recorded reports whether ctx is the context recorded, taking the first
-// one asked about.
+// one asked about. A call the driver named no context for (0) is taken as
+// the recorded context's.
 func (r *Recorder) recorded(ctx uintptr) bool {
+	if ctx == 0 {
+		return true
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.haveCtx {

@@ -421,6 +421,11 @@ func TestOneContextIsRecorded(t *testing.T) {
 	if recordOne(t, r, dev, launch(id, 1)) == 0 {
 		t.Fatal("a launch in the recorded context was not recorded")
 	}
+	unnamed := launch(id, 2)
+	unnamed.Context = 0 // the driver named none: taken as the recorded one
+	if recordOne(t, r, dev, unnamed) == 0 {
+		t.Fatal("a launch without a context was not recorded")
+	}
 	pro, _ := firstInstance(t, dir)
 	for _, b := range pro.Blobs {
 		if b.Addr == addrC {
@@ -428,7 +433,7 @@ func TestOneContextIsRecorded(t *testing.T) {
 		}
 	}
 	st := r.Status()
-	if len(st.Errors) != 1 || !strings.Contains(st.Errors[0], "second CUDA context") || st.LaunchesSeen != 3 || st.InstancesRecorded != 1 {
+	if len(st.Errors) != 1 || !strings.Contains(st.Errors[0], "second CUDA context") || st.LaunchesSeen != 4 || st.InstancesRecorded != 2 {
 		t.Errorf("status: errors %q, %d launches seen, %d instances", st.Errors, st.LaunchesSeen, st.InstancesRecorded)
 	}
 }
