@@ -89,8 +89,8 @@ func (r *Recorder) ModuleLoaded() {
 	r.writeStatus()
 }
 
-// AddForwardedLaunches counts n launches of kernels not selected that the
-// caller did not show, unnamed.
+// AddForwardedLaunches counts n launches the caller did not show (of
+// kernels not selected, or of a context not recorded), unnamed.
 func (r *Recorder) AddForwardedLaunches(n uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
