@@ -206,3 +206,51 @@ func TestThroughTheDriverOneLaunchAtATime(t *testing.T) {
 		t.Errorf("after the first completed, the second got token %d (first %d)", tok2, tok)
 	}
 }
+
+// capturingGPU is the driver's GPU with one stream being captured into a
+// graph (record.GraphCapture; the stream is the launch's Native).
+type capturingGPU struct {
+	driverGPU
+	asked int
+}
+
+const capturedStream = uintptr(0x99)
+
+func (g *capturingGPU) Captured(l *Launch) bool {
+	g.asked++
+	s, _ := l.Native.(uintptr)
+	return s == capturedStream
+}
+
+// A launch on a stream being captured runs unrecorded; the same launch on
+// another stream is recorded. Only launches about to be recorded are asked
+// about: a repeat of a recorded instance is not.
+func TestACapturedLaunchIsNotRecorded(t *testing.T) {
+	g := &capturingGPU{driverGPU: driverGPU{&stagingGPU{simGPU: newSimGPU(), released: map[int]int{}}}}
+	g.addTouch()
+	rec, err := NewThroughDriver(Config{DB: t.TempDir(), Log: &bytes.Buffer{}}, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Map(driverA, g.gran); err != nil {
+		t.Fatal(err)
+	}
+	rec.TrackAllocation(driverA, 64)
+	l := touchLaunch(driverA, 0, 1)
+	l.Kernel.Module, l.Native = 3, capturedStream
+	if tok := rec.BeginLaunch(l); tok != 0 {
+		t.Fatal("a launch on a captured stream was recorded")
+	}
+	l.Native = uintptr(0x10)
+	tok := rec.BeginLaunch(l)
+	if tok == 0 {
+		t.Fatal("the launch on a stream not captured was not recorded")
+	}
+	rec.EndLaunch(tok, nil)
+	if rec.BeginLaunch(l) != 0 || g.asked != 2 {
+		t.Errorf("a repeat was recorded or asked about: asked %d times, want 2", g.asked)
+	}
+	if st := rec.Status(); st.InstancesRecorded != 1 || st.LaunchesSeen != 3 || len(st.Errors) != 0 {
+		t.Errorf("%d instances of %d launches, errors %q; want 1 of 3, none", st.InstancesRecorded, st.LaunchesSeen, st.Errors)
+	}
+}

@@ -58,6 +58,9 @@ func (r *Recorder) beginLaunch(l *Launch) (f *inFlight, d Decision, m Memo) {
 		// recorded: this one runs as it is.
 		return nil, Forward, Memo{}
 	}
+	if gc, ok := r.proc.(GraphCapture); ok && gc.Captured(l) {
+		return nil, Forward, Memo{}
+	}
 	if ks.meta != nil && r.capped(ks) {
 		// Full: a new shape may take the place of an instance that stands
 		// for less (instances.go); nothing else is recorded.

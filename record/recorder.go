@@ -39,6 +39,16 @@ type DeviceCoder interface {
 	DeviceCode(module int) ([]byte, error)
 }
 
+// GraphCapture is a Process that can tell a launch made on a stream being
+// captured into a CUDA graph: it does not run now, and recording it would
+// synchronize the device inside the capture, which the driver refuses and
+// which invalidates the capture. Such a launch runs as the application made
+// it, unrecorded. It is asked only of a launch about to be recorded. (The
+// shim asks in C before it shows a launch to the library.)
+type GraphCapture interface {
+	Captured(l *Launch) bool
+}
+
 // Kernel is a registered kernel.
 type Kernel struct {
 	Name      string // mangled device name

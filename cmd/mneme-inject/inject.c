@@ -527,14 +527,30 @@ void mi_throttle_off(void) {
   pthread_mutex_unlock(&throttle_lock);
 }
 
-/* stream_capturing reports whether stream is being captured into a graph:
- * its launches do not run now, and recording one would synchronize inside
- * the capture, which invalidates it. 0 when the driver cannot tell. */
-static int stream_capturing(CUstream stream, int ptsz) {
+/* driver_stream is the stream a call of an entry point names: the
+ * per-thread default stream for a _ptsz entry point's NULL. */
+static CUstream driver_stream(CUstream stream, int ptsz) {
+  return stream == NULL && ptsz ? MI_PER_THREAD_STREAM : stream;
+}
+
+/* launch_stream is the driver stream of a launch call's parameters. */
+static CUstream launch_stream(const mi_callback_data *cd, enum what w,
+                              int ptsz) {
+  return driver_stream(
+      w == W_LAUNCH ? ((const p_launch *)cd->functionParams)->stream
+                    : ((const p_launch_ex *)cd->functionParams)->config->stream,
+      ptsz);
+}
+
+/* A stream being captured into a graph: its launches do not run now, and
+ * recording one would synchronize inside the capture, which invalidates
+ * it; an allocation on it is a graph memory node's. The Go half asks only
+ * for the launches it is about to record. */
+int mi_stream_capturing(uintptr_t stream) {
   if (p_cuStreamIsCapturing == NULL ||
       p_cuThreadExchangeStreamCaptureMode == NULL)
     return 0;
-  CUstream s = stream == NULL && ptsz ? MI_PER_THREAD_STREAM : stream;
+  CUstream s = (CUstream)stream;
   int mode = MI_CAPTURE_RELAXED, status = MI_CAPTURE_NONE, capturing = 0;
   if (p_cuThreadExchangeStreamCaptureMode(&mode) == 0) {
     capturing =
@@ -544,8 +560,8 @@ static int stream_capturing(CUstream stream, int ptsz) {
   return capturing;
 }
 
-/* throttle_launch counts a launch the driver accepted on stream. */
-static void throttle_launch(CUstream stream, int ptsz) {
+/* throttle_launch counts a launch the driver accepted on stream s. */
+static void throttle_launch(CUstream s) {
   pthread_mutex_lock(&throttle_lock);
   if (!throttling) {
     pthread_mutex_unlock(&throttle_lock);
@@ -556,7 +572,6 @@ static void throttle_launch(CUstream stream, int ptsz) {
     pthread_mutex_unlock(&throttle_lock);
     return;
   }
-  CUstream s = stream == NULL && ptsz ? MI_PER_THREAD_STREAM : stream;
   int mode = MI_CAPTURE_RELAXED, status = MI_CAPTURE_NONE;
   if (p_cuThreadExchangeStreamCaptureMode(&mode) == 0) {
     if (p_cuStreamIsCapturing(s, &status) == 0 && status == MI_CAPTURE_NONE) {
@@ -579,11 +594,7 @@ static void on_launch(const mi_callback_data *cd, enum what w, int ptsz) {
       miLaunchEnd(tok, r);
     }
     if (r == 0 && __atomic_load_n(&throttling, __ATOMIC_RELAXED))
-      throttle_launch(
-          w == W_LAUNCH
-              ? ((const p_launch *)cd->functionParams)->stream
-              : ((const p_launch_ex *)cd->functionParams)->config->stream,
-          ptsz);
+      throttle_launch(launch_stream(cd, w, ptsz));
     return;
   }
   launch_token = 0;
@@ -591,16 +602,15 @@ static void on_launch(const mi_callback_data *cd, enum what w, int ptsz) {
   if (atomic_load(&timing) == 0 && atomic_exchange(&timing, 1) == 0)
     miTimingStart(); /* every kernel's GPU time, for the statistics */
   CUfunction f;
-  CUstream stream;
   void **params, **extra;
   unsigned dims[7];
   if (w == W_LAUNCH) {
     const p_launch *p = cd->functionParams;
-    f = p->f, stream = p->stream, params = p->params, extra = p->extra;
+    f = p->f, params = p->params, extra = p->extra;
     memcpy(dims, &p->gx, sizeof dims);
   } else {
     const p_launch_ex *p = cd->functionParams;
-    f = p->f, stream = p->config->stream, params = p->params, extra = p->extra;
+    f = p->f, params = p->params, extra = p->extra;
     memcpy(dims, &p->config->gx, sizeof dims);
   }
   if (table_get(&ignored, f) == 1) {
@@ -613,10 +623,6 @@ static void on_launch(const mi_callback_data *cd, enum what w, int ptsz) {
   if (!miWants((char *)name)) {
     table_put(&ignored, f, 1);
     atomic_fetch_add(&ignored_launches, 1);
-    return;
-  }
-  if (stream_capturing(stream, ptsz)) {
-    atomic_fetch_add(&ignored_launches, 1); /* runs as made, unrecorded */
     return;
   }
   /* On the stack: a Go c-shared library is marked STATIC_TLS, and the few
@@ -635,6 +641,7 @@ static void on_launch(const mi_callback_data *cd, enum what w, int ptsz) {
   }
   struct mi_launch l = {
       .context = (uintptr_t)cd->context,
+      .stream = (uintptr_t)launch_stream(cd, w, ptsz),
       .name = name,
       .image = table_get(&functions, f),
       .grid = {dims[0], dims[1], dims[2]},
@@ -666,13 +673,13 @@ static void on_alloc(const mi_callback_data *cd, enum what w, int ptsz) {
   }
   case W_ALLOC_ASYNC: {
     const p_alloc_async *p = cd->functionParams;
-    if (!stream_capturing(p->stream, ptsz))
+    if (!mi_stream_capturing((uintptr_t)driver_stream(p->stream, ptsz)))
       miAlloc((uintptr_t)cd->context, *p->dptr, p->bytesize);
     break;
   }
   case W_ALLOC_POOL_ASYNC: {
     const p_alloc_pool_async *p = cd->functionParams;
-    if (!stream_capturing(p->stream, ptsz))
+    if (!mi_stream_capturing((uintptr_t)driver_stream(p->stream, ptsz)))
       miAlloc((uintptr_t)cd->context, *p->dptr, p->bytesize);
     break;
   }

@@ -20,6 +20,7 @@
  * parameter i (sizes[i] bytes), valid during the call. */
 struct mi_launch {
   uintptr_t context; /* the CUcontext current for the launch */
+  uintptr_t stream;  /* its CUstream (the per-thread one named as such) */
   const char *name;
   int image;
   unsigned grid[3], block[3], shared;
@@ -60,6 +61,10 @@ int mi_max_threads(uintptr_t fn, int *out);
  * 0 when refused (a wrong count, or the driver lacks an entry point). */
 #define MI_THROTTLE_EVENTS 32
 int mi_throttle_on(const uintptr_t *events, int n, unsigned every);
+
+/* Whether a stream (struct mi_launch's) is being captured into a graph:
+ * its launches do not run now. 0 when the driver cannot tell. */
+int mi_stream_capturing(uintptr_t stream);
 void mi_throttle_off(void);
 
 #endif

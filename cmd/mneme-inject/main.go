@@ -61,7 +61,10 @@ type driverDevice struct {
 	keepOnDevice bool // device shadows stay on the device (MNEME_SHADOW=device)
 }
 
-var _ record.DeviceReader = (*driverDevice)(nil)
+var (
+	_ record.DeviceReader  = (*driverDevice)(nil)
+	_ inject.StreamCapture = (*driverDevice)(nil)
+)
 
 func (d *driverDevice) reader() (*devicecopy.Reader, error) {
 	d.mu.Lock()
@@ -149,6 +152,10 @@ func (d *driverDevice) Shadow(runs []fingerprint.Range) (record.Shadow, error) {
 		return nil, err
 	}
 	return c.Shadow(runs)
+}
+
+func (*driverDevice) Capturing(stream uintptr) bool {
+	return C.mi_stream_capturing(C.uintptr_t(stream)) != 0
 }
 
 func (*driverDevice) Synchronize() error                      { return cuda.Synchronize() }
@@ -341,6 +348,7 @@ func miLaunchBegin(l *C.struct_mi_launch) C.int {
 	}
 	return C.int(rec.LaunchBegin(&inject.Launch{
 		Context: uintptr(l.context),
+		Stream:  uintptr(l.stream),
 		Kernel:  C.GoString(l.name),
 		Image:   int(l.image),
 		Grid:    mneme.Dim3{X: uint32(l.grid[0]), Y: uint32(l.grid[1]), Z: uint32(l.grid[2])},

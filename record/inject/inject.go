@@ -49,16 +49,24 @@ type Device interface {
 	GlobalAddress(image int, name string) (addr, size uint64, err error)
 }
 
+// StreamCapture is a Device that can tell a stream being captured into a
+// CUDA graph (record.GraphCapture): a launch on it is not recorded.
+type StreamCapture interface {
+	Capturing(stream uintptr) bool
+}
+
 // Launch is one kernel launch as the driver saw it.
 type Launch struct {
 	// Context is the CUDA context the launch was made in (see Recorder.Alloc).
 	Context uintptr
-	Kernel  string // mangled name
-	Image   int    // the image (Recorder.Image) the kernel came from, -1 if unknown
-	Grid    mneme.Dim3
-	Block   mneme.Dim3
-	Shared  uint32
-	Args    [][]byte // each parameter's bytes, sized by the kernel's parameter layout
+	// Stream is its CUstream, as the driver names it (for StreamCapture).
+	Stream uintptr
+	Kernel string // mangled name
+	Image  int    // the image (Recorder.Image) the kernel came from, -1 if unknown
+	Grid   mneme.Dim3
+	Block  mneme.Dim3
+	Shared uint32
+	Args   [][]byte // each parameter's bytes, sized by the kernel's parameter layout
 }
 
 // AddressAlign is the alignment of the range a kernel file declares around
@@ -195,6 +203,7 @@ func (r *Recorder) LaunchBegin(l *Launch) int {
 	return r.rec.BeginLaunch(&record.Launch{
 		Kernel: record.Kernel{Name: l.Kernel, Demangled: l.Kernel, Module: l.Image},
 		Grid:   l.Grid, Block: l.Block, Shared: l.Shared, Args: l.Args,
+		Native: l.Stream,
 	})
 }
 
@@ -222,6 +231,14 @@ type readingProcess struct {
 func (p *process) Synchronize() error                      { return p.r.dev.Synchronize() }
 func (p *process) CopyToHost(dst []byte, src uint64) error { return p.r.dev.CopyToHost(dst, src) }
 func (p *process) Toolchain() db.Toolchain                 { return p.r.Toolchain }
+
+// Captured asks the Device whether the launch's stream (record.Launch's
+// Native) is being captured into a graph.
+func (p *process) Captured(l *record.Launch) bool {
+	c, ok := p.r.dev.(StreamCapture)
+	s, _ := l.Native.(uintptr)
+	return ok && c.Capturing(s)
+}
 
 func (p *process) Launch(*record.Launch) error {
 	return errors.New("the driver performs the launches of an application recorded through it")

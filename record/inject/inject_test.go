@@ -21,10 +21,11 @@ import (
 // fakeDevice is device memory as a map of allocations; vars are the device
 // variables of every loaded module, by name.
 type fakeDevice struct {
-	mem     map[uint64][]byte
-	vars    map[string]uint64
-	syncErr error
-	syncs   int
+	captured uintptr // a stream being captured into a graph, if not 0
+	mem      map[uint64][]byte
+	vars     map[string]uint64
+	syncErr  error
+	syncs    int
 }
 
 func (f *fakeDevice) GlobalAddress(image int, name string) (uint64, uint64, error) {
@@ -36,6 +37,9 @@ func (f *fakeDevice) GlobalAddress(image int, name string) (uint64, uint64, erro
 }
 
 func (f *fakeDevice) Synchronize() error { f.syncs++; return f.syncErr }
+func (f *fakeDevice) Capturing(stream uintptr) bool {
+	return f.captured != 0 && stream == f.captured
+}
 func (f *fakeDevice) CopyToHost(dst []byte, src uint64) error {
 	for a, b := range f.mem {
 		if src >= a && src+uint64(len(dst)) <= a+uint64(len(b)) {
@@ -435,5 +439,22 @@ func TestOneContextIsRecorded(t *testing.T) {
 	st := r.Status()
 	if len(st.Errors) != 1 || !strings.Contains(st.Errors[0], "second CUDA context") || st.LaunchesSeen != 4 || st.InstancesRecorded != 2 {
 		t.Errorf("status: errors %q, %d launches seen, %d instances", st.Errors, st.LaunchesSeen, st.InstancesRecorded)
+	}
+}
+
+// A launch on a stream the device says is being captured into a graph runs
+// unrecorded (the recorder would synchronize inside the capture); on
+// another stream it is recorded.
+func TestACapturedLaunchIsNotRecorded(t *testing.T) {
+	r, dev, _ := newTest(t, nil)
+	dev.captured = 0x99
+	l := launch(r.Image([]byte("cubin")), 1)
+	l.Stream = 0x99
+	if recordOne(t, r, dev, l) != 0 || dev.syncs != 0 {
+		t.Fatalf("a captured launch was recorded, or the device synchronized (%d times) for it", dev.syncs)
+	}
+	l.Stream = 0x10
+	if recordOne(t, r, dev, l) == 0 {
+		t.Fatal("the launch on a stream not captured was not recorded")
 	}
 }
