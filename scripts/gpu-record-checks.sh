@@ -13,7 +13,8 @@
 #     and `mneme inspect` of its database;
 #  3. the paths examples do not take (recordcheck.cu beside this script):
 #     pitched/3D/async allocations, managed memory, an application that aborts
-#     halfway, an arena too small, per-thread default stream launches, a launch
+#     halfway, an arena too small, an application built without the wrapper
+#     (recorded through the driver), per-thread default stream launches, a launch
 #     captured into a CUDA graph (wrapper's and nvcc's builds).
 # The last line says whether every check passed.
 set -uo pipefail
@@ -105,9 +106,14 @@ ls -a "$work/rdb-crash" | grep -E '^\.' | grep -v -E '^\.\.?$|^\.mneme-record\.s
 mneme record -rdb "$work/rdb-small" -vass 0.005 -- "$work/wrap/vecadd/vecadd" >"$out/record-small.out" 2>"$out/record-small.err"; rc=$?
 echo "small arena: rc=$rc; $(grep -m1 -- '-vass' "$out/record-small.err")"
 [ $rc -ne 0 ] && grep -q -- '-vass' "$out/record-small.err" || bad "small arena: want a non-zero exit naming -vass"
+# An application built without the wrapper (clang alone) has no embedded IR:
+# it is recorded through the driver like an nvcc build, and its instance
+# replays verified from machine code.
 mneme record -rdb "$work/rdb-plain" -- "$work/plain/vecadd/vecadd" >/dev/null 2>"$out/record-unwrapped.err"; rc=$?
-echo "unwrapped application: rc=$rc; $(tail -n 1 "$out/record-unwrapped.err")"
-[ $rc -ne 0 ] && grep -q 'no kernels were registered' "$out/record-unwrapped.err" || bad "unwrapped application not diagnosed"
+inst=$(mneme inspect --json "$work/rdb-plain" 2>/dev/null | python3 -c 'import json,sys; print(sum(len(k["instances"]) for k in json.load(sys.stdin)["kernels"]))' 2>/dev/null)
+mneme replay -rdb "$work/rdb-plain" >"$out/replay-unwrapped.json" 2>"$out/replay-unwrapped.err"; rrc=$?
+echo "unwrapped application (recorded through the driver): record rc=$rc, ${inst:-?} instance(s), replay rc=$rrc (want 0, 1, 0)"
+[ $rc -eq 0 ] && [ "$inst" = 1 ] && [ $rrc -eq 0 ] || bad "unwrapped application: record rc=$rc, ${inst:-?} instance(s), replay rc=$rrc (record-unwrapped.err, replay-unwrapped.err)"
 mneme record -rdb "$work/rdb-sel" --kernels '^relax' --skip 10 --max-recordings 2 -- "$work/wrap/scalarsweep/scalarsweep" >/dev/null 2>"$out/record-sel.err"; rc=$?
 echo "selection (--kernels ^relax --skip 10 --max-recordings 2): rc=$rc; $(grep '^mneme' "$out/record-sel.err" | head -n 1)"
 mneme inspect "$work/rdb-sel" 2>&1 | grep -E 'relax|KERNEL'

@@ -256,7 +256,7 @@ fi
 # the shim's cost per launch (bench/gpu-launch-cost.sh).
 if [ -z "${SKIP_RECORD_CHECKS:-}" ]; then
   MNEME_PREFIX_DIR=$prefix LOGS=$logs/record-checks OUT= scripts/gpu-record-checks.sh > "$logs/record-checks.log" 2>&1
-  grep -E '^(FAIL|crash|small arena|unwrapped|record rc_)' "$logs/record-checks.log"
+  grep -E '^(FAIL|crash|small arena|unwrapped|record rc_|graph capture)' "$logs/record-checks.log"
   note "record checks: $(tail -n 1 "$logs/record-checks.log")"
 fi
 if [ -z "${SKIP_RECORD_OVERHEAD:-}" ]; then
