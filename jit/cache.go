@@ -22,7 +22,7 @@ import (
 
 // keyVersion changes whenever the compiler would produce different code for
 // the same inputs, so stale disk entries are never reused.
-const keyVersion = "mneme-jit-1"
+const keyVersion = "mneme-jit-2"
 
 // Key is the content hash of everything that can change the compiled code:
 // the IR, the kernel, the configuration fields that reach the compiler, the

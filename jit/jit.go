@@ -213,26 +213,27 @@ func (c *Compiler) compileUncached(key string, req *Request) (*Output, error) {
 	return out, nil
 }
 
-// prepare parses the IR and applies extraction and specialization.
-func (c *Compiler) prepare(req *Request) (*llvm.Module, string, error) {
+// prepare parses the IR and applies extraction and specialization; the
+// float arguments to fold after optimization are returned.
+func (c *Compiler) prepare(req *Request) (*llvm.Module, string, []int, error) {
 	name := req.Name
 	if name == "" {
 		name = "kernel IR"
 	}
 	mod, err := llvm.ParseBitcode(req.IR, name)
 	if err != nil {
-		return nil, "", &CompileError{Stage: "parse", Err: err}
+		return nil, "", nil, &CompileError{Stage: "parse", Err: err}
 	}
 	kernel, err := resolveKernel(mod, req.Kernel, name)
 	if err != nil {
 		mod.Dispose()
-		return nil, "", &CompileError{Stage: "parse", Err: err}
+		return nil, "", nil, &CompileError{Stage: "parse", Err: err}
 	}
-	mod, err = preprocess(mod, kernel, req)
+	mod, floats, err := preprocess(mod, kernel, req)
 	if err != nil {
-		return nil, "", &CompileError{Stage: "preprocess", Err: err}
+		return nil, "", nil, &CompileError{Stage: "preprocess", Err: err}
 	}
-	return mod, kernel, nil
+	return mod, kernel, floats, nil
 }
 
 func resolveKernel(mod *llvm.Module, want, name string) (string, error) {
@@ -256,34 +257,37 @@ func resolveKernel(mod *llvm.Module, want, name string) (string, error) {
 
 // preprocess applies the configuration's IR rewrites and returns the module
 // to optimize; on error it has disposed of every module it holds.
-func preprocess(mod *llvm.Module, kernel string, req *Request) (*llvm.Module, error) {
+func preprocess(mod *llvm.Module, kernel string, req *Request) (*llvm.Module, []int, error) {
 	cfg := req.Config
 	if cfg.Prune {
 		// Extract first: everything after works on the kernel's closure only.
 		ext, err := mod.ExtractKernel(kernel)
 		mod.Dispose()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		mod = ext
 	}
-	if err := rewrite(mod, kernel, req); err != nil {
+	deferred, err := rewrite(mod, kernel, req)
+	if err != nil {
 		mod.Dispose()
-		return nil, err
+		return nil, nil, err
 	}
-	return mod, nil
+	return mod, deferred, nil
 }
 
-func rewrite(mod *llvm.Module, kernel string, req *Request) error {
+// rewrite applies the configuration's IR rewrites. Float arguments to fold
+// are left to foldAfterOptimizing: their indices are returned.
+func rewrite(mod *llvm.Module, kernel string, req *Request) (floats []int, err error) {
 	cfg := req.Config
 	params, err := mod.KernelParams(kernel)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	explicit := len(cfg.SpecializeArgs) > 0
 	for _, i := range cfg.SpecializeArgs {
 		if i >= len(params) {
-			return fmt.Errorf("specialize_args: argument %d does not exist (the kernel has %d)", i, len(params))
+			return nil, fmt.Errorf("specialize_args: argument %d does not exist (the kernel has %d)", i, len(params))
 		}
 	}
 	for i, p := range params {
@@ -292,37 +296,69 @@ func rewrite(mod *llvm.Module, kernel string, req *Request) error {
 		}
 		if p.Kind == llvm.ParamOther || p.ByVal || (p.Kind == llvm.ParamPointer && !explicit) {
 			if explicit {
-				return fmt.Errorf("argument %d (%s %s) cannot be specialized", i, p.Type, p.Name)
+				return nil, fmt.Errorf("argument %d (%s %s) cannot be specialized", i, p.Type, p.Name)
 			}
 			continue // Specialize without SpecializeArgs folds the scalars only
 		}
 		if i >= len(req.Args) {
-			return fmt.Errorf("argument %d: no recorded value to specialize (have %d)", i, len(req.Args))
+			return nil, fmt.Errorf("argument %d: no recorded value to specialize (have %d)", i, len(req.Args))
+		}
+		if len(req.Args[i]) != p.Bytes() {
+			return nil, fmt.Errorf("argument %d (%s): recorded value has %d bytes, the type needs %d", i, p.Type, len(req.Args[i]), p.Bytes())
+		}
+		if p.IsFloat() {
+			floats = append(floats, i)
+			continue
 		}
 		if err := mod.SpecializeArg(kernel, i, req.Args[i]); err != nil {
-			return fmt.Errorf("argument %d: %w", i, err)
+			return nil, fmt.Errorf("argument %d: %w", i, err)
 		}
 	}
 	if cfg.SpecializeDims {
 		if cfg.Block.IsZero() || cfg.Grid.IsZero() {
-			return errors.New("specialize_dims needs the block and grid dimensions")
+			return nil, errors.New("specialize_dims needs the block and grid dimensions")
 		}
 		if err := mod.SpecializeDims(kernel, cfg.Block, cfg.Grid); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if cfg.SetLaunchBounds {
 		if err := mod.SetLaunchBounds(kernel, cfg.MaxThreads, cfg.MinBlocksPerSM); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if cfg.Internalize {
 		mod.Internalize(append([]string{kernel}, req.Keep...)...)
 		if err := mod.DropDead(); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return mod.Verify()
+	return floats, mod.Verify()
+}
+
+// foldPipeline propagates float arguments folded after optimization and
+// cleans up what they decide (branches on them, dead code), without
+// reshaping the optimized code around them.
+const foldPipeline = "function(sccp,instcombine,simplifycfg,adce)"
+
+// foldAfterOptimizing folds the float arguments of optimized code. Folding
+// them before optimization would let the optimizer round a product of
+// constants on its own where the application's code generator fuses it
+// into an add (fma: one rounding): their results would differ from the
+// application's in the last place, and cancellation (a put price from a
+// difference of near-equal terms) makes that a large relative error. So the
+// multiply-adds that would fold are made explicit fmas first, which LLVM
+// folds with one rounding, as the GPU computes them.
+func foldAfterOptimizing(mod *llvm.Module, kernel string, floats []int, req *Request, tm *llvm.TargetMachine, fusion llvm.FPOpFusion) error {
+	if _, err := mod.FuseFoldedMultiplyAdds(kernel, floats, fusion); err != nil {
+		return err
+	}
+	for _, i := range floats {
+		if err := mod.SpecializeArg(kernel, i, req.Args[i]); err != nil {
+			return fmt.Errorf("argument %d: %w", i, err)
+		}
+	}
+	return mod.RunPasses(foldPipeline, tm)
 }
 
 // pipeline is the configuration's pass pipeline, the default when it names none.
@@ -339,13 +375,13 @@ func pipeline(cfg mneme.Config) string {
 func (c *Compiler) optimize(req *Request, times *Times) (*llvm.Module, string, *llvm.TargetMachine, error) {
 	cfg := req.Config
 	t0 := time.Now()
-	mod, kernel, err := c.prepare(req)
+	mod, kernel, floats, err := c.prepare(req)
 	if err != nil {
 		return nil, "", nil, err
 	}
 	times.Preprocess = time.Since(t0)
 
-	tm, err := newTargetMachine(mod, kernel, c.arch(cfg), cfg)
+	tm, fusion, err := newTargetMachine(mod, kernel, c.arch(cfg), cfg)
 	if err != nil {
 		mod.Dispose()
 		return nil, "", nil, &CompileError{Stage: "codegen", Err: err}
@@ -356,6 +392,13 @@ func (c *Compiler) optimize(req *Request, times *Times) (*llvm.Module, string, *
 		mod.Dispose()
 		return nil, "", nil, &CompileError{Stage: "optimize", Err: err}
 	}
+	if len(floats) > 0 {
+		if err := foldAfterOptimizing(mod, kernel, floats, req, tm, fusion); err != nil {
+			tm.Dispose()
+			mod.Dispose()
+			return nil, "", nil, &CompileError{Stage: "optimize", Err: err}
+		}
+	}
 	times.Optimize = time.Since(t1)
 	return mod, kernel, tm, nil
 }
@@ -365,7 +408,7 @@ func (c *Compiler) optimize(req *Request, times *Times) (*llvm.Module, string, *
 // compiler did: the PTX version and the multiply-add fusion that the IR
 // records. Both change the bits of float results (ptxas contracts plain
 // mul/add into fma, never .rn ones) and the kernel's speed.
-func newTargetMachine(mod *llvm.Module, kernel, arch string, cfg mneme.Config) (*llvm.TargetMachine, error) {
+func newTargetMachine(mod *llvm.Module, kernel, arch string, cfg mneme.Config) (*llvm.TargetMachine, llvm.FPOpFusion, error) {
 	ptx := cfg.PTXVersion
 	if ptx == 0 {
 		ptx = mod.KernelPTXVersion(kernel)
@@ -376,20 +419,20 @@ func newTargetMachine(mod *llvm.Module, kernel, arch string, cfg mneme.Config) (
 		tm, err = llvm.NewTargetMachine(arch, 0, cfg.CodegenOpt)
 	}
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	fusion := mod.FPContraction()
 	if cfg.FPContract != "" {
 		if fusion, err = llvm.ParseFPContract(cfg.FPContract); err != nil {
 			tm.Dispose()
-			return nil, err
+			return nil, 0, err
 		}
 	}
 	if err := tm.SetFPOpFusion(fusion); err != nil {
 		tm.Dispose()
-		return nil, err
+		return nil, 0, err
 	}
-	return tm, nil
+	return tm, fusion, nil
 }
 
 func (c *Compiler) build(req *Request) (*Output, error) {
@@ -458,9 +501,11 @@ func (c *Compiler) link(out *Output, cfg mneme.Config, arch string) error {
 	return nil
 }
 
-// PreprocessedIR is the textual IR after extraction and specialization, before optimization.
+// PreprocessedIR is the textual IR after extraction and specialization,
+// before optimization; float arguments are folded after optimization, so
+// they are not folded here.
 func (c *Compiler) PreprocessedIR(req *Request) (string, error) {
-	mod, _, err := c.prepare(req)
+	mod, _, _, err := c.prepare(req)
 	if err != nil {
 		return "", err
 	}

@@ -208,6 +208,15 @@ type Param struct {
 	AddrSpace int
 }
 
+// IsFloat reports whether the parameter is a floating-point scalar.
+func (p Param) IsFloat() bool {
+	switch p.Kind {
+	case ParamFloat, ParamDouble, ParamHalf, ParamBFloat:
+		return !p.ByVal
+	}
+	return false
+}
+
 // Bytes is the size of the parameter's recorded value in bytes.
 func (p Param) Bytes() int { return (p.Bits + 7) / 8 }
 

@@ -24,10 +24,15 @@
 #include <llvm-c/Target.h>
 #include <llvm-c/Transforms/PassBuilder.h>
 
+#include <llvm/ADT/DenseMap.h>
+#include <llvm/ADT/SmallPtrSet.h>
 #include <llvm/Demangle/Demangle.h>
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/Function.h>
 #include <llvm/IR/GlobalValue.h>
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Instructions.h>
+#include <llvm/IR/IntrinsicInst.h>
 #include <llvm/IR/Metadata.h>
 #include <llvm/IR/Module.h>
 #include <llvm/IR/Verifier.h>
@@ -639,4 +644,160 @@ char *mn_demangle(const char *mangled) {
   if (d == mangled)
     return nullptr;
   return strdup(d.c_str());
+}
+
+namespace {
+
+// FoldedValues answers which values of a function become constants once the
+// chosen arguments are folded: constants, those arguments, and arithmetic
+// whose every operand is such a value. Folding then computes them on the
+// host with IEEE rounding at each operation, as the GPU would, except where
+// the GPU code fuses a multiply into an add.
+class FoldedValues {
+public:
+  explicit FoldedValues(llvm::SmallPtrSet<const llvm::Value *, 8> args)
+      : args_(std::move(args)) {}
+
+  bool folds(const llvm::Value *v, unsigned depth = 0) {
+    if (llvm::isa<llvm::ConstantFP>(v) || llvm::isa<llvm::ConstantInt>(v))
+      return true;
+    if (args_.contains(v))
+      return true;
+    const auto *inst = llvm::dyn_cast<llvm::Instruction>(v);
+    if (inst == nullptr || depth > 64)
+      return false;
+    if (auto it = memo_.find(inst); it != memo_.end())
+      return it->second;
+    bool pure = llvm::isa<llvm::UnaryOperator>(inst) ||
+                llvm::isa<llvm::BinaryOperator>(inst) ||
+                llvm::isa<llvm::CastInst>(inst) ||
+                llvm::isa<llvm::CmpInst>(inst) ||
+                llvm::isa<llvm::SelectInst>(inst);
+    const auto *call = llvm::dyn_cast<llvm::IntrinsicInst>(inst);
+    if (call != nullptr) {
+      switch (call->getIntrinsicID()) {
+      case llvm::Intrinsic::fma:
+      case llvm::Intrinsic::fmuladd:
+      case llvm::Intrinsic::fabs:
+      case llvm::Intrinsic::copysign:
+        pure = true;
+        break;
+      default:
+        break;
+      }
+    }
+    bool result = pure;
+    if (pure) {
+      auto operands = call != nullptr ? call->args() : inst->operands();
+      for (const llvm::Use &op : operands) {
+        if (!folds(op.get(), depth + 1)) {
+          result = false;
+          break;
+        }
+      }
+    }
+    memo_[inst] = result;
+    return result;
+  }
+
+private:
+  llvm::SmallPtrSet<const llvm::Value *, 8> args_;
+  llvm::DenseMap<const llvm::Instruction *, bool> memo_;
+};
+
+// contractibleMultiply mirrors what LLVM's DAG combiner treats as a multiply
+// it may fuse into an add of block bb: an fmul of float or double in the
+// same block, contractible, and not one the combiner rewrites first
+// (x * 2.0 becomes x + x, x * -1.0 becomes -x; both exact).
+const llvm::BinaryOperator *contractibleMultiply(const llvm::Value *v,
+                                                 const llvm::BasicBlock *bb,
+                                                 bool fuseGlobally) {
+  const auto *mul = llvm::dyn_cast<llvm::BinaryOperator>(v);
+  if (mul == nullptr || mul->getOpcode() != llvm::Instruction::FMul ||
+      mul->getParent() != bb)
+    return nullptr;
+  if (!fuseGlobally && !mul->hasAllowContract())
+    return nullptr;
+  for (const llvm::Use &op : mul->operands()) {
+    if (const auto *c = llvm::dyn_cast<llvm::ConstantFP>(op.get());
+        c != nullptr && (c->isExactlyValue(2.0) || c->isExactlyValue(-1.0)))
+      return nullptr;
+  }
+  return mul;
+}
+
+} // namespace
+
+size_t mn_fuse_folded_multiply_adds(LLVMValueRef fn, const unsigned *folded,
+                                    size_t n, int fuse_globally) {
+  auto *f = llvm::unwrap<llvm::Function>(fn);
+  llvm::SmallPtrSet<const llvm::Value *, 8> args;
+  for (size_t i = 0; i < n; i++) {
+    if (folded[i] < f->arg_size())
+      args.insert(f->getArg(folded[i]));
+  }
+  FoldedValues values(std::move(args));
+  const bool global = fuse_globally != 0;
+
+  struct Fusion {
+    llvm::Instruction *add;
+    const llvm::BinaryOperator *mul;
+    bool negateProduct, negateAddend;
+    unsigned addend; // operand index: read when rewriting, as an earlier
+                     // rewrite may have replaced it
+  };
+  std::vector<Fusion> fusions;
+  for (llvm::BasicBlock &bb : *f) {
+    for (llvm::Instruction &inst : bb) {
+      const unsigned op = inst.getOpcode();
+      if (op != llvm::Instruction::FAdd && op != llvm::Instruction::FSub)
+        continue;
+      if (!inst.getType()->isFloatTy() && !inst.getType()->isDoubleTy())
+        continue;
+      if (!global && !inst.hasAllowContract())
+        continue;
+      llvm::Value *n0 = inst.getOperand(0), *n1 = inst.getOperand(1);
+      const auto *m0 = contractibleMultiply(n0, &bb, global);
+      const auto *m1 = contractibleMultiply(n1, &bb, global);
+      // NVPTX fuses aggressively (a multiply with several uses too); given
+      // two candidates the combiner takes the one with fewer uses, the
+      // first operand on a tie.
+      const bool preferSecond =
+          m0 != nullptr && m1 != nullptr && n0->getNumUses() > n1->getNumUses();
+      Fusion fu{&inst, nullptr, false, false, 0};
+      if (op == llvm::Instruction::FAdd) {
+        if (m0 != nullptr && !preferSecond)
+          fu = {&inst, m0, false, false, 1};
+        else if (m1 != nullptr)
+          fu = {&inst, m1, false, false, 0};
+      } else {
+        // a*b - c = fma(a, b, -c); c - a*b = fma(-a, b, c)
+        if (m0 != nullptr && !preferSecond)
+          fu = {&inst, m0, false, true, 1};
+        else if (m1 != nullptr)
+          fu = {&inst, m1, true, false, 0};
+      }
+      // Only a multiply that folds to a constant loses its fusion; every
+      // other pair the code generator fuses as it always did.
+      if (fu.mul != nullptr && values.folds(fu.mul))
+        fusions.push_back(fu);
+    }
+  }
+  for (const Fusion &fu : fusions) {
+    llvm::IRBuilder<> b(fu.add);
+    llvm::Value *a = fu.mul->getOperand(0);
+    if (fu.negateProduct)
+      a = b.CreateFNeg(a);
+    llvm::Value *c = fu.add->getOperand(fu.addend);
+    if (fu.negateAddend)
+      c = b.CreateFNeg(c);
+    llvm::Value *fma =
+        b.CreateIntrinsic(llvm::Intrinsic::fma, {fu.add->getType()},
+                          {a, fu.mul->getOperand(1), c});
+    fma->takeName(fu.add);
+    fu.add->replaceAllUsesWith(fma);
+  }
+  for (const Fusion &fu : fusions)
+    fu.add->eraseFromParent();
+  return fusions.size();
 }

@@ -81,6 +81,16 @@ size_t mn_managed_globals(LLVMModuleRef m, LLVMValueRef *out, size_t cap);
 
 void mn_set_fp_fusion(LLVMTargetMachineRef tm, int level);
 
+// Rewrites, in kernel f, each floating-point add or subtract that code
+// generation would fuse with a multiply into an fma (llvm.fma) where that
+// multiply's operands come only from constants and the arguments numbered in
+// folded, so that folding those arguments later keeps the single rounding
+// the application's code has. fuse_globally is the target's fusion under
+// -ffp-contract=fast (every multiply-add pair), else only pairs marked
+// contract. Returns the number of adds rewritten.
+size_t mn_fuse_folded_multiply_adds(LLVMValueRef f, const unsigned *folded,
+                                    size_t n, int fuse_globally);
+
 #ifdef __cplusplus
 }
 #endif

@@ -325,3 +325,34 @@ func removeFunctionAttribute(f C.LLVMValueRef, key string) {
 // functionIndex is LLVMAttributeFunctionIndex (~0U), which cgo sees as the
 // untyped constant -1.
 const functionIndex = C.LLVMAttributeIndex(^uint32(0))
+
+// FuseFoldedMultiplyAdds prepares kernel for folding the float arguments
+// numbered in folded after optimization: each add or subtract that code
+// generation under fusion would fuse with a multiply of values that become
+// constants is made an explicit fma now. Folding a multiply into a constant
+// would otherwise round its product before the add, where the application's
+// code rounds once: results one unit in the last place apart, which
+// cancellation can turn into large relative errors. It returns the number
+// of adds rewritten.
+func (m *Module) FuseFoldedMultiplyAdds(kernel string, folded []int, fusion FPOpFusion) (int, error) {
+	f, err := m.definedFunction(kernel)
+	if err != nil {
+		return 0, err
+	}
+	if len(folded) == 0 {
+		return 0, nil
+	}
+	indices := make([]C.uint, len(folded))
+	for i, a := range folded {
+		if a < 0 {
+			return 0, fmt.Errorf("%s: argument index %d is negative", m.name, a)
+		}
+		indices[i] = C.uint(a)
+	}
+	global := C.int(0)
+	if fusion == FuseFast {
+		global = 1
+	}
+	n := C.mn_fuse_folded_multiply_adds(f, &indices[0], C.size_t(len(indices)), global)
+	return int(n), nil
+}
