@@ -79,10 +79,13 @@ func TestFoldedFloatArgumentsKeepTheFusedRounding(t *testing.T) {
 }
 
 // The fmas made explicit before folding are exactly those the code
-// generator forms: without folding anything, the PTX is unchanged.
+// generator forms: without folding anything, the PTX is unchanged. In
+// float (price_options' rate + 0.5*vol*vol), half (fma.rn.f16) and bfloat
+// (computed in float), under every fusion mode: "off" still fuses what the
+// IR marks contract, as clang marks every operation under CUDA's default.
 func TestExplicitFusionIsWhatCodeGenerationDoes(t *testing.T) {
 	ir := testIR(t)
-	emit := func(fuse bool, fusion string) (string, int) {
+	emit := func(kernel string, floats []int, fuse bool, fusion string) (string, int) {
 		m, err := llvm.ParseBitcode(ir, "kernels.bc")
 		if err != nil {
 			t.Fatal(err)
@@ -90,7 +93,7 @@ func TestExplicitFusionIsWhatCodeGenerationDoes(t *testing.T) {
 		defer m.Dispose()
 		cfg := baseConfig()
 		cfg.FPContract = fusion
-		tm, mode, err := newTargetMachine(m, priceOptions, "sm_90", cfg)
+		tm, mode, err := newTargetMachine(m, kernel, "sm_90", cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -100,7 +103,7 @@ func TestExplicitFusionIsWhatCodeGenerationDoes(t *testing.T) {
 		}
 		n := 0
 		if fuse {
-			if n, err = m.FuseFoldedMultiplyAdds(priceOptions, []int{rateArg, volArg}, mode); err != nil {
+			if n, err = m.FuseFoldedMultiplyAdds(kernel, floats, mode); err != nil {
 				t.Fatal(err)
 			}
 			if err := m.RunPasses(foldPipeline, tm); err != nil {
@@ -113,16 +116,19 @@ func TestExplicitFusionIsWhatCodeGenerationDoes(t *testing.T) {
 		}
 		return ptx, n
 	}
-	// Under "off" the code generator still fuses what the IR marks contract,
-	// as clang marks every operation under CUDA's default.
-	for _, fusion := range []string{"", "fast", "on", "off"} {
-		plain, _ := emit(false, fusion)
-		explicit, n := emit(true, fusion)
-		if n != 1 {
-			t.Errorf("fp_contract %q: %d multiply-adds made explicit, want 1 (rate + 0.5*vol*vol)", fusion, n)
-		}
-		if explicit != plain {
-			t.Errorf("fp_contract %q: PTX changed by making the fusion explicit\n--- plain\n%s\n--- explicit\n%s", fusion, plain, explicit)
+	for _, k := range []struct {
+		kernel string
+		floats []int
+	}{{priceOptions, []int{rateArg, volArg}}, {"scale_half", []int{2, 3}}, {"scale_bf16", []int{2, 3}}} {
+		for _, fusion := range []string{"", "fast", "on", "off"} {
+			plain, _ := emit(k.kernel, k.floats, false, fusion)
+			explicit, n := emit(k.kernel, k.floats, true, fusion)
+			if n != 1 {
+				t.Errorf("%s, fp_contract %q: %d multiply-adds made explicit, want 1 (the product of two folded arguments plus one)", k.kernel, fusion, n)
+			}
+			if explicit != plain {
+				t.Errorf("%s, fp_contract %q: PTX changed by making the fusion explicit\n--- plain\n%s\n--- explicit\n%s", k.kernel, fusion, plain, explicit)
+			}
 		}
 	}
 }

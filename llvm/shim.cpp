@@ -752,7 +752,10 @@ size_t mn_fuse_folded_multiply_adds(LLVMValueRef fn, const unsigned *folded,
       const unsigned op = inst.getOpcode();
       if (op != llvm::Instruction::FAdd && op != llvm::Instruction::FSub)
         continue;
-      if (!inst.getType()->isFloatTy() && !inst.getType()->isDoubleTy())
+      // Half too: NVPTX fuses f16 (fma.rn.f16); clang computes bfloat in
+      // float.
+      const llvm::Type *ty = inst.getType();
+      if (!ty->isFloatTy() && !ty->isDoubleTy() && !ty->isHalfTy())
         continue;
       if (!global && !inst.hasAllowContract())
         continue;
