@@ -87,6 +87,14 @@ func ParseDim3(s string) (Dim3, error) {
 // DefaultPipeline is the optimization pipeline used when a configuration names none.
 const DefaultPipeline = "default<O3>"
 
+// CompilerRevision changes whenever package jit compiles the same inputs to
+// other code (2: float arguments folded after optimization, with their
+// multiply-adds fused as the application's code fuses them). Whatever keeps
+// compiled code or results found with it keys on it (jit's compile cache,
+// the deployment cache, mneme optimize's tuning results), so none serves
+// what an older compiler made.
+const CompilerRevision = "2"
+
 // Config is the replay configuration: how one recorded kernel is recompiled
 // and launched (field names in JSON and YAML as in Mneme), plus the ptxas
 // knobs and the target. The zero value of an optional field means "as

@@ -59,16 +59,9 @@ type Key struct {
 	Ptxas  string
 }
 
-// CompilerRevision changes whenever package jit compiles the same inputs to
-// other code (2: float arguments folded after optimization, with their
-// multiply-adds fused as the application's code fuses them). jit's compile
-// cache and the deployment cache both key on it, so neither serves code an
-// older compiler made.
-const CompilerRevision = "2"
-
 // keyFormat leads every key's encoding: changing the encoding or what a
 // compiled variant depends on changes it, so old entries are never reused.
-const keyFormat = "mneme-deploy-key-1/compiler-" + CompilerRevision
+const keyFormat = "mneme-deploy-key-1/compiler-" + mneme.CompilerRevision
 
 // AppendValue appends a specialized argument, its 0-based index and its
 // bytes, to a Key's Values, in an encoding no two different argument lists

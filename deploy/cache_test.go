@@ -464,7 +464,7 @@ func FuzzCacheEntry(f *testing.F) {
 // compiler (other float folding, say) is never served from a warm cache.
 func TestKeyNamesTheCompilerRevision(t *testing.T) {
 	enc := Key{IRHash: "ir", Kernel: "k", Config: "c", Arch: "sm_90"}.encode()
-	if !bytes.Contains(enc, []byte("compiler-"+CompilerRevision)) {
-		t.Fatalf("key encoding %q does not name compiler revision %s", enc, CompilerRevision)
+	if !bytes.Contains(enc, []byte("compiler-"+mneme.CompilerRevision)) {
+		t.Fatalf("key encoding %q does not name compiler revision %s", enc, mneme.CompilerRevision)
 	}
 }

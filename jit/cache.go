@@ -15,7 +15,6 @@ import (
 	"github.com/zeebo/xxh3"
 
 	"github.com/mneme-gpu/mneme"
-	"github.com/mneme-gpu/mneme/deploy"
 	"github.com/mneme-gpu/mneme/internal/cacheseal"
 	"github.com/mneme-gpu/mneme/internal/safefile"
 	"github.com/mneme-gpu/mneme/llvm"
@@ -23,7 +22,7 @@ import (
 
 // keyVersion changes whenever the compiler would produce different code for
 // the same inputs, so stale disk entries are never reused.
-const keyVersion = "mneme-jit-" + deploy.CompilerRevision
+const keyVersion = "mneme-jit-" + mneme.CompilerRevision
 
 // Key is the content hash of everything that can change the compiled code:
 // the IR, the kernel, the configuration fields that reach the compiler, the

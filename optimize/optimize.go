@@ -446,7 +446,7 @@ func splitBudget(ks []*kernel, budget time.Duration) {
 }
 
 // resultKey keys a kernel's tuning result: its IR, the GPU, the driver, the
-// toolchain, and the class of its launches (shapes and which arguments held
+// toolchain, the compiler's revision, and the class of its launches (shapes and which arguments held
 // still), so a result is reused only where it would be found again.
 func resultKey(o Options, k *kernel) string {
 	h := xxh3.New()
@@ -457,6 +457,7 @@ func resultKey(o Options, k *kernel) string {
 	field(o.Driver)
 	field(o.Toolchain)
 	field(launchClass(k.stats))
+	field(mneme.CompilerRevision) // results found with other code are found again
 	if o.TuneConditions != "" {
 		field(o.TuneConditions) // absent by default: earlier results keep their keys
 	}
