@@ -33,6 +33,7 @@ func FailurePattern(trials []Trial) string {
 	type tally struct {
 		n, failed int
 		statuses  map[mneme.Status]int
+		apart     deviation
 	}
 	byParam := map[string]map[string]*tally{}
 	totalFailed := 0
@@ -60,6 +61,7 @@ func FailurePattern(trials []Trial) string {
 			if failed {
 				tl.failed++
 				tl.statuses[t.Status]++
+				tl.apart.add(t.Result)
 			}
 		}
 	}
@@ -101,5 +103,35 @@ func FailurePattern(trials []Trial) string {
 		return ""
 	}
 	return fmt.Sprintf("every trial with %s=%s failed (%d of %d: %s); with other values %d of %d failed",
-		best.param, best.value, best.t.failed, best.t.n, fmtStatuses(best.t.statuses), best.otherFails, best.otherN)
+		best.param, best.value, best.t.failed, best.t.n, fmtStatuses(best.t.statuses), best.otherFails, best.otherN) + best.t.apart.String()
+}
+
+// deviation is how far the float outputs of failed verifications were
+// from the recording's, at most: what a wider bound (--verify ulp N, or
+// tolerance) would have to admit for those trials to pass.
+type deviation struct {
+	buffers int // typed buffers that failed their bound
+	maxULP  uint64
+	maxRel  float64
+}
+
+func (d *deviation) add(r *mneme.Result) {
+	if r == nil || r.Status != mneme.StatusFailedVerification {
+		return
+	}
+	for _, b := range r.Verification {
+		if b.Passed || b.Type == "" || b.Type == "untyped" || b.NonFinite > 0 {
+			continue
+		}
+		d.buffers++
+		d.maxULP = max(d.maxULP, b.MaxULP)
+		d.maxRel = max(d.maxRel, b.MaxRel)
+	}
+}
+
+func (d deviation) String() string {
+	if d.buffers == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; their float outputs were at most %d ulp (relative %.2g) from the recording's", d.maxULP, d.maxRel)
 }

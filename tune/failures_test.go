@@ -70,3 +70,25 @@ func TestFailurePatternPrefersTheLargerShare(t *testing.T) {
 		t.Errorf("got %q\nwant %q", got, want)
 	}
 }
+
+// The pattern says how far the failing trials' float outputs were from the
+// recording's, the largest over their typed buffers that failed (not the
+// ones that passed, not untyped ones, not other statuses), so the user can
+// judge a wider bound.
+func TestFailurePatternSaysHowFarTheOutputsWere(t *testing.T) {
+	failed := func(bufs ...mneme.BufferVerification) *mneme.Result {
+		return &mneme.Result{Status: mneme.StatusFailedVerification, Verification: bufs}
+	}
+	trials := append(trialsWith(true, 3, 3, mneme.StatusFailedVerification), trialsWith(false, 21, 0, "")...)
+	trials[0].Result = failed(mneme.BufferVerification{Type: "f32", MaxULP: 850, MaxRel: 1.2e-4},
+		mneme.BufferVerification{Type: "f32", Passed: true, MaxULP: 5000, MaxRel: 0.5},
+		mneme.BufferVerification{Type: "untyped", MaxULP: 7000, MaxRel: 0.9})
+	trials[1].Result = failed(mneme.BufferVerification{Type: "f64", MaxULP: 40, MaxRel: 3e-3})
+	trials[2].Result = failed()
+	trials[5].Result = failed(mneme.BufferVerification{Type: "f32", MaxULP: 9999, MaxRel: 0.7}) // verified trial: not counted
+	want := "every trial with specialize=true failed (3 of 3: failed_verification 3); with other values 0 of 21 failed; " +
+		"their float outputs were at most 850 ulp (relative 0.003) from the recording's"
+	if got := FailurePattern(trials); got != want {
+		t.Errorf("got %q\nwant %q", got, want)
+	}
+}
