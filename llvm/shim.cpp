@@ -706,8 +706,8 @@ private:
 };
 
 // contractibleMultiply mirrors what LLVM's DAG combiner treats as a multiply
-// it may fuse into an add of block bb: an fmul of float or double in the
-// same block, contractible, and not one the combiner rewrites first
+// it may fuse into an add of block bb: an fmul in the same block,
+// contractible, and not one the combiner rewrites first
 // (x * 2.0 becomes x + x, x * -1.0 becomes -x; both exact).
 const llvm::BinaryOperator *contractibleMultiply(const llvm::Value *v,
                                                  const llvm::BasicBlock *bb,
