@@ -303,10 +303,13 @@ func rewrite(mod *llvm.Module, kernel string, req *Request) (floats []int, err e
 		if i >= len(req.Args) {
 			return nil, fmt.Errorf("argument %d: no recorded value to specialize (have %d)", i, len(req.Args))
 		}
-		if len(req.Args[i]) != p.Bytes() {
-			return nil, fmt.Errorf("argument %d (%s): recorded value has %d bytes, the type needs %d", i, p.Type, len(req.Args[i]), p.Bytes())
-		}
 		if p.IsFloat() {
+			// Folded only after optimization: a value of the wrong size is
+			// refused now, as SpecializeArg refuses the others, not after
+			// the pipeline has run.
+			if len(req.Args[i]) != p.Bytes() {
+				return nil, fmt.Errorf("argument %d (%s): recorded value has %d bytes, the type needs %d", i, p.Type, len(req.Args[i]), p.Bytes())
+			}
 			floats = append(floats, i)
 			continue
 		}
